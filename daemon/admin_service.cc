@@ -1,0 +1,43 @@
+#include "daemon/services.h"
+
+namespace cclo::daemon {
+
+grpc::Status AdminService::Status(grpc::ServerContext*, const cclo::v1::StatusRequest*,
+                                  cclo::v1::StatusResponse* response) {
+  response->set_version(CCLOD_VERSION);
+  response->set_peer_address(peer_address_);
+  response->set_data_address(device_->DataAddress());
+  response->set_uptime_seconds(
+      static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - start_)));
+  std::vector<SessionPtr> sessions = sessions_->All();
+  response->set_sessions(static_cast<uint32_t>(sessions.size()));
+  uint64_t buffers = 0, buffer_bytes = 0;
+  for (const SessionPtr& session : sessions) {
+    buffers += session->BufferCount();
+    buffer_bytes += session->BufferBytes();
+  }
+  response->set_buffers(static_cast<uint32_t>(buffers));
+  response->set_buffer_bytes(buffer_bytes);
+  response->set_communicators(static_cast<uint32_t>(communicators_->Count()));
+  hw::DeviceStats stats = device_->Stats();
+  response->set_ops_completed(stats.calls_completed);
+  response->set_ops_failed(stats.calls_failed);
+  response->set_bytes_sent(stats.bytes_sent);
+  response->set_bytes_received(stats.bytes_received);
+  response->set_rx_pool_bytes_total(stats.rx_pool_bytes_total);
+  response->set_rx_pool_bytes_used(stats.rx_pool_bytes_used);
+  response->set_data_sessions_up(stats.sessions_up);
+  response->set_wire_errors(stats.wire_errors);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListCommunicators(grpc::ServerContext*,
+                                             const cclo::v1::ListCommunicatorsRequest*,
+                                             cclo::v1::ListCommunicatorsResponse* response) {
+  for (cclo::v1::CommunicatorInfo& info : communicators_->List()) {
+    *response->add_communicators() = std::move(info);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace cclo::daemon

@@ -1,0 +1,162 @@
+#include "daemon/attach_server.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cclo/v1/attach.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::daemon {
+namespace {
+
+constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::string& path,
+                                                                  SessionRegistry* sessions,
+                                                                  SessionEndFn on_end) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' is longer than ",
+                                                   sizeof(address.sun_path) - 1, " bytes"));
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("attach socket");
+  unlink(path.c_str());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      chmod(path.c_str(), 0666) != 0 || listen(fd, 128) != 0) {
+    absl::Status status = Errno(absl::StrCat("attach socket ", path));
+    close(fd);
+    return status;
+  }
+  int wake = eventfd(0, EFD_CLOEXEC);
+  if (wake < 0) {
+    close(fd);
+    return Errno("eventfd");
+  }
+  return std::unique_ptr<AttachServer>(
+      new AttachServer(path, fd, wake, sessions, std::move(on_end)));
+}
+
+AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd,
+                           SessionRegistry* sessions, SessionEndFn on_end)
+    : path_(std::move(path)),
+      listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      sessions_(sessions),
+      on_end_(std::move(on_end)),
+      thread_([this] { Run(); }) {}
+
+AttachServer::~AttachServer() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  thread_.join();
+  while (!connections_.empty()) EndSession(connections_.begin()->first);
+  close(listen_fd_);
+  close(wake_fd_);
+  unlink(path_.c_str());
+}
+
+void AttachServer::Run() {
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    for (const auto& [fd, session_id] : connections_) fds.push_back({fd, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("attach server poll failed: {}", std::strerror(errno));
+      return;
+    }
+    if (fds[0].revents) return;
+    if (fds[1].revents & POLLIN) Accept();
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      char byte;
+      ssize_t got = recv(fds[i].fd, &byte, 1, MSG_DONTWAIT);
+      if (got > 0) {
+        spdlog::warn("attach connection of session {} sent unexpected data; closing it",
+                     connections_[fds[i].fd]);
+      } else if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+        continue;
+      }
+      EndSession(fds[i].fd);
+    }
+  }
+}
+
+void AttachServer::Accept() {
+  int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) {
+    spdlog::warn("attach accept failed: {}", std::strerror(errno));
+    return;
+  }
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    spdlog::warn("attach: SO_PEERCRED failed: {}", std::strerror(errno));
+    close(fd);
+    return;
+  }
+  absl::StatusOr<attach::Received> hello =
+      attach::ReceiveFrame(fd, absl::Now() + kHelloTimeout);
+  absl::Status refusal;
+  if (!hello.ok()) {
+    refusal = hello.status();
+  } else {
+    if (hello->fd >= 0) close(hello->fd);
+    if (hello->frame.type != attach::FrameType::kHello) {
+      refusal = absl::InvalidArgumentError(absl::StrCat(
+          "expected a HELLO frame, got type ", static_cast<int>(hello->frame.type)));
+    }
+  }
+  if (!refusal.ok()) {
+    spdlog::warn("attach from pid {} uid {} refused: {}", credentials.pid, credentials.uid,
+                 std::string(refusal.message()));
+    attach::Frame refused{attach::FrameType::kRefused, 0, 0,
+                          std::string(refusal.message().substr(0, attach::kTextBytes - 1))};
+    (void)attach::SendFrame(fd, refused);
+    close(fd);
+    return;
+  }
+  SessionPtr session = sessions_->Create({credentials.pid, credentials.uid, credentials.gid}, fd);
+  attach::Frame welcome{attach::FrameType::kWelcome, session->id(), 0, session->token()};
+  if (absl::Status sent = attach::SendFrame(fd, welcome); !sent.ok()) {
+    spdlog::warn("attach: welcome to pid {} failed: {}", credentials.pid,
+                 std::string(sent.message()));
+    sessions_->Remove(session->id());
+    close(fd);
+    return;
+  }
+  connections_[fd] = session->id();
+  spdlog::info("session {} attached: pid {} uid {} gid {}", session->id(), credentials.pid,
+               credentials.uid, credentials.gid);
+}
+
+void AttachServer::EndSession(int fd) {
+  uint64_t session_id = connections_[fd];
+  connections_.erase(fd);
+  if (SessionPtr session = sessions_->Remove(session_id)) {
+    spdlog::info("session {} ended (attach connection closed)", session_id);
+    session->Close();
+    on_end_(session);
+  }
+  close(fd);
+}
+
+}  // namespace cclo::daemon

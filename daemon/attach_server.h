@@ -1,0 +1,45 @@
+// The attach socket: where clients prove who they are (SO_PEERCRED) and receive their
+// session token and buffer fds. One thread polls the listening socket and every live
+// attach connection; a closed connection ends its session.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "daemon/sessions.h"
+
+namespace cclo::daemon {
+
+class AttachServer {
+ public:
+  using SessionEndFn = std::function<void(const SessionPtr&)>;
+
+  /// Binds `path` (replacing a stale socket file) with mode 0666 and starts serving.
+  /// `on_end` runs on the server thread after a client's connection closed.
+  static absl::StatusOr<std::unique_ptr<AttachServer>> Start(const std::string& path,
+                                                             SessionRegistry* sessions,
+                                                             SessionEndFn on_end);
+  /// Stops serving, ends every session (running `on_end`) and removes the socket file.
+  ~AttachServer();
+
+ private:
+  AttachServer(std::string path, int listen_fd, int wake_fd, SessionRegistry* sessions,
+               SessionEndFn on_end);
+  void Run();
+  void Accept();
+  void EndSession(int fd);
+
+  const std::string path_;
+  const int listen_fd_;
+  const int wake_fd_;  ///< eventfd that stops Run()
+  SessionRegistry* const sessions_;
+  const SessionEndFn on_end_;
+  /// attach fd -> session id; touched only by the server thread.
+  std::map<int, uint64_t> connections_;
+  std::thread thread_;
+};
+
+}  // namespace cclo::daemon

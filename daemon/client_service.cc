@@ -1,0 +1,122 @@
+#include "absl/strings/str_cat.h"
+#include "daemon/services.h"
+#include "daemon/status.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::daemon {
+namespace {
+
+/// Longest single Wait RPC; clients loop for longer waits.
+constexpr uint32_t kMaxWaitMs = 30'000;
+
+}  // namespace
+
+absl::StatusOr<SessionPtr> ClientService::Authenticate(const grpc::ServerContext& context) const {
+  const auto& metadata = context.client_metadata();
+  auto found = metadata.find("cclo-session");
+  if (found == metadata.end()) {
+    return absl::UnauthenticatedError("missing 'cclo-session' metadata; attach first");
+  }
+  return sessions_->FindByToken(std::string(found->second.data(), found->second.size()));
+}
+
+grpc::Status ClientService::AllocBuffer(grpc::ServerContext* context,
+                                        const cclo::v1::AllocBufferRequest* request,
+                                        cclo::v1::AllocBufferResponse* response) {
+  absl::StatusOr<SessionPtr> session = Authenticate(*context);
+  if (!session.ok()) return ToGrpc(session.status());
+  if (request->bytes() == 0 || request->bytes() > config_->max_buffer_bytes) {
+    return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+        "buffer size ", request->bytes(), " is not in [1, ", config_->max_buffer_bytes, "]")));
+  }
+  uint64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_buffer_id_++;
+  }
+  absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(id, request->bytes());
+  if (!buffer.ok()) return ToGrpc(buffer.status());
+  if (absl::Status added = (*session)->AddBuffer(*buffer); !added.ok()) return ToGrpc(added);
+  response->set_buffer_id(id);
+  response->set_bytes(request->bytes());
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::FreeBuffer(grpc::ServerContext* context,
+                                       const cclo::v1::FreeBufferRequest* request,
+                                       cclo::v1::FreeBufferResponse*) {
+  absl::StatusOr<SessionPtr> session = Authenticate(*context);
+  if (!session.ok()) return ToGrpc(session.status());
+  return ToGrpc((*session)->RemoveBuffer(request->buffer_id()));
+}
+
+grpc::Status ClientService::CreateCommunicatorId(grpc::ServerContext* context,
+                                                 const cclo::v1::CreateCommunicatorIdRequest*,
+                                                 cclo::v1::CreateCommunicatorIdResponse* response) {
+  absl::StatusOr<SessionPtr> session = Authenticate(*context);
+  if (!session.ok()) return ToGrpc(session.status());
+  response->set_token(communicators_->CreateId());
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
+                                             const cclo::v1::JoinCommunicatorRequest* request,
+                                             cclo::v1::JoinCommunicatorResponse* response) {
+  absl::StatusOr<SessionPtr> session = Authenticate(*context);
+  if (!session.ok()) return ToGrpc(session.status());
+  absl::Duration timeout = request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms())
+                                                     : config_->join_timeout;
+  absl::StatusOr<Communicators::Joined> joined = communicators_->Join(
+      *session, request->token(), request->rank(), request->size(), absl::Now() + timeout);
+  if (!joined.ok()) {
+    spdlog::info("session {}: join as rank {} of {} failed: {}", (*session)->id(),
+                 request->rank(), request->size(), std::string(joined.status().message()));
+    return ToGrpc(joined.status());
+  }
+  response->set_comm_handle(joined->handle);
+  response->set_comm_id(hw::CommIdHex(joined->comm));
+  for (const cclo::v1::RankInfo& rank : joined->ranks) *response->add_ranks() = rank;
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::DestroyCommunicator(grpc::ServerContext* context,
+                                                const cclo::v1::DestroyCommunicatorRequest* request,
+                                                cclo::v1::DestroyCommunicatorResponse*) {
+  absl::StatusOr<SessionPtr> session = Authenticate(*context);
+  if (!session.ok()) return ToGrpc(session.status());
+  return ToGrpc(communicators_->Destroy(*session, request->comm_handle()));
+}
+
+grpc::Status ClientService::Submit(grpc::ServerContext* context,
+                                   const cclo::v1::SubmitRequest* request,
+                                   cclo::v1::SubmitResponse* response) {
+  absl::StatusOr<SessionPtr> session = Authenticate(*context);
+  if (!session.ok()) return ToGrpc(session.status());
+  absl::StatusOr<uint64_t> op_id = ops_->Submit(*session, *request);
+  if (!op_id.ok()) return ToGrpc(op_id.status());
+  response->set_op_id(*op_id);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::Wait(grpc::ServerContext* context,
+                                 const cclo::v1::WaitRequest* request,
+                                 cclo::v1::WaitResponse* response) {
+  absl::StatusOr<SessionPtr> session = Authenticate(*context);
+  if (!session.ok()) return ToGrpc(session.status());
+  absl::StatusOr<std::optional<OpResult>> result = (*session)->WaitOp(
+      request->op_id(), absl::Milliseconds(std::min(request->timeout_ms(), kMaxWaitMs)));
+  if (!result.ok()) return ToGrpc(result.status());
+  if (!result->has_value()) {
+    response->set_done(false);
+    return grpc::Status::OK;
+  }
+  const OpResult& done = **result;
+  response->set_done(true);
+  response->set_code(static_cast<int32_t>(done.completion.status.code()));
+  response->set_message(std::string(done.completion.status.message()));
+  response->set_algorithm(done.completion.algorithm);
+  response->set_elapsed_us(static_cast<uint64_t>(absl::ToInt64Microseconds(done.elapsed)));
+  return grpc::Status::OK;
+}
+
+}  // namespace cclo::daemon

@@ -1,0 +1,333 @@
+#include "daemon/communicators.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/crypto.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::daemon {
+namespace {
+
+constexpr absl::Duration kShutdownNoticeTimeout = absl::Seconds(1);
+
+std::string IdBytes(const hw::CommId& id) { return std::string(id.begin(), id.end()); }
+
+}  // namespace
+
+std::string LeaveProof(const hw::CommSecret& secret, const cclo::v1::PeerLeaveRequest& request) {
+  Digest digest = Hmac(secret.data(), secret.size(),
+                       absl::StrCat("leave|", request.comm_id(), "|", request.daemon_address(),
+                                    "|", request.reason()));
+  return std::string(digest.begin(), digest.end());
+}
+
+Communicators::Communicators(hw::Device* device, PeerClient* peers, RootGather* root_gather,
+                             std::string self_address)
+    : device_(device),
+      peers_(peers),
+      root_gather_(root_gather),
+      self_address_(std::move(self_address)) {}
+
+std::string Communicators::CreateId() {
+  CommToken token = NewToken(self_address_);
+  root_gather_->Register(token.id, token.secret);
+  return FormatToken(token);
+}
+
+absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& session,
+                                                          const std::string& token_text,
+                                                          uint32_t rank, uint32_t size,
+                                                          absl::Time deadline) {
+  absl::StatusOr<CommToken> token = ParseToken(token_text);
+  if (!token.ok()) return token.status();
+  if (size == 0 || size > kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("communicator size ", size, " is not in [1, ", kMaxWorldSize, "]"));
+  }
+  if (rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " >= size ", size));
+  }
+  const hw::CommId id = token->id;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [entry, inserted] = comms_.try_emplace(id);
+    Comm& comm = entry->second;
+    if (inserted) {
+      comm.secret = token->secret;
+      comm.size = size;
+    } else if (comm.secret != token->secret) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "token secret does not match communicator ", hw::CommIdHex(id), " joined here"));
+    } else if (comm.size != size) {
+      return absl::InvalidArgumentError(absl::StrCat("size ", size, " disagrees with size ",
+                                                     comm.size, " of ranks joined here"));
+    } else if (comm.local_ranks.count(rank)) {
+      return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " of communicator ",
+                                                   hw::CommIdHex(id), " already joined here"));
+    } else if (comm.state == State::kBroken) {
+      return absl::UnavailableError(absl::StrCat("communicator ", hw::CommIdHex(id),
+                                                 " is broken: ", comm.error));
+    }
+    comm.local_ranks.insert(rank);
+  }
+  auto fail = [&](absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    LeaveLocked(id, rank);
+    return status;
+  };
+  if (absl::Status prepared = device_->PrepareCommunicator(id, token->secret); !prepared.ok()) {
+    return fail(prepared);
+  }
+  cclo::v1::PeerJoinRequest request;
+  request.set_version(1);
+  request.set_comm_id(IdBytes(id));
+  request.set_rank(rank);
+  request.set_size(size);
+  request.set_daemon_address(self_address_);
+  request.set_data_address(device_->DataAddress());
+  request.set_timeout_ms(static_cast<uint32_t>(
+      std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()))));
+  request.set_proof(JoinProof(token->secret, request));
+  absl::StatusOr<cclo::v1::PeerJoinResponse> response =
+      peers_->Join(token->root_address, request, deadline);
+  if (!response.ok()) {
+    return fail(absl::Status(response.status().code(),
+                             absl::StrCat("join at root daemon ", token->root_address,
+                                          " failed: ", response.status().message())));
+  }
+  if (response->ranks_size() != static_cast<int>(size)) {
+    return fail(absl::InternalError(absl::StrCat("root daemon answered with ",
+                                                 response->ranks_size(), " ranks, not ", size)));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    Comm& comm = comms_.at(id);
+    if (comm.table.empty()) comm.table.assign(response->ranks().begin(), response->ranks().end());
+  }
+  if (absl::Status configured = Configure(id, deadline); !configured.ok()) {
+    absl::MutexLock lock(&mu_);
+    BreakLocked(id, comms_.at(id), std::string(configured.message()));
+    LeaveLocked(id, rank);
+    return configured;
+  }
+  absl::MutexLock lock(&mu_);
+  Comm& comm = comms_.at(id);
+  if (comm.state == State::kJoining) comm.state = State::kReady;
+  uint64_t handle = next_handle_++;
+  handles_[handle] = {session->id(), id, rank};
+  session->AddCommHandle(handle);
+  spdlog::info("session {} joined communicator {} as rank {} of {}", session->id(),
+               hw::CommIdHex(id), rank, size);
+  return Joined{handle, id, comm.table};
+}
+
+absl::Status Communicators::Configure(const hw::CommId& id, absl::Time deadline) {
+  hw::CommunicatorConfig config;
+  {
+    absl::MutexLock lock(&mu_);
+    Comm& comm = comms_.at(id);
+    if (!comm.configure_started) {
+      comm.configure_started = true;
+      config.id = id;
+      config.secret = comm.secret;
+      for (const cclo::v1::RankInfo& info : comm.table) {
+        config.ranks.push_back({info.data_address()});
+      }
+    }
+  }
+  if (!config.ranks.empty()) {
+    device_->ConfigureCommunicator(config, deadline, [this, id](absl::Status status) {
+      absl::MutexLock lock(&mu_);
+      auto found = comms_.find(id);
+      if (found != comms_.end()) found->second.configured = std::move(status);
+    });
+  }
+  absl::MutexLock lock(&mu_);
+  const Comm& comm = comms_.at(id);
+  auto settled = [&comm]() { return comm.configured.has_value() || comm.state == State::kBroken; };
+  mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+  if (comm.state == State::kBroken) {
+    return absl::UnavailableError(
+        absl::StrCat("communicator ", hw::CommIdHex(id), " is broken: ", comm.error));
+  }
+  if (!comm.configured.has_value()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "data sessions of communicator ", hw::CommIdHex(id), " not up before the deadline"));
+  }
+  return *comm.configured;
+}
+
+absl::StatusOr<Member> Communicators::Resolve(const SessionPtr& session, uint64_t handle) const {
+  absl::MutexLock lock(&mu_);
+  auto found = handles_.find(handle);
+  if (found == handles_.end() || found->second.session_id != session->id()) {
+    return absl::NotFoundError(absl::StrCat("no communicator handle ", handle,
+                                            " in this session"));
+  }
+  const Comm& comm = comms_.at(found->second.comm);
+  if (comm.state == State::kBroken) {
+    return absl::UnavailableError(absl::StrCat("communicator ",
+                                               hw::CommIdHex(found->second.comm),
+                                               " is broken: ", comm.error));
+  }
+  return Member{found->second.comm, found->second.rank, comm.size};
+}
+
+void Communicators::OpFinished(const hw::CommId& id, const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  auto found = comms_.find(id);
+  if (found == comms_.end()) return;
+  if (status.ok()) {
+    ++found->second.ops_completed;
+  } else if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
+    BreakLocked(id, found->second, std::string(status.message()));
+  }
+}
+
+absl::Status Communicators::Destroy(const SessionPtr& session, uint64_t handle) {
+  absl::MutexLock lock(&mu_);
+  auto found = handles_.find(handle);
+  if (found == handles_.end() || found->second.session_id != session->id()) {
+    return absl::NotFoundError(absl::StrCat("no communicator handle ", handle,
+                                            " in this session"));
+  }
+  Handle destroyed = found->second;
+  handles_.erase(found);
+  session->RemoveCommHandle(handle);
+  LeaveLocked(destroyed.comm, destroyed.rank);
+  return absl::OkStatus();
+}
+
+void Communicators::EndSession(const SessionPtr& session) {
+  absl::MutexLock lock(&mu_);
+  for (uint64_t handle : session->CommHandles()) {
+    auto found = handles_.find(handle);
+    if (found == handles_.end()) continue;
+    Handle ended = found->second;
+    handles_.erase(found);
+    BreakLocked(ended.comm, comms_.at(ended.comm),
+                absl::StrCat("rank ", ended.rank, " left: its client (pid ",
+                             session->credentials().pid, ") exited"));
+    LeaveLocked(ended.comm, ended.rank);
+  }
+}
+
+absl::Status Communicators::PeerLeft(const cclo::v1::PeerLeaveRequest& request) {
+  hw::CommId id{};
+  if (request.comm_id().size() != id.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("comm_id has ", request.comm_id().size(),
+                                                   " bytes, expected ", id.size()));
+  }
+  std::memcpy(id.data(), request.comm_id().data(), id.size());
+  absl::MutexLock lock(&mu_);
+  auto found = comms_.find(id);
+  if (found == comms_.end()) {
+    return absl::NotFoundError(absl::StrCat("no communicator ", hw::CommIdHex(id), " here"));
+  }
+  Comm& comm = found->second;
+  Digest expected{};
+  std::string proof = LeaveProof(comm.secret, request);
+  std::memcpy(expected.data(), proof.data(), expected.size());
+  if (!DigestEqual(request.proof(), expected)) {
+    return absl::PermissionDeniedError("leave notice proof is wrong: secret mismatch");
+  }
+  if (comm.state != State::kBroken) {
+    comm.state = State::kBroken;
+    comm.error = absl::StrCat("daemon ", request.daemon_address(), ": ", request.reason());
+    spdlog::warn("communicator {} broken: {}", hw::CommIdHex(id), comm.error);
+    if (!comm.device_removed) {
+      comm.device_removed = true;
+      device_->RemoveCommunicator(id, absl::UnavailableError(comm.error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Communicators::Shutdown() {
+  std::vector<std::pair<std::string, cclo::v1::PeerLeaveRequest>> notices;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, comm] : comms_) {
+      for (const std::string& address : OtherDaemons(comm)) {
+        notices.emplace_back(address, LeaveRequest(id, comm, "daemon shutting down"));
+      }
+    }
+  }
+  for (const auto& [address, request] : notices) {
+    (void)peers_->Leave(address, request, kShutdownNoticeTimeout);
+  }
+}
+
+std::vector<cclo::v1::CommunicatorInfo> Communicators::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<cclo::v1::CommunicatorInfo> list;
+  for (const auto& [id, comm] : comms_) {
+    cclo::v1::CommunicatorInfo& info = list.emplace_back();
+    info.set_comm_id(hw::CommIdHex(id));
+    info.set_size(comm.size);
+    for (uint32_t rank : comm.local_ranks) info.add_local_ranks(rank);
+    info.set_state(comm.state == State::kJoining ? "joining"
+                   : comm.state == State::kReady ? "ready"
+                                                 : "broken");
+    info.set_error(comm.error);
+    info.set_ops_completed(comm.ops_completed);
+    for (const cclo::v1::RankInfo& rank : comm.table) *info.add_ranks() = rank;
+  }
+  return list;
+}
+
+size_t Communicators::Count() const {
+  absl::MutexLock lock(&mu_);
+  return comms_.size();
+}
+
+void Communicators::BreakLocked(const hw::CommId& id, Comm& comm, const std::string& reason) {
+  if (comm.state == State::kBroken) return;
+  comm.state = State::kBroken;
+  comm.error = reason;
+  spdlog::warn("communicator {} broken: {}", hw::CommIdHex(id), reason);
+  if (!comm.device_removed) {
+    comm.device_removed = true;
+    device_->RemoveCommunicator(id, absl::UnavailableError(reason));
+  }
+  NotifyPeersLocked(id, comm, reason);
+}
+
+void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank) {
+  auto found = comms_.find(id);
+  if (found == comms_.end()) return;
+  Comm& comm = found->second;
+  comm.local_ranks.erase(rank);
+  if (!comm.local_ranks.empty()) return;
+  if (!comm.device_removed) {
+    device_->RemoveCommunicator(id, absl::CancelledError("communicator destroyed"));
+  }
+  comms_.erase(found);
+}
+
+void Communicators::NotifyPeersLocked(const hw::CommId& id, const Comm& comm,
+                                      const std::string& reason) {
+  for (const std::string& address : OtherDaemons(comm)) {
+    peers_->NotifyLeave(address, LeaveRequest(id, comm, reason));
+  }
+}
+
+std::set<std::string> Communicators::OtherDaemons(const Comm& comm) const {
+  std::set<std::string> addresses;
+  for (const cclo::v1::RankInfo& info : comm.table) addresses.insert(info.daemon_address());
+  addresses.erase(self_address_);
+  return addresses;
+}
+
+cclo::v1::PeerLeaveRequest Communicators::LeaveRequest(const hw::CommId& id, const Comm& comm,
+                                                       const std::string& reason) const {
+  cclo::v1::PeerLeaveRequest request;
+  request.set_comm_id(IdBytes(id));
+  request.set_daemon_address(self_address_);
+  request.set_reason(reason);
+  request.set_proof(LeaveProof(comm.secret, request));
+  return request;
+}
+
+}  // namespace cclo::daemon

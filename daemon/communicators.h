@@ -1,0 +1,121 @@
+// Communicators with local ranks: joining (through the root daemon), the per-session
+// handles naming a local rank, leaving, breaking, and the view for ccloctl.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cclo/v1/admin.pb.h"
+#include "daemon/peer_client.h"
+#include "daemon/root_gather.h"
+#include "daemon/sessions.h"
+#include "daemon/token.h"
+#include "hw/device.h"
+
+namespace cclo::daemon {
+
+/// What an op needs to know of the rank a handle names.
+struct Member {
+  hw::CommId comm{};
+  uint32_t rank = 0;
+  uint32_t size = 0;
+};
+
+/// Largest communicator accepted.
+inline constexpr uint32_t kMaxWorldSize = 65536;
+
+class Communicators {
+ public:
+  /// `self_address` is this daemon's advertised Peer address.
+  Communicators(hw::Device* device, PeerClient* peers, RootGather* root_gather,
+                std::string self_address);
+
+  /// A new token rooted at this daemon.
+  std::string CreateId();
+
+  struct Joined {
+    uint64_t handle = 0;
+    hw::CommId comm{};
+    std::vector<cclo::v1::RankInfo> ranks;
+  };
+  /// Joins `rank` of a `size`-rank communicator for `session`; returns when every rank
+  /// joined and all data sessions are up, or fails by `deadline`.
+  absl::StatusOr<Joined> Join(const SessionPtr& session, const std::string& token,
+                              uint32_t rank, uint32_t size, absl::Time deadline);
+
+  /// The rank a handle of `session` names; NOT_FOUND for handles it does not own,
+  /// UNAVAILABLE (with the reason) once the communicator broke.
+  absl::StatusOr<Member> Resolve(const SessionPtr& session, uint64_t handle) const;
+
+  /// Records an op's end; an UNAVAILABLE or DEADLINE_EXCEEDED op breaks the communicator.
+  void OpFinished(const hw::CommId& comm, const absl::Status& status);
+
+  /// The rank leaves (a collective decision of all ranks, like MPI_Comm_free).
+  absl::Status Destroy(const SessionPtr& session, uint64_t handle);
+
+  /// The session's client is gone: its ranks leave and every other rank is told.
+  void EndSession(const SessionPtr& session);
+
+  /// A peer daemon says it left (checked against the communicator's secret).
+  absl::Status PeerLeft(const cclo::v1::PeerLeaveRequest& request);
+
+  /// Tells every peer that this daemon is going away.
+  void Shutdown();
+
+  std::vector<cclo::v1::CommunicatorInfo> List() const;
+  size_t Count() const;
+
+ private:
+  enum class State { kJoining, kReady, kBroken };
+  struct Comm {
+    hw::CommSecret secret{};
+    uint32_t size = 0;
+    State state = State::kJoining;
+    std::string error;
+    std::vector<cclo::v1::RankInfo> table;
+    std::set<uint32_t> local_ranks;
+    bool configure_started = false;
+    std::optional<absl::Status> configured;
+    bool device_removed = false;
+    uint64_t ops_completed = 0;
+  };
+  struct Handle {
+    uint64_t session_id = 0;
+    hw::CommId comm{};
+    uint32_t rank = 0;
+  };
+
+  /// Marks the communicator broken and takes it out of the engine.
+  void BreakLocked(const hw::CommId& id, Comm& comm, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Removes one local rank; forgets the communicator when none is left.
+  void LeaveLocked(const hw::CommId& id, uint32_t rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Queues a Leave notice to every other daemon of the communicator.
+  void NotifyPeersLocked(const hw::CommId& id, const Comm& comm, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Peer addresses of the other daemons hosting ranks of the communicator.
+  std::set<std::string> OtherDaemons(const Comm& comm) const;
+  absl::Status Configure(const hw::CommId& id, absl::Time deadline);
+  cclo::v1::PeerLeaveRequest LeaveRequest(const hw::CommId& id, const Comm& comm,
+                                          const std::string& reason) const;
+
+  hw::Device* const device_;
+  PeerClient* const peers_;
+  RootGather* const root_gather_;
+  const std::string self_address_;
+
+  mutable absl::Mutex mu_;
+  std::map<hw::CommId, Comm> comms_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Handle> handles_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+/// The proof a Leave notice carries: HMAC over its fields keyed by the secret.
+std::string LeaveProof(const hw::CommSecret& secret, const cclo::v1::PeerLeaveRequest& request);
+
+}  // namespace cclo::daemon

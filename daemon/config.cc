@@ -1,0 +1,130 @@
+#include "daemon/config.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "yaml-cpp/yaml.h"
+
+namespace cclo::daemon {
+namespace {
+
+using Setter = std::function<absl::Status(const YAML::Node&, Config&)>;
+
+template <typename T>
+absl::StatusOr<T> As(const YAML::Node& node, const std::string& key) {
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key '", key, "': cannot read '", YAML::Dump(node), "' as ",
+                     std::is_same_v<T, std::string> ? "a string" : "a number"));
+  }
+}
+
+Setter String(std::string Config::*field) {
+  return [field](const YAML::Node& node, Config& config) -> absl::Status {
+    if (!node.IsScalar()) return absl::InvalidArgumentError("expected a string");
+    config.*field = node.Scalar();
+    return absl::OkStatus();
+  };
+}
+
+template <typename T>
+Setter Number(T Config::*field, uint64_t min, uint64_t max) {
+  return [field, min, max](const YAML::Node& node, Config& config) -> absl::Status {
+    absl::StatusOr<uint64_t> value = As<uint64_t>(node, "");
+    if (!value.ok() || *value < min || *value > max) {
+      return absl::InvalidArgumentError(absl::StrCat("'", YAML::Dump(node),
+                                                     "' is not a whole number in [", min,
+                                                     ", ", max, "]"));
+    }
+    config.*field = static_cast<T>(*value);
+    return absl::OkStatus();
+  };
+}
+
+Setter Millis(absl::Duration Config::*field) {
+  return [field](const YAML::Node& node, Config& config) -> absl::Status {
+    absl::StatusOr<uint64_t> value = As<uint64_t>(node, "");
+    if (!value.ok() || *value < 1 || *value > 86'400'000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", YAML::Dump(node), "' is not a duration in milliseconds in [1, 86400000]"));
+    }
+    config.*field = absl::Milliseconds(*value);
+    return absl::OkStatus();
+  };
+}
+
+const std::map<std::string, Setter>& Setters() {
+  static const auto* setters = new std::map<std::string, Setter>{
+      {"runtime_dir", String(&Config::runtime_dir)},
+      {"host", String(&Config::host)},
+      {"peer_port", Number(&Config::peer_port, 0, 65535)},
+      {"data_port", Number(&Config::data_port, 0, 65535)},
+      {"metrics_port", Number(&Config::metrics_port, 0, 65535)},
+      {"rx_pool_bytes", Number(&Config::rx_pool_bytes, 1 << 16, 1ull << 36)},
+      {"segment_bytes", Number(&Config::segment_bytes, 4096, 64ull << 20)},
+      {"max_buffer_bytes", Number(&Config::max_buffer_bytes, 4096, 1ull << 40)},
+      {"op_deadline_ms", Millis(&Config::op_deadline)},
+      {"join_timeout_ms", Millis(&Config::join_timeout)},
+      {"log_level", String(&Config::log_level)},
+  };
+  return *setters;
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat("config is not valid YAML: ", error.what()));
+  }
+  Config config;
+  if (root.IsNull()) return config;
+  if (!root.IsMap()) return absl::InvalidArgumentError("config must be a YAML mapping");
+  for (const auto& entry : root) {
+    std::string key = entry.first.as<std::string>();
+    auto setter = Setters().find(key);
+    if (setter == Setters().end()) {
+      std::string valid;
+      for (const auto& [name, unused] : Setters()) {
+        absl::StrAppend(&valid, valid.empty() ? "" : ", ", name);
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown config key '", key, "'; valid keys: ", valid));
+    }
+    absl::Status status = setter->second(entry.second, config);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config key '", key, "': ", status.message()));
+    }
+  }
+  if (spdlog::level::from_str(config.log_level) == spdlog::level::off &&
+      config.log_level != "off") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config key 'log_level': '", config.log_level,
+        "' is not one of trace, debug, info, warn, error, critical, off"));
+  }
+  if (config.segment_bytes > config.rx_pool_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: segment_bytes ", config.segment_bytes,
+                     " exceeds rx_pool_bytes ", config.rx_pool_bytes));
+  }
+  return config;
+}
+
+absl::StatusOr<Config> LoadConfig(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot open config file ", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  return ParseConfig(text.str());
+}
+
+}  // namespace cclo::daemon

@@ -1,0 +1,43 @@
+// cclod's configuration: a YAML file, every key optional, defaults below.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace cclo::daemon {
+
+struct Config {
+  /// Directory holding attach.sock, client.sock and admin.sock.
+  std::string runtime_dir = "/run/cclod";
+  /// Address this daemon listens on for other daemons and gives them in rank tables.
+  std::string host = "127.0.0.1";
+  /// Port of the Peer gRPC service; 0 picks a free one.
+  uint16_t peer_port = 7470;
+  /// Port the engine accepts data sessions on; 0 picks a free one.
+  uint16_t data_port = 7471;
+  /// Prometheus exposition port (metrics arrive with the telemetry work).
+  uint16_t metrics_port = 9464;
+  /// Eager rx buffer pool of the engine, and the segment size of transfers.
+  uint64_t rx_pool_bytes = 64ull << 20;
+  uint64_t segment_bytes = 1ull << 20;
+  /// Largest single buffer a client may allocate.
+  uint64_t max_buffer_bytes = 1ull << 30;
+  /// Default op deadline; a request may ask for another.
+  absl::Duration op_deadline = absl::Seconds(60);
+  /// How long JoinCommunicator waits for all ranks by default.
+  absl::Duration join_timeout = absl::Seconds(60);
+  /// spdlog level name: trace, debug, info, warn, error, critical, off.
+  std::string log_level = "info";
+};
+
+/// Parses YAML text. Unknown keys, wrong types and out-of-range values are
+/// INVALID_ARGUMENT naming the key and the value.
+absl::StatusOr<Config> ParseConfig(const std::string& yaml_text);
+
+/// Reads and parses a config file.
+absl::StatusOr<Config> LoadConfig(const std::string& path);
+
+}  // namespace cclo::daemon

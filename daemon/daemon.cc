@@ -1,0 +1,137 @@
+#include "daemon/daemon.h"
+
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "hw/emu/emu_device.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::daemon {
+namespace {
+
+/// Binds host:0 with SO_REUSEPORT to learn a free port; gRPC (which also sets
+/// SO_REUSEPORT) can then bind the same port while this socket is still open.
+absl::StatusOr<std::pair<int, uint16_t>> ReservePort(const std::string& host) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("host '", host, "' is not an IPv4 address"));
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  socklen_t length = sizeof(address);
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    absl::Status status = absl::UnavailableError(
+        absl::StrCat("cannot reserve a peer port on ", host, ": ", std::strerror(errno)));
+    if (fd >= 0) close(fd);
+    return status;
+  }
+  return std::make_pair(fd, ntohs(address.sin_port));
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& address,
+                                                          grpc::Service* service) {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  return server;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
+  std::error_code error;
+  std::filesystem::create_directories(config.runtime_dir, error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("cannot create runtime dir ", config.runtime_dir,
+                                               ": ", error.message()));
+  }
+  hw::emu::EmuConfig emu;
+  emu.listen_host = config.host;
+  emu.data_port = config.data_port;
+  emu.rx_pool_bytes = config.rx_pool_bytes;
+  emu.segment_bytes = config.segment_bytes;
+  absl::StatusOr<hw::DevicePtr> device = hw::emu::CreateEmuDevice(emu);
+  if (!device.ok()) return device.status();
+
+  uint16_t peer_port = config.peer_port;
+  int reserved_fd = -1;
+  if (peer_port == 0) {
+    absl::StatusOr<std::pair<int, uint16_t>> reserved = ReservePort(config.host);
+    if (!reserved.ok()) return reserved.status();
+    std::tie(reserved_fd, peer_port) = *reserved;
+  }
+  std::unique_ptr<Daemon> daemon(
+      new Daemon(config, *std::move(device), absl::StrCat(config.host, ":", peer_port)));
+  absl::Status started = daemon->StartServers(peer_port);
+  if (reserved_fd >= 0) close(reserved_fd);
+  if (!started.ok()) return started;
+  spdlog::info("cclod {} ready: peer {}, data {}, runtime dir {}", CCLOD_VERSION,
+               daemon->peer_address(), daemon->device_->DataAddress(), config.runtime_dir);
+  return daemon;
+}
+
+Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_address)
+    : config_(config),
+      device_(std::move(device)),
+      peer_address_(std::move(peer_address)),
+      communicators_(device_.get(), &peer_client_, &root_gather_, peer_address_),
+      ops_(device_.get(), &communicators_, config.op_deadline),
+      client_service_(&config_, &sessions_, &communicators_, &ops_),
+      peer_service_(&root_gather_, &communicators_),
+      admin_service_(peer_address_, &sessions_, &communicators_, device_.get()) {}
+
+absl::Status Daemon::StartServers(int peer_port) {
+  const std::string dir = config_.runtime_dir;
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
+      StartServer(absl::StrCat(config_.host, ":", peer_port), &peer_service_);
+  if (!server.ok()) return server.status();
+  peer_server_ = *std::move(server);
+
+  unlink((dir + "/client.sock").c_str());
+  server = StartServer(absl::StrCat("unix:", dir, "/client.sock"), &client_service_);
+  if (!server.ok()) return server.status();
+  client_server_ = *std::move(server);
+  chmod((dir + "/client.sock").c_str(), 0666);
+
+  unlink((dir + "/admin.sock").c_str());
+  server = StartServer(absl::StrCat("unix:", dir, "/admin.sock"), &admin_service_);
+  if (!server.ok()) return server.status();
+  admin_server_ = *std::move(server);
+  chmod((dir + "/admin.sock").c_str(), 0660);
+
+  absl::StatusOr<std::unique_ptr<AttachServer>> attach = AttachServer::Start(
+      dir + "/attach.sock", &sessions_,
+      [this](const SessionPtr& session) { communicators_.EndSession(session); });
+  if (!attach.ok()) return attach.status();
+  attach_server_ = *std::move(attach);
+  return absl::OkStatus();
+}
+
+Daemon::~Daemon() {
+  communicators_.Shutdown();
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  for (grpc::Server* server : {peer_server_.get(), client_server_.get(), admin_server_.get()}) {
+    if (server) server->Shutdown(absl::ToChronoTime(deadline));
+  }
+  attach_server_.reset();
+  device_.reset();
+  unlink((config_.runtime_dir + "/client.sock").c_str());
+  unlink((config_.runtime_dir + "/admin.sock").c_str());
+}
+
+}  // namespace cclo::daemon

@@ -1,0 +1,53 @@
+// One cclod: the engine, the sessions, the communicators and the servers around them.
+#pragma once
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "daemon/attach_server.h"
+#include "daemon/communicators.h"
+#include "daemon/config.h"
+#include "daemon/ops.h"
+#include "daemon/peer_client.h"
+#include "daemon/root_gather.h"
+#include "daemon/services.h"
+#include "daemon/sessions.h"
+#include "hw/device.h"
+
+namespace cclo::daemon {
+
+class Daemon {
+ public:
+  /// Creates the runtime dir and sockets, starts the engine and every server.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const Config& config);
+  /// Tells peers it is leaving, stops the servers, ends sessions, removes the sockets.
+  ~Daemon();
+
+  /// "host:port" of the Peer service, as other daemons reach it.
+  const std::string& peer_address() const { return peer_address_; }
+
+ private:
+  Daemon(const Config& config, hw::DevicePtr device, std::string peer_address);
+  absl::Status StartServers(int peer_port);
+
+  const Config config_;
+  hw::DevicePtr device_;
+  const std::string peer_address_;
+  PeerClient peer_client_;
+  RootGather root_gather_;
+  SessionRegistry sessions_;
+  Communicators communicators_;
+  Ops ops_;
+  ClientService client_service_;
+  PeerService peer_service_;
+  AdminService admin_service_;
+  std::unique_ptr<grpc::Server> client_server_;
+  std::unique_ptr<grpc::Server> admin_server_;
+  std::unique_ptr<grpc::Server> peer_server_;
+  std::unique_ptr<AttachServer> attach_server_;
+};
+
+}  // namespace cclo::daemon

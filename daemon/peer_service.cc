@@ -1,0 +1,38 @@
+#include "absl/strings/str_cat.h"
+#include "daemon/services.h"
+#include "daemon/status.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::daemon {
+
+grpc::Status PeerService::Join(grpc::ServerContext* context,
+                               const cclo::v1::PeerJoinRequest* request,
+                               cclo::v1::PeerJoinResponse* response) {
+  if (request->version() != 1) {
+    return ToGrpc(absl::FailedPreconditionError(
+        absl::StrCat("peer protocol version ", request->version(), " unsupported; expected 1")));
+  }
+  absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
+  deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+  absl::StatusOr<std::vector<cclo::v1::RankInfo>> table = root_gather_->Join(*request, deadline);
+  if (!table.ok()) {
+    spdlog::warn("peer {} join as rank {} refused: {}", context->peer(), request->rank(),
+                 std::string(table.status().message()));
+    return ToGrpc(table.status());
+  }
+  for (const cclo::v1::RankInfo& rank : *table) *response->add_ranks() = rank;
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::Leave(grpc::ServerContext* context,
+                                const cclo::v1::PeerLeaveRequest* request,
+                                cclo::v1::PeerLeaveResponse*) {
+  absl::Status status = communicators_->PeerLeft(*request);
+  if (!status.ok() && !absl::IsNotFound(status)) {
+    spdlog::warn("leave notice from {} refused: {}", context->peer(),
+                 std::string(status.message()));
+  }
+  return ToGrpc(status);
+}
+
+}  // namespace cclo::daemon

@@ -1,0 +1,88 @@
+#include "daemon/root_gather.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/crypto.h"
+
+namespace cclo::daemon {
+
+std::string JoinProof(const hw::CommSecret& secret, const cclo::v1::PeerJoinRequest& request) {
+  std::string message = absl::StrCat("join|", request.comm_id(), "|", request.rank(), "|",
+                                     request.size(), "|", request.daemon_address(), "|",
+                                     request.data_address());
+  Digest digest = Hmac(secret.data(), secret.size(), message);
+  return std::string(digest.begin(), digest.end());
+}
+
+void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret) {
+  absl::MutexLock lock(&mu_);
+  gathers_[id].secret = secret;
+}
+
+absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
+    const cclo::v1::PeerJoinRequest& request, absl::Time deadline) {
+  hw::CommId id{};
+  if (request.comm_id().size() != id.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("comm_id has ", request.comm_id().size(),
+                                                   " bytes, expected ", id.size()));
+  }
+  std::memcpy(id.data(), request.comm_id().data(), id.size());
+  absl::MutexLock lock(&mu_);
+  auto found = gathers_.find(id);
+  if (found == gathers_.end()) {
+    return absl::NotFoundError(absl::StrCat("this daemon is not the root of communicator ",
+                                            hw::CommIdHex(id),
+                                            " (unknown, or all its ranks already joined)"));
+  }
+  Gather& gather = found->second;
+  Digest expected{};
+  std::string proof = JoinProof(gather.secret, request);
+  std::memcpy(expected.data(), proof.data(), expected.size());
+  if (!DigestEqual(request.proof(), expected)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "join proof for communicator ", hw::CommIdHex(id), " is wrong: token secret mismatch"));
+  }
+  if (request.size() == 0 || request.rank() >= request.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", request.rank(), " is not below size ", request.size()));
+  }
+  if (gather.size != 0 && gather.size != request.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", request.rank(), " joins with size ",
+                                                   request.size(), " but earlier ranks said ",
+                                                   gather.size));
+  }
+  if (gather.ranks.count(request.rank())) {
+    return absl::AlreadyExistsError(absl::StrCat("rank ", request.rank(), " of communicator ",
+                                                 hw::CommIdHex(id), " already joined"));
+  }
+  gather.size = request.size();
+  cclo::v1::RankInfo& info = gather.ranks[request.rank()];
+  info.set_rank(request.rank());
+  info.set_daemon_address(request.daemon_address());
+  info.set_data_address(request.data_address());
+  ++gather.waiting;
+
+  auto complete = [&gather]() { return gather.failed || gather.ranks.size() == gather.size; };
+  mu_.AwaitWithDeadline(absl::Condition(&complete), deadline);
+  absl::StatusOr<std::vector<cclo::v1::RankInfo>> result;
+  if (gather.ranks.size() == gather.size) {
+    std::vector<cclo::v1::RankInfo> table;
+    for (const auto& [rank, rank_info] : gather.ranks) table.push_back(rank_info);
+    result = std::move(table);
+  } else {
+    // One rank timing out fails the whole gather: the others would wait in vain.
+    gather.failed = true;
+    std::vector<uint32_t> missing;
+    for (uint32_t rank = 0; rank < gather.size; ++rank) {
+      if (!gather.ranks.count(rank)) missing.push_back(rank);
+    }
+    result = absl::DeadlineExceededError(
+        absl::StrCat("communicator ", hw::CommIdHex(id), ": only ", gather.ranks.size(),
+                     " of ", gather.size, " ranks joined before the deadline; missing ranks ",
+                     absl::StrJoin(missing, ",")));
+  }
+  if (--gather.waiting == 0) gathers_.erase(id);
+  return result;
+}
+
+}  // namespace cclo::daemon

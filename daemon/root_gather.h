@@ -1,0 +1,46 @@
+// The root daemon's side of JoinCommunicator: it remembers the communicators it created
+// tokens for, checks each joining rank's proof, and answers every rank with the rank
+// table once all `size` ranks have joined (or fails them at the deadline).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cclo/v1/peer.pb.h"
+#include "hw/types.h"
+
+namespace cclo::daemon {
+
+/// The proof a joining rank sends: HMAC over the join's fields keyed by the secret.
+std::string JoinProof(const hw::CommSecret& secret, const cclo::v1::PeerJoinRequest& request);
+
+class RootGather {
+ public:
+  /// Remembers a communicator this daemon is root of.
+  void Register(const hw::CommId& id, const hw::CommSecret& secret);
+
+  /// Adds one rank and blocks until every rank joined or `deadline`. Errors:
+  /// NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
+  /// (size disagrees, rank out of range), ALREADY_EXISTS (rank taken),
+  /// DEADLINE_EXCEEDED (naming the missing ranks).
+  absl::StatusOr<std::vector<cclo::v1::RankInfo>> Join(const cclo::v1::PeerJoinRequest& request,
+                                                       absl::Time deadline);
+
+ private:
+  struct Gather {
+    hw::CommSecret secret{};
+    uint32_t size = 0;  ///< 0 until the first rank says how many
+    std::map<uint32_t, cclo::v1::RankInfo> ranks;
+    int waiting = 0;    ///< Join calls still inside; the gather is erased by the last
+    bool failed = false;
+  };
+
+  absl::Mutex mu_;
+  std::map<hw::CommId, Gather> gathers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cclo::daemon

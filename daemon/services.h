@@ -1,0 +1,96 @@
+// The three gRPC services of cclod. Each checks its caller and its fields, then calls
+// into the daemon's components; absl::Status becomes grpc::Status only here.
+#pragma once
+
+#include <string>
+
+#include "cclo/v1/admin.grpc.pb.h"
+#include "cclo/v1/client.grpc.pb.h"
+#include "cclo/v1/peer.grpc.pb.h"
+#include "daemon/communicators.h"
+#include "daemon/config.h"
+#include "daemon/ops.h"
+#include "daemon/root_gather.h"
+#include "daemon/sessions.h"
+#include "hw/device.h"
+
+namespace cclo::daemon {
+
+/// Client service on client.sock; every call carries `cclo-session: <token>`.
+class ClientService final : public cclo::v1::Client::Service {
+ public:
+  ClientService(const Config* config, SessionRegistry* sessions, Communicators* communicators,
+                Ops* ops)
+      : config_(config), sessions_(sessions), communicators_(communicators), ops_(ops) {}
+
+  grpc::Status AllocBuffer(grpc::ServerContext* context,
+                           const cclo::v1::AllocBufferRequest* request,
+                           cclo::v1::AllocBufferResponse* response) override;
+  grpc::Status FreeBuffer(grpc::ServerContext* context, const cclo::v1::FreeBufferRequest* request,
+                          cclo::v1::FreeBufferResponse* response) override;
+  grpc::Status CreateCommunicatorId(grpc::ServerContext* context,
+                                    const cclo::v1::CreateCommunicatorIdRequest* request,
+                                    cclo::v1::CreateCommunicatorIdResponse* response) override;
+  grpc::Status JoinCommunicator(grpc::ServerContext* context,
+                                const cclo::v1::JoinCommunicatorRequest* request,
+                                cclo::v1::JoinCommunicatorResponse* response) override;
+  grpc::Status DestroyCommunicator(grpc::ServerContext* context,
+                                   const cclo::v1::DestroyCommunicatorRequest* request,
+                                   cclo::v1::DestroyCommunicatorResponse* response) override;
+  grpc::Status Submit(grpc::ServerContext* context, const cclo::v1::SubmitRequest* request,
+                      cclo::v1::SubmitResponse* response) override;
+  grpc::Status Wait(grpc::ServerContext* context, const cclo::v1::WaitRequest* request,
+                    cclo::v1::WaitResponse* response) override;
+
+ private:
+  absl::StatusOr<SessionPtr> Authenticate(const grpc::ServerContext& context) const;
+
+  const Config* const config_;
+  SessionRegistry* const sessions_;
+  Communicators* const communicators_;
+  Ops* const ops_;
+  absl::Mutex mu_;
+  uint64_t next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+/// Peer service on the peer TCP port, for other daemons.
+class PeerService final : public cclo::v1::Peer::Service {
+ public:
+  PeerService(RootGather* root_gather, Communicators* communicators)
+      : root_gather_(root_gather), communicators_(communicators) {}
+
+  grpc::Status Join(grpc::ServerContext* context, const cclo::v1::PeerJoinRequest* request,
+                    cclo::v1::PeerJoinResponse* response) override;
+  grpc::Status Leave(grpc::ServerContext* context, const cclo::v1::PeerLeaveRequest* request,
+                     cclo::v1::PeerLeaveResponse* response) override;
+
+ private:
+  RootGather* const root_gather_;
+  Communicators* const communicators_;
+};
+
+/// Admin service on admin.sock, for ccloctl.
+class AdminService final : public cclo::v1::Admin::Service {
+ public:
+  AdminService(std::string peer_address, SessionRegistry* sessions,
+               Communicators* communicators, hw::Device* device)
+      : peer_address_(std::move(peer_address)),
+        sessions_(sessions),
+        communicators_(communicators),
+        device_(device) {}
+
+  grpc::Status Status(grpc::ServerContext* context, const cclo::v1::StatusRequest* request,
+                      cclo::v1::StatusResponse* response) override;
+  grpc::Status ListCommunicators(grpc::ServerContext* context,
+                                 const cclo::v1::ListCommunicatorsRequest* request,
+                                 cclo::v1::ListCommunicatorsResponse* response) override;
+
+ private:
+  const std::string peer_address_;
+  const absl::Time start_ = absl::Now();
+  SessionRegistry* const sessions_;
+  Communicators* const communicators_;
+  hw::Device* const device_;
+};
+
+}  // namespace cclo::daemon

@@ -1,0 +1,65 @@
+#include "daemon/token.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/crypto.h"
+
+namespace cclo::daemon {
+namespace {
+
+constexpr char kPrefix[] = "cclo1-";
+constexpr size_t kPrefixSize = sizeof(kPrefix) - 1;
+constexpr size_t kIdDigits = 2 * sizeof(hw::CommId);
+constexpr size_t kSecretDigits = 2 * sizeof(hw::CommSecret);
+
+absl::Status Malformed(const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed communicator token: ", why));
+}
+
+}  // namespace
+
+CommToken NewToken(const std::string& root_address) {
+  CommToken token;
+  RandomBytes(token.id.data(), token.id.size());
+  RandomBytes(token.secret.data(), token.secret.size());
+  token.root_address = root_address;
+  return token;
+}
+
+std::string FormatToken(const CommToken& token) {
+  return absl::StrCat(kPrefix, Hex(token.id.data(), token.id.size()), "-",
+                      Hex(token.secret.data(), token.secret.size()), "-", token.root_address);
+}
+
+absl::StatusOr<CommToken> ParseToken(const std::string& text) {
+  if (text.compare(0, kPrefixSize, kPrefix) != 0) {
+    if (text.rfind("cclo", 0) == 0) return Malformed("unsupported version (expected cclo1-)");
+    return Malformed("does not start with 'cclo1-'");
+  }
+  const size_t id_end = kPrefixSize + kIdDigits;
+  const size_t secret_end = id_end + 1 + kSecretDigits;
+  if (text.size() < secret_end + 2 || text[id_end] != '-' || text[secret_end] != '-') {
+    return Malformed(absl::StrCat("expected ", kIdDigits, " hex digits, '-', ", kSecretDigits,
+                                  " hex digits, '-', address; got ", text.size(),
+                                  " characters"));
+  }
+  CommToken token;
+  if (absl::Status status = ParseHex(text.substr(kPrefixSize, kIdDigits), token.id.data(),
+                                     token.id.size());
+      !status.ok()) {
+    return Malformed(absl::StrCat("communicator id: ", status.message()));
+  }
+  if (!ParseHex(text.substr(id_end + 1, kSecretDigits), token.secret.data(),
+                token.secret.size())
+           .ok()) {
+    return Malformed("secret is not hex");
+  }
+  token.root_address = text.substr(secret_end + 1);
+  size_t colon = token.root_address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == token.root_address.size() ||
+      token.root_address.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+    return Malformed(absl::StrCat("root address '", token.root_address, "' is not host:port"));
+  }
+  return token;
+}
+
+}  // namespace cclo::daemon

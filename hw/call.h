@@ -1,0 +1,42 @@
+// A call to the CCLO, modelled on ACCL's call fields.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hw/program.h"
+#include "hw/types.h"
+
+namespace cclo::hw {
+
+/// The fields of one engine call. Pure data: the firmware derives a Program from it.
+struct CallDescriptor {
+  Collective collective = Collective::kNop;
+  CommId comm{};          ///< communicator the call runs on
+  uint32_t rank = 0;      ///< the calling rank in that communicator
+  uint32_t root = 0;      ///< bcast: the source rank
+  uint32_t peer = 0;      ///< send: destination rank; recv: source rank
+  uint32_t tag = 0;       ///< send/recv: message tag (not kCollectiveTag)
+  DataType datatype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  uint64_t count = 0;     ///< elements per rank contribution
+  std::string algorithm;  ///< forced algorithm name; empty means the default selection
+};
+
+/// A mapped byte range of one call buffer.
+struct BufferView {
+  std::byte* data = nullptr;
+  uint64_t bytes = 0;
+};
+
+/// The call's three buffers (indexed by Slot) and whatever keeps their mappings alive
+/// until the call completes.
+struct CallBuffers {
+  std::array<BufferView, kSlotCount> views{};
+  std::shared_ptr<const void> keepalive;
+};
+
+}  // namespace cclo::hw

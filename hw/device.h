@@ -1,0 +1,86 @@
+// The boundary between the daemon and the collective offload engine (CCLO).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "hw/call.h"
+#include "hw/types.h"
+
+namespace cclo::hw {
+
+/// One rank of a communicator as the device sees it: which daemon hosts it.
+struct RankEntry {
+  std::string data_address;  ///< "host:port" of the hosting daemon's data port
+};
+
+/// A communicator's entry in the device's configuration memory.
+struct CommunicatorConfig {
+  CommId id{};
+  CommSecret secret{};
+  std::vector<RankEntry> ranks;  ///< indexed by rank; local ranks carry our data address
+};
+
+/// What a finished call reports.
+struct Completion {
+  absl::Status status;
+  std::string algorithm;   ///< the algorithm that ran
+  uint64_t bytes_sent = 0; ///< bytes this rank put on the network or copied to a local rank
+};
+
+/// Engine-wide counters, for telemetry and `ccloctl status`.
+struct DeviceStats {
+  uint64_t calls_completed = 0;
+  uint64_t calls_failed = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t rx_pool_bytes_total = 0;
+  uint64_t rx_pool_bytes_used = 0;
+  uint64_t sessions_up = 0;
+  uint64_t wire_errors = 0;  ///< invalid segments or handshakes rejected
+};
+
+using CompletionFn = std::function<void(Completion)>;
+using StatusFn = std::function<void(absl::Status)>;
+
+/// A collective offload engine. Thread-safe: every method may be called from any thread;
+/// callbacks run on the engine's own thread and must not block.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  /// "host:port" where this engine accepts data sessions from peer engines.
+  virtual std::string DataAddress() const = 0;
+
+  /// Makes the communicator's secret known so that peers' data sessions for it can be
+  /// authenticated before its rank table is installed. Idempotent.
+  virtual absl::Status PrepareCommunicator(const CommId& id, const CommSecret& secret) = 0;
+
+  /// Installs the rank table and opens (or accepts) one authenticated data session to
+  /// every other engine in it. `done` runs once: OK when all sessions are up, or an
+  /// error when `deadline` passes or a peer refuses.
+  virtual void ConfigureCommunicator(const CommunicatorConfig& config, absl::Time deadline,
+                                     StatusFn done) = 0;
+
+  /// Fails the communicator's pending calls with `reason` (UNAVAILABLE unless given),
+  /// closes its sessions and forgets it.
+  virtual void RemoveCommunicator(const CommId& id, absl::Status reason) = 0;
+
+  /// Runs one call. Calls of one (communicator, rank) run in submission order. `done`
+  /// runs exactly once, also on failure (a lost peer is UNAVAILABLE naming the peer; an
+  /// expired deadline is DEADLINE_EXCEEDED and breaks the communicator).
+  virtual void Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+                    CompletionFn done) = 0;
+
+  /// A snapshot of the engine's counters.
+  virtual DeviceStats Stats() const = 0;
+};
+
+using DevicePtr = std::unique_ptr<Device>;
+
+}  // namespace cclo::hw

@@ -1,0 +1,65 @@
+// Value types shared by the daemon, the device and the firmware: datatypes, reduce
+// operations, collectives and communicator identity.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace cclo::hw {
+
+/// Element types a call may carry. Values are part of the wire and RPC contract.
+enum class DataType : uint8_t {
+  kInt8 = 0,
+  kUint8 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kFloat16 = 4,
+  kBfloat16 = 5,
+  kFloat32 = 6,
+  kFloat64 = 7,
+};
+
+/// Elementwise reduction applied by reduce moves.
+enum class ReduceOp : uint8_t {
+  kSum = 0,
+  kProd = 1,
+  kMax = 2,
+  kMin = 3,
+};
+
+/// The operations a call may request of the engine.
+enum class Collective : uint8_t {
+  kNop = 0,
+  kSend = 1,
+  kRecv = 2,
+  kBcast = 3,
+  kAllreduce = 4,
+};
+
+/// Size in bytes of one element of `type`.
+size_t DataTypeSize(DataType type);
+/// Lower-case name, e.g. "float32".
+std::string_view DataTypeName(DataType type);
+/// Parses a name produced by DataTypeName.
+absl::StatusOr<DataType> ParseDataType(std::string_view name);
+
+std::string_view ReduceOpName(ReduceOp op);
+absl::StatusOr<ReduceOp> ParseReduceOp(std::string_view name);
+
+std::string_view CollectiveName(Collective collective);
+absl::StatusOr<Collective> ParseCollective(std::string_view name);
+
+/// 128-bit communicator id, unique per communicator across the cluster.
+using CommId = std::array<uint8_t, 16>;
+/// 256-bit communicator secret; proves membership (HMAC key). Never logged.
+using CommSecret = std::array<uint8_t, 32>;
+
+/// Lower-case hex of a communicator id, for logs and tables.
+std::string CommIdHex(const CommId& id);
+
+}  // namespace cclo::hw

@@ -1,0 +1,156 @@
+#include "cclo/v1/attach.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace cclo::attach {
+namespace {
+
+void Put(uint8_t*& out, const void* value, size_t size) {
+  std::memcpy(out, value, size);
+  out += size;
+}
+
+void Get(const uint8_t*& in, void* value, size_t size) {
+  std::memcpy(value, in, size);
+  in += size;
+}
+
+absl::Status Errno(const char* what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::array<uint8_t, kFrameBytes>> Encode(const Frame& frame) {
+  if (frame.text.size() >= kTextBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("attach frame text of ", frame.text.size(),
+                                                   " bytes exceeds ", kTextBytes - 1));
+  }
+  std::array<uint8_t, kFrameBytes> bytes{};
+  uint8_t* out = bytes.data();
+  uint16_t type = static_cast<uint16_t>(frame.type);
+  Put(out, &kMagic, 4);
+  Put(out, &kVersion, 2);
+  Put(out, &type, 2);
+  Put(out, &frame.id, 8);
+  Put(out, &frame.bytes, 8);
+  Put(out, frame.text.data(), frame.text.size());
+  return bytes;
+}
+
+absl::StatusOr<Frame> Decode(const uint8_t* data, size_t size) {
+  if (size != kFrameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attach frame has ", size, " bytes, expected ", kFrameBytes));
+  }
+  const uint8_t* in = data;
+  uint32_t magic;
+  uint16_t version, type;
+  Frame frame;
+  Get(in, &magic, 4);
+  Get(in, &version, 2);
+  Get(in, &type, 2);
+  Get(in, &frame.id, 8);
+  Get(in, &frame.bytes, 8);
+  if (magic != kMagic) {
+    return absl::InvalidArgumentError(absl::StrCat("attach frame magic 0x", absl::Hex(magic),
+                                                   " is not 0x", absl::Hex(kMagic)));
+  }
+  if (version != kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attach protocol version ", version, " unsupported; this side speaks ",
+                     kVersion));
+  }
+  if (type < static_cast<uint16_t>(FrameType::kHello) ||
+      type > static_cast<uint16_t>(FrameType::kBuffer)) {
+    return absl::InvalidArgumentError(absl::StrCat("attach frame type ", type, " unknown"));
+  }
+  frame.type = static_cast<FrameType>(type);
+  const void* nul = std::memchr(in, 0, kTextBytes);
+  if (nul == nullptr) return absl::InvalidArgumentError("attach frame text is not terminated");
+  frame.text.assign(reinterpret_cast<const char*>(in), static_cast<const uint8_t*>(nul) - in);
+  return frame;
+}
+
+absl::Status SendFrame(int socket_fd, const Frame& frame, int fd) {
+  absl::StatusOr<std::array<uint8_t, kFrameBytes>> bytes = Encode(frame);
+  if (!bytes.ok()) return bytes.status();
+  iovec iov{bytes->data(), bytes->size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  }
+  ssize_t sent;
+  do {
+    sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) return Errno("attach send");
+  if (static_cast<size_t>(sent) != kFrameBytes) {
+    return absl::UnavailableError("attach send: short write");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Received> ReceiveFrame(int socket_fd, absl::Time deadline) {
+  std::array<uint8_t, kFrameBytes> bytes{};
+  size_t have = 0;
+  Received received;
+  while (have < kFrameBytes) {
+    int wait_ms = static_cast<int>(
+        absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())));
+    pollfd pfd{socket_fd, POLLIN, 0};
+    int ready = poll(&pfd, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return Errno("attach poll");
+    if (ready == 0) {
+      if (received.fd >= 0) close(received.fd);
+      return absl::DeadlineExceededError("attach frame did not arrive before the deadline");
+    }
+    iovec iov{bytes.data() + have, kFrameBytes - have};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t got = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return Errno("attach receive");
+    if (got == 0) {
+      if (received.fd >= 0) close(received.fd);
+      return absl::UnavailableError("attach socket closed by the other side");
+    }
+    for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+      if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
+          cmsg->cmsg_len == CMSG_LEN(sizeof(int)) && received.fd < 0) {
+        std::memcpy(&received.fd, CMSG_DATA(cmsg), sizeof(int));
+      }
+    }
+    have += static_cast<size_t>(got);
+  }
+  absl::StatusOr<Frame> frame = Decode(bytes.data(), bytes.size());
+  if (!frame.ok()) {
+    if (received.fd >= 0) close(received.fd);
+    return frame.status();
+  }
+  received.frame = *std::move(frame);
+  return received;
+}
+
+}  // namespace cclo::attach
