@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything and runs every test. The last line is
+# "N passed, N failed", counting test cases across all test targets.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+if ! bazel build //...; then
+  echo "build failed"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+bazel test //... --test_output=errors
+bazel_status=$?
+
+passed=0
+failed=0
+while IFS= read -r -d '' xml; do
+  tests=$(grep -o -m1 'tests="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
+  failures=$(grep -o -m1 'failures="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
+  errors=$(grep -o -m1 'errors="[0-9]*"' "$xml" | head -1 | tr -dc 0-9)
+  bad=$(( ${failures:-0} + ${errors:-0} ))
+  passed=$(( passed + ${tests:-0} - bad ))
+  failed=$(( failed + bad ))
+done < <(find -L bazel-testlogs/ -name test.xml -print0 2>/dev/null)
+
+# A target that failed without reporting a failing case still counts as one failure.
+if [ "$bazel_status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  failed=1
+fi
+echo "$passed passed, $failed failed"
+[ "$bazel_status" -eq 0 ] && [ "$failed" -eq 0 ]

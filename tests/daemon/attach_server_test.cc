@@ -1,0 +1,156 @@
+#include "daemon/attach_server.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "cclo/v1/attach.h"
+
+namespace cclo::daemon {
+namespace {
+
+class AttachServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/cclo.XXXXXX";
+    dir_ = mkdtemp(dir);
+    path_ = dir_ + "/attach.sock";
+    absl::StatusOr<std::unique_ptr<AttachServer>> server =
+        AttachServer::Start(path_, &sessions_, [this](const SessionPtr& session) {
+          absl::MutexLock lock(&mu_);
+          ended_.push_back(session->id());
+        });
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  int Connect() {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strcpy(address.sun_path, path_.c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    return fd;
+  }
+
+  std::string dir_, path_;
+  SessionRegistry sessions_;
+  std::unique_ptr<AttachServer> server_;
+  absl::Mutex mu_;
+  std::vector<uint64_t> ended_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(AttachServerTest, HelloGetsSessionWithPeerCredentials) {
+  int fd = Connect();
+  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
+  absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
+  EXPECT_EQ(welcome->frame.text.size(), 64u);
+  absl::StatusOr<SessionPtr> session = sessions_.FindByToken(welcome->frame.text);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ((*session)->id(), welcome->frame.id);
+  EXPECT_EQ((*session)->credentials().pid, getpid());
+  EXPECT_EQ((*session)->credentials().uid, getuid());
+  close(fd);
+}
+
+TEST_F(AttachServerTest, ClosingTheConnectionEndsTheSession) {
+  int fd = Connect();
+  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
+  absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  close(fd);
+  absl::MutexLock lock(&mu_);
+  auto ended = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !ended_.empty(); };
+  ASSERT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&ended), absl::Seconds(10)));
+  EXPECT_EQ(ended_[0], welcome->frame.id);
+  EXPECT_FALSE(sessions_.FindByToken(welcome->frame.text).ok());
+}
+
+TEST_F(AttachServerTest, BufferFrameCarriesTheFd) {
+  int fd = Connect();
+  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
+  absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  SessionPtr session = *sessions_.FindByToken(welcome->frame.text);
+  absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(42, 4096);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(session->AddBuffer(*buffer).ok());
+  absl::StatusOr<attach::Received> frame = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_EQ(frame->frame.type, attach::FrameType::kBuffer);
+  EXPECT_EQ(frame->frame.id, 42u);
+  EXPECT_EQ(frame->frame.bytes, 4096u);
+  ASSERT_GE(frame->fd, 0);
+  EXPECT_EQ(lseek(frame->fd, 0, SEEK_END), 4096);
+  close(frame->fd);
+  close(fd);
+}
+
+TEST_F(AttachServerTest, BadHelloIsRefusedAndServerKeepsServing) {
+  int fd = Connect();
+  uint8_t garbage[attach::kFrameBytes] = {1, 2, 3};
+  ASSERT_EQ(write(fd, garbage, sizeof(garbage)), static_cast<ssize_t>(sizeof(garbage)));
+  absl::StatusOr<attach::Received> refused = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
+  EXPECT_NE(refused->frame.text.find("magic"), std::string::npos) << refused->frame.text;
+  close(fd);
+
+  int good = Connect();
+  ASSERT_TRUE(attach::SendFrame(good, {attach::FrameType::kHello, 0, 0, ""}).ok());
+  absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(good, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
+  close(good);
+}
+
+TEST_F(AttachServerTest, WrongFirstFrameTypeIsRefused) {
+  int fd = Connect();
+  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kBuffer, 1, 1, ""}).ok());
+  absl::StatusOr<attach::Received> refused = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
+  EXPECT_NE(refused->frame.text.find("expected a HELLO"), std::string::npos);
+  close(fd);
+}
+
+TEST(AttachFrameTest, DecodeRejectsEachBadField) {
+  auto encoded = attach::Encode({attach::FrameType::kWelcome, 1, 0, "token"});
+  ASSERT_TRUE(encoded.ok());
+  auto bytes = *encoded;
+  EXPECT_TRUE(attach::Decode(bytes.data(), bytes.size()).ok());
+  EXPECT_FALSE(attach::Decode(bytes.data(), bytes.size() - 1).ok());
+  auto bad_version = bytes;
+  bad_version[4] = 9;
+  EXPECT_NE(attach::Decode(bad_version.data(), bad_version.size()).status().message().find(
+                "version 9"),
+            std::string::npos);
+  auto bad_type = bytes;
+  bad_type[6] = 77;
+  EXPECT_NE(
+      attach::Decode(bad_type.data(), bad_type.size()).status().message().find("type 77"),
+      std::string::npos);
+  auto unterminated = bytes;
+  std::fill(unterminated.begin() + 24, unterminated.end(), 'x');
+  EXPECT_NE(attach::Decode(unterminated.data(), unterminated.size())
+                .status()
+                .message()
+                .find("not terminated"),
+            std::string::npos);
+  EXPECT_FALSE(attach::Encode({attach::FrameType::kRefused, 0, 0, std::string(300, 'e')}).ok());
+}
+
+}  // namespace
+}  // namespace cclo::daemon

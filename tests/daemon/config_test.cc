@@ -1,0 +1,82 @@
+#include "daemon/config.h"
+
+#include <gtest/gtest.h>
+
+namespace cclo::daemon {
+namespace {
+
+TEST(ConfigTest, EmptyTextGivesDefaults) {
+  absl::StatusOr<Config> config = ParseConfig("");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime_dir, "/run/cclod");
+  EXPECT_EQ(config->peer_port, 7470);
+  EXPECT_EQ(config->metrics_port, 9464);
+  EXPECT_EQ(config->op_deadline, absl::Seconds(60));
+}
+
+TEST(ConfigTest, ReadsEveryKey) {
+  absl::StatusOr<Config> config = ParseConfig(R"(
+runtime_dir: /tmp/x
+host: 10.0.0.2
+peer_port: 0
+data_port: 9000
+metrics_port: 9999
+rx_pool_bytes: 1048576
+segment_bytes: 65536
+max_buffer_bytes: 8192
+op_deadline_ms: 1500
+join_timeout_ms: 2000
+log_level: debug
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->runtime_dir, "/tmp/x");
+  EXPECT_EQ(config->host, "10.0.0.2");
+  EXPECT_EQ(config->peer_port, 0);
+  EXPECT_EQ(config->data_port, 9000);
+  EXPECT_EQ(config->metrics_port, 9999);
+  EXPECT_EQ(config->rx_pool_bytes, 1048576u);
+  EXPECT_EQ(config->segment_bytes, 65536u);
+  EXPECT_EQ(config->max_buffer_bytes, 8192u);
+  EXPECT_EQ(config->op_deadline, absl::Milliseconds(1500));
+  EXPECT_EQ(config->join_timeout, absl::Seconds(2));
+  EXPECT_EQ(config->log_level, "debug");
+}
+
+struct BadConfig {
+  std::string yaml;
+  std::string error;
+};
+
+class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigTest, IsRejectedNamingKeyAndValue) {
+  absl::StatusOr<Config> config = ParseConfig(GetParam().yaml);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find(GetParam().error), std::string::npos)
+      << config.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadConfigTest,
+    ::testing::Values(
+        BadConfig{"peer_prot: 1", "unknown config key 'peer_prot'; valid keys: "},
+        BadConfig{"data_port: 70000", "config key 'data_port': '70000' is not a whole number"},
+        BadConfig{"data_port: -1", "'data_port'"},
+        BadConfig{"data_port: abc", "'abc' is not a whole number in [0, 65535]"},
+        BadConfig{"op_deadline_ms: 0", "'op_deadline_ms': '0' is not a duration"},
+        BadConfig{"log_level: loud", "'loud' is not one of"},
+        BadConfig{"runtime_dir: [a, b]", "'runtime_dir': expected a string"},
+        BadConfig{"- a\n- b", "must be a YAML mapping"},
+        BadConfig{"a: [", "not valid YAML"},
+        BadConfig{"rx_pool_bytes: 65536\nsegment_bytes: 131072",
+                  "segment_bytes 131072 exceeds rx_pool_bytes 65536"}));
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  absl::StatusOr<Config> config = LoadConfig("/nonexistent/cclod.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace cclo::daemon

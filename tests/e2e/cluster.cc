@@ -1,0 +1,162 @@
+#include "tests/e2e/cluster.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+extern char** environ;
+
+namespace cclo::testing {
+
+std::string Runfile(const std::string& path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(root ? root : ".", "/cclod/", path);
+}
+
+Process::Process(const std::vector<std::string>& argv) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) std::abort();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) {
+    pid_ = -1;
+    reaped_ = true;
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  if (pid_ > 0) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  reader_ = std::thread([this, fd = pipe_fds[0]] { Drain(fd); });
+}
+
+Process::~Process() {
+  if (!reaped_) {
+    Signal(SIGKILL);
+    Wait(absl::Seconds(10));
+  }
+  reader_.join();
+  if (pidfd_ >= 0) close(pidfd_);
+}
+
+void Process::Drain(int fd) {
+  char chunk[4096];
+  for (;;) {
+    ssize_t got = read(fd, chunk, sizeof(chunk));
+    if (got < 0 && errno == EINTR) continue;
+    absl::MutexLock lock(&mu_);
+    if (got <= 0) {
+      eof_ = true;
+      break;
+    }
+    output_.append(chunk, static_cast<size_t>(got));
+  }
+  close(fd);
+}
+
+bool Process::WaitForOutput(const std::string& text, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto seen = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return eof_ || output_.find(text) != std::string::npos;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&seen), timeout);
+  return output_.find(text) != std::string::npos;
+}
+
+ProcessResult Process::Wait(absl::Duration timeout) {
+  ProcessResult result;
+  if (!reaped_) {
+    pollfd pfd{pidfd_, POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 0) {
+      result.timed_out = true;
+      kill(pid_, SIGKILL);
+    }
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&eof_), absl::Seconds(10));
+    result.output = output_;
+  }
+  result.exit_code = exit_code_;
+  return result;
+}
+
+void Process::Signal(int signal) {
+  if (!reaped_) kill(pid_, signal);
+}
+
+std::string Process::Output() const {
+  absl::MutexLock lock(&mu_);
+  return output_;
+}
+
+Daemon::Daemon(const std::string& extra_config) {
+  char dir_template[] = "/tmp/cclo.XXXXXX";
+  dir_ = mkdtemp(dir_template);
+  const std::string config_path = dir_ + "/cclod.yaml";
+  std::ofstream(config_path) << "runtime_dir: " << dir_ << "/run\n"
+                             << "host: 127.0.0.1\npeer_port: 0\ndata_port: 0\n"
+                             << "log_level: debug\n"
+                             << extra_config;
+  process_ = std::make_unique<Process>(
+      std::vector<std::string>{Runfile("daemon/cclod"), "--config", config_path});
+  if (!process_->WaitForOutput("ready: peer", absl::Seconds(30))) {
+    std::fprintf(stderr, "cclod did not become ready:\n%s\n", process_->Output().c_str());
+    std::abort();
+  }
+  dir_ += "/run";
+}
+
+Daemon::~Daemon() {
+  process_->Signal(SIGTERM);
+  process_->Wait(absl::Seconds(15));
+  std::error_code ignored;
+  std::filesystem::remove_all(std::string(absl::StripSuffix(dir_, "/run")), ignored);
+}
+
+std::vector<ProcessResult> RunAll(const std::vector<std::vector<std::string>>& commands,
+                                  absl::Duration timeout) {
+  std::vector<std::unique_ptr<Process>> processes;
+  for (const auto& command : commands) processes.push_back(std::make_unique<Process>(command));
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<ProcessResult> results;
+  for (auto& process : processes) {
+    results.push_back(process->Wait(std::max(deadline - absl::Now(), absl::ZeroDuration())));
+  }
+  return results;
+}
+
+std::string NewToken(const Daemon& root) {
+  Process process({Runfile("client/cclo-run"), "token", "--runtime-dir", root.runtime_dir()});
+  ProcessResult result = process.Wait(absl::Seconds(30));
+  if (result.exit_code != 0) {
+    std::fprintf(stderr, "cclo-run token failed:\n%s\n", result.output.c_str());
+    std::abort();
+  }
+  size_t start = result.output.find("cclo1-");
+  if (start == std::string::npos) {
+    std::fprintf(stderr, "cclo-run token printed no token:\n%s\n", result.output.c_str());
+    std::abort();
+  }
+  size_t end = result.output.find_first_of(" \t\r\n", start);
+  return result.output.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+}  // namespace cclo::testing

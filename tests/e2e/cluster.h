@@ -1,0 +1,74 @@
+// Test harness: real cclod processes on loopback (ports 0, runtime dirs under a short
+// /tmp path) and real client processes, all with deadlines; everything is killed and
+// removed when the harness goes away.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace cclo::testing {
+
+/// Path of a binary in the test's runfiles, e.g. Runfile("daemon/cclod").
+std::string Runfile(const std::string& path);
+
+/// What a finished process left behind.
+struct ProcessResult {
+  int exit_code = -1;   ///< -1 if killed by a signal or timed out
+  bool timed_out = false;
+  std::string output;   ///< stdout and stderr, interleaved
+};
+
+/// A child process whose stdout+stderr are collected by a reader thread.
+class Process {
+ public:
+  explicit Process(const std::vector<std::string>& argv);
+  ~Process();  ///< SIGKILLs the process if it still runs
+  pid_t pid() const { return pid_; }
+  /// Waits until `text` appears in the output or the process exits or `timeout` passes.
+  bool WaitForOutput(const std::string& text, absl::Duration timeout);
+  /// Waits for exit; SIGKILLs at the timeout.
+  ProcessResult Wait(absl::Duration timeout);
+  void Signal(int signal);
+  std::string Output() const;
+
+ private:
+  void Drain(int fd);
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  bool reaped_ = false;
+  int exit_code_ = -1;
+  mutable absl::Mutex mu_;
+  std::string output_ ABSL_GUARDED_BY(mu_);
+  bool eof_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reader_;
+};
+
+/// One cclod with its own runtime dir and config.
+class Daemon {
+ public:
+  /// Starts cclod with free ports and `extra_config` YAML lines; waits until ready.
+  explicit Daemon(const std::string& extra_config = "");
+  ~Daemon();
+  const std::string& runtime_dir() const { return dir_; }
+  Process& process() { return *process_; }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<Process> process_;
+};
+
+/// Runs client processes side by side and collects their results.
+std::vector<ProcessResult> RunAll(const std::vector<std::vector<std::string>>& commands,
+                                  absl::Duration timeout);
+
+/// `cclo-run token` against a daemon: a fresh communicator token.
+std::string NewToken(const Daemon& root);
+
+}  // namespace cclo::testing
