@@ -1,0 +1,56 @@
+#include "tests/e2e/raw_session.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cclo/v1/attach.h"
+
+namespace cclo::testing {
+
+RawSession::RawSession(const std::string& runtime_dir) {
+  const std::string path = runtime_dir + "/attach.sock";
+  attach_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  if (connect(attach_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      !attach::SendFrame(attach_fd_, {attach::FrameType::kHello, 0, 0, ""}).ok()) {
+    std::perror("raw session attach");
+    std::abort();
+  }
+  absl::StatusOr<attach::Received> welcome =
+      attach::ReceiveFrame(attach_fd_, absl::Now() + absl::Seconds(10));
+  if (!welcome.ok() || welcome->frame.type != attach::FrameType::kWelcome) std::abort();
+  token_ = welcome->frame.text;
+  stub_ = cclo::v1::Client::NewStub(grpc::CreateChannel(
+      "unix:" + runtime_dir + "/client.sock", grpc::InsecureChannelCredentials()));
+}
+
+RawSession::~RawSession() { close(attach_fd_); }
+
+std::unique_ptr<grpc::ClientContext> RawSession::Context() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->AddMetadata("cclo-session", token_);
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return context;
+}
+
+uint64_t RawSession::Alloc(uint64_t bytes) {
+  cclo::v1::AllocBufferRequest request;
+  request.set_bytes(bytes);
+  cclo::v1::AllocBufferResponse response;
+  grpc::Status status = stub_->AllocBuffer(Context().get(), request, &response);
+  if (!status.ok()) std::abort();
+  absl::StatusOr<attach::Received> frame =
+      attach::ReceiveFrame(attach_fd_, absl::Now() + absl::Seconds(10));
+  if (!frame.ok() || frame->frame.id != response.buffer_id()) std::abort();
+  close(frame->fd);
+  return response.buffer_id();
+}
+
+}  // namespace cclo::testing
