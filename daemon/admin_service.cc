@@ -1,10 +1,18 @@
 #include "daemon/services.h"
+#include "daemon/version.h"
 
 namespace cclo::daemon {
 
 grpc::Status AdminService::Status(grpc::ServerContext*, const cclo::v1::StatusRequest*,
                                   cclo::v1::StatusResponse* response) {
-  response->set_version(CCLOD_VERSION);
+  *response = Snapshot();
+  return grpc::Status::OK;
+}
+
+cclo::v1::StatusResponse AdminService::Snapshot() const {
+  cclo::v1::StatusResponse snapshot;
+  cclo::v1::StatusResponse* response = &snapshot;
+  response->set_version(kVersion);
   response->set_peer_address(peer_address_);
   response->set_data_address(device_->DataAddress());
   response->set_uptime_seconds(
@@ -28,7 +36,7 @@ grpc::Status AdminService::Status(grpc::ServerContext*, const cclo::v1::StatusRe
   response->set_rx_pool_bytes_used(stats.rx_pool_bytes_used);
   response->set_data_sessions_up(stats.sessions_up);
   response->set_wire_errors(stats.wire_errors);
-  return grpc::Status::OK;
+  return snapshot;
 }
 
 grpc::Status AdminService::ListCommunicators(grpc::ServerContext*,

@@ -18,7 +18,7 @@ struct Config {
   uint16_t peer_port = 7470;
   /// Port the engine accepts data sessions on; 0 picks a free one.
   uint16_t data_port = 7471;
-  /// Prometheus exposition port (metrics arrive with the telemetry work).
+  /// Prometheus exposition port (HTTP /metrics on `host`); 0 picks a free one.
   uint16_t metrics_port = 9464;
   /// Eager rx buffer pool of the engine, and the segment size of transfers.
   uint64_t rx_pool_bytes = 64ull << 20;

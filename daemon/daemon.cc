@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/version.h"
 #include "hw/emu/emu_device.h"
 #include "spdlog/spdlog.h"
 
@@ -80,8 +81,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   absl::Status started = daemon->StartServers(peer_port);
   if (reserved_fd >= 0) close(reserved_fd);
   if (!started.ok()) return started;
-  spdlog::info("cclod {} ready: peer {}, data {}, runtime dir {}", CCLOD_VERSION,
-               daemon->peer_address(), daemon->device_->DataAddress(), config.runtime_dir);
+  spdlog::info("cclod {} ready: peer {}, data {}, metrics {}:{}, runtime dir {}",
+               kVersion, daemon->peer_address(), daemon->device_->DataAddress(),
+               config.host, daemon->metrics_server_->port(), config.runtime_dir);
   return daemon;
 }
 
@@ -119,10 +121,16 @@ absl::Status Daemon::StartServers(int peer_port) {
       [this](const SessionPtr& session) { communicators_.EndSession(session); });
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
+
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(
+      config_.host, config_.metrics_port, [this] { return admin_service_.Snapshot(); });
+  if (!metrics.ok()) return metrics.status();
+  metrics_server_ = *std::move(metrics);
   return absl::OkStatus();
 }
 
 Daemon::~Daemon() {
+  metrics_server_.reset();
   communicators_.Shutdown();
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
   for (grpc::Server* server : {peer_server_.get(), client_server_.get(), admin_server_.get()}) {

@@ -15,6 +15,7 @@
 #include "daemon/root_gather.h"
 #include "daemon/services.h"
 #include "daemon/sessions.h"
+#include "daemon/telemetry.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -48,6 +49,7 @@ class Daemon {
   std::unique_ptr<grpc::Server> admin_server_;
   std::unique_ptr<grpc::Server> peer_server_;
   std::unique_ptr<AttachServer> attach_server_;
+  std::unique_ptr<MetricsServer> metrics_server_;
 };
 
 }  // namespace cclo::daemon

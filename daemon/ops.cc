@@ -69,7 +69,7 @@ absl::StatusOr<uint64_t> Ops::Submit(const SessionPtr& session,
                                                    member->size);
     if (elements > UINT64_MAX / element) {
       return absl::InvalidArgumentError(absl::StrCat("count ", call.count, " of ",
-                                                     hw::DataTypeName(call.datatype),
+                                                     std::string(hw::DataTypeName(call.datatype)),
                                                      " overflows the byte size"));
     }
     return elements * element;

@@ -26,6 +26,7 @@ runtime_dir: $work/$name/run
 host: 127.0.0.1
 peer_port: 0
 data_port: 0
+metrics_port: 0
 YAML
   "$BIN/daemon/cclod" --config "$work/$name/cclod.yaml" > "$work/$name/cclod.log" 2>&1 &
   pids+=($!)

@@ -112,7 +112,7 @@ Daemon::Daemon(const std::string& extra_config) {
   dir_ = mkdtemp(dir_template);
   const std::string config_path = dir_ + "/cclod.yaml";
   std::ofstream(config_path) << "runtime_dir: " << dir_ << "/run\n"
-                             << "host: 127.0.0.1\npeer_port: 0\ndata_port: 0\n"
+                             << "host: 127.0.0.1\npeer_port: 0\ndata_port: 0\nmetrics_port: 0\n"
                              << "log_level: debug\n"
                              << extra_config;
   process_ = std::make_unique<Process>(

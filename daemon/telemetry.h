@@ -1,0 +1,36 @@
+// Prometheus exposition: a collectable that turns the daemon's status snapshot into
+// `cclod_*` metrics on every scrape, served over HTTP at /metrics.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cclo/v1/admin.pb.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace cclo::daemon {
+
+using SnapshotFn = std::function<cclo::v1::StatusResponse()>;
+
+class MetricsServer {
+ public:
+  /// Serves /metrics on host:port (port 0 picks a free one).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host,
+                                                               uint16_t port,
+                                                               SnapshotFn snapshot);
+  ~MetricsServer();
+  uint16_t port() const { return port_; }
+
+ private:
+  MetricsServer() = default;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<void> collectable_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace cclo::daemon

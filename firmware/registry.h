@@ -1,0 +1,44 @@
+// The table of every collective algorithm, the default choice per collective, and the one
+// entry point that turns a call into the calling rank's Program.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "firmware/algorithm.h"
+#include "hw/call.h"
+#include "hw/program.h"
+#include "hw/types.h"
+
+namespace cclo::firmware {
+
+/// Every algorithm, grouped by collective; the first of each collective is its default.
+absl::Span<const Algorithm> AllAlgorithms();
+
+/// The algorithm `name` of `collective`, or nullptr.
+const Algorithm* Find(hw::Collective collective, std::string_view name);
+
+/// The algorithms of `collective`, in table order; empty for an unknown collective.
+std::vector<const Algorithm*> ForCollective(hw::Collective collective);
+
+/// The algorithm used when a call names none. `collective` must be one of hw::Collective's
+/// enumerators (each has at least one algorithm). `bytes` (count times datatype size) and
+/// `world_size` are for size-dependent choices.
+const Algorithm& DefaultFor(hw::Collective collective, uint64_t bytes, uint32_t world_size);
+
+/// Checks the call's fields against the communicator size: world_size >= 1, rank <
+/// world_size, a known collective, datatype and reduce op; bcast: root < world_size;
+/// send/recv: peer < world_size, peer != rank, tag != hw::kCollectiveTag. INVALID_ARGUMENT
+/// naming the field and its value otherwise.
+absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size);
+
+/// Validates the call, then generates its Program with call.algorithm if set (an unknown
+/// name is INVALID_ARGUMENT listing the valid names for the collective), else with
+/// DefaultFor. A nop yields an empty program.
+absl::StatusOr<hw::Program> Generate(const hw::CallDescriptor& call, uint32_t world_size);
+
+}  // namespace cclo::firmware

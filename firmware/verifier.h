@@ -1,0 +1,63 @@
+// The firmware verifier: runs every rank's program of one call in memory, by the execution
+// rules of hw/program.h, and checks the programs on the way (dependencies, bounds, peers,
+// message matching, memory hazards, deadlock). VerifyCollective drives it for one
+// collective algorithm on random data and compares the results with a reference.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "hw/call.h"
+#include "hw/program.h"
+#include "hw/types.h"
+
+namespace cclo::firmware {
+
+/// One rank of a simulated call: its call fields, its program and its three buffers
+/// (indexed by hw::Slot; a buffer holds size / DataTypeSize(call.datatype) elements).
+struct RankRun {
+  hw::CallDescriptor call;
+  hw::Program program;
+  std::array<std::vector<std::byte>, hw::kSlotCount> buffers;
+};
+
+/// Runs runs[r] as rank r of a world of runs.size() ranks, updating the buffers in place.
+///
+/// First checks every program statically, then simulates: moves start in program order once
+/// their deps have completed, sends are buffered, the k-th send from s to d with tag t
+/// matches the k-th receive at d from s with tag t, and a receive completes when its message
+/// is there. Completion is out of order (newest first). INVALID_ARGUMENT, naming rank and
+/// move, when:
+///  - runs[r].call.rank != r, or a datatype or reduce op value is unknown;
+///  - a dep does not point to an earlier move;
+///  - a copy has no op0 or has an op1, a reduce lacks an operand, or more than one
+///    endpoint of a move is on the network;
+///  - a memory access leaves its buffer, or a move's read and write of one slot overlap
+///    without being the same range;
+///  - a network peer is out of range or the rank itself;
+///  - two moves touch overlapping elements of one slot, at least one writing, and neither
+///    transitively depends on the other;
+///  - a matched send and receive differ in element count or datatype size;
+///  - the ranks deadlock (the error names each blocked rank, its blocked moves and what
+///    they wait for), or messages remain unconsumed at the end.
+absl::Status Execute(std::vector<RankRun>& runs);
+
+/// Runs `collective` with `algorithm` (empty: the registry default) on `world_size` ranks
+/// with `count` elements of `datatype`, generating every rank's program through
+/// registry Generate, with buffers of exactly contract RequiredElements, random
+/// small-integer inputs (so float sums are exact) drawn from `seed`, and output buffers
+/// pre-filled with a value no correct result can take. Compares every buffer of every rank
+/// with a reference computed by plain loops (unused inputs must stay unchanged).
+/// send/recv: rank 0 sends to rank world_size-1 (world_size >= 2); the other ranks run a
+/// nop. bcast: `root` is the source. allreduce: `op` is the reduction.
+/// Returns the first error of generation or Execute, or INTERNAL naming rank, slot, index,
+/// expected and got value for a wrong result.
+absl::Status VerifyCollective(hw::Collective collective, std::string_view algorithm,
+                              uint32_t world_size, uint64_t count, hw::DataType datatype,
+                              hw::ReduceOp op, uint32_t root, uint64_t seed);
+
+}  // namespace cclo::firmware

@@ -1,0 +1,31 @@
+// The shipped default config parses and equals the built-in defaults it documents.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "daemon/config.h"
+
+namespace cclo::daemon {
+namespace {
+
+TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  absl::StatusOr<Config> shipped =
+      LoadConfig(std::string(root ? root : ".") + "/cclod/deploy/cclod.yaml");
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  Config defaults;
+  EXPECT_EQ(shipped->runtime_dir, defaults.runtime_dir);
+  EXPECT_EQ(shipped->host, defaults.host);
+  EXPECT_EQ(shipped->peer_port, defaults.peer_port);
+  EXPECT_EQ(shipped->data_port, defaults.data_port);
+  EXPECT_EQ(shipped->metrics_port, defaults.metrics_port);
+  EXPECT_EQ(shipped->rx_pool_bytes, defaults.rx_pool_bytes);
+  EXPECT_EQ(shipped->segment_bytes, defaults.segment_bytes);
+  EXPECT_EQ(shipped->max_buffer_bytes, defaults.max_buffer_bytes);
+  EXPECT_EQ(shipped->op_deadline, defaults.op_deadline);
+  EXPECT_EQ(shipped->join_timeout, defaults.join_timeout);
+  EXPECT_EQ(shipped->log_level, defaults.log_level);
+}
+
+}  // namespace
+}  // namespace cclo::daemon
