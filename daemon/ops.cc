@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "firmware/contract.h"
+#include "firmware/registry.h"
 
 namespace cclo::daemon {
 namespace {
@@ -62,6 +63,9 @@ absl::StatusOr<uint64_t> Ops::Submit(const SessionPtr& session,
   call.reduce_op = static_cast<hw::ReduceOp>(request.reduce_op());
   call.count = request.count();
   call.algorithm = request.algorithm();
+  if (absl::Status valid = firmware::ValidateCall(call, member->size); !valid.ok()) {
+    return valid;
+  }
 
   const uint64_t element = hw::DataTypeSize(call.datatype);
   auto required_bytes = [&](hw::Slot slot) -> absl::StatusOr<uint64_t> {

@@ -165,6 +165,20 @@ TEST_F(BadInputTest, OffsetOrLengthOutOfBounds) {
   ExpectStillServing();
 }
 
+TEST_F(BadInputTest, PeerOutOfRangeOrSelf) {
+  RawSession session(daemon_->runtime_dir());
+  uint64_t buffer = session.Alloc(4096);
+  cclo::v1::SubmitRequest request = Allreduce(SoloComm(session), buffer, 16);
+  request.set_collective(cclo::v1::SEND);
+  request.set_peer(5);
+  ExpectError(Run(session, request), grpc::StatusCode::INVALID_ARGUMENT,
+              "send peer 5 out of range for world size 1");
+  request.set_peer(0);
+  ExpectError(Run(session, request), grpc::StatusCode::INVALID_ARGUMENT,
+              "is the calling rank itself");
+  ExpectStillServing();
+}
+
 TEST_F(BadInputTest, CountOverflow) {
   RawSession session(daemon_->runtime_dir());
   uint64_t buffer = session.Alloc(4096);
