@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 bazel build //daemon:cclod //client:cclo-run //client:ccloctl
-BIN=bazel-bin
+BIN=$(bazel info bazel-bin 2>/dev/null)
 
 work=$(mktemp -d /tmp/cclo-demo.XXXX)
 pids=()

@@ -1,5 +1,6 @@
 #include "tests/e2e/cluster.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>

@@ -1,0 +1,61 @@
+#include "client/ccloctl/commands.h"
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/ccloctl/admin_rpc.h"
+#include "client/ccloctl/format.h"
+#include "client/cli.h"
+
+namespace cclo::ccloctl {
+namespace {
+
+struct GlobalOptions {
+  std::string runtime_dir = "/run/cclod";
+  bool json = false;
+  double timeout_seconds = 5;
+};
+
+// Prints `response` as JSON or through `table`, or its error; returns the exit code.
+template <typename Response>
+int Show(const absl::StatusOr<Response>& response, bool json, std::string (*table)(const Response&),
+         std::ostream& out, std::ostream& err) {
+  if (!response.ok()) {
+    err << "ccloctl: " << response.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<std::string> text = json ? ToJson(*response) : table(*response);
+  if (!text.ok()) {
+    err << "ccloctl: " << text.status().message() << "\n";
+    return 1;
+  }
+  out << *text;
+  return 0;
+}
+
+}  // namespace
+
+int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"ccloctl: inspect a running cclod through its admin socket.", "ccloctl"};
+  GlobalOptions options;
+  app.add_option("--runtime-dir", options.runtime_dir, "cclod runtime directory (has admin.sock)")
+      ->envname("CCLO_RUNTIME_DIR")
+      ->capture_default_str();
+  app.add_flag("--json", options.json, "print one line of JSON instead of a table");
+  app.add_option("--timeout", options.timeout_seconds, "RPC deadline in seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.require_subcommand(1);
+  app.fallthrough();
+  CLI::App* status = app.add_subcommand("status", "daemon identity, uptime and engine counters");
+  app.add_subcommand(
+      "comms", "communicators this daemon takes part in: id, size, local ranks, state, ops, error");
+  if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
+
+  AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
+  if (status->parsed()) return Show(admin.Status(), options.json, &StatusTable, out, err);
+  return Show(admin.ListCommunicators(), options.json, &CommunicatorsTable, out, err);
+}
+
+}  // namespace cclo::ccloctl

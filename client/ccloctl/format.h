@@ -1,0 +1,22 @@
+// How ccloctl prints Admin responses: tables for people, JSON for scripts.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cclo/v1/admin.pb.h"
+#include "google/protobuf/message.h"
+
+namespace cclo::ccloctl {
+
+/// Every field of `status` as a `key value` line, in proto field order.
+std::string StatusTable(const v1::StatusResponse& status);
+
+/// One line per communicator: id, size, local ranks, state, ops, error.
+std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicators);
+
+/// `message` as one line of JSON with the proto field names, fields at their default value
+/// included (proto3 JSON mapping: 64-bit integers are strings), ending in a newline.
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
+
+}  // namespace cclo::ccloctl

@@ -1,0 +1,80 @@
+#include "cclo/client.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/session.h"
+
+namespace cclo {
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Attach(const std::string& runtime_dir,
+                                                       absl::Duration timeout) {
+  absl::StatusOr<std::shared_ptr<client::Session>> session =
+      client::Session::Open(runtime_dir, timeout);
+  if (!session.ok()) return session.status();
+  return std::unique_ptr<Client>(new Client(*std::move(session)));
+}
+
+Client::~Client() { session_->Close(); }
+
+uint64_t Client::session_id() const { return session_->id(); }
+
+absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
+  v1::AllocBufferRequest request;
+  request.set_bytes(bytes);
+  v1::AllocBufferResponse response;
+  grpc::ClientContext context;
+  session_->Prepare(context, session_->rpc_timeout());
+  grpc::Status status = session_->stub().AllocBuffer(&context, request, &response);
+  if (!status.ok()) return client::FromGrpc(status, "AllocBuffer");
+  absl::StatusOr<attach::Received> received =
+      session_->TakeBuffer(response.buffer_id(), absl::Now() + session_->rpc_timeout());
+  if (!received.ok()) return received.status();
+  if (received->frame.bytes != response.bytes()) {
+    close(received->fd);
+    return absl::InternalError(absl::StrCat("buffer ", response.buffer_id(), ": the RPC says ",
+                                            response.bytes(), " bytes, the attach frame ",
+                                            received->frame.bytes));
+  }
+  absl::StatusOr<Buffer> buffer = Buffer::Map(response.buffer_id(), received->fd, response.bytes());
+  close(received->fd);
+  return buffer;
+}
+
+absl::Status Client::FreeBuffer(Buffer&& buffer) {
+  Buffer released = std::move(buffer);
+  v1::FreeBufferRequest request;
+  request.set_buffer_id(released.id());
+  v1::FreeBufferResponse response;
+  grpc::ClientContext context;
+  session_->Prepare(context, session_->rpc_timeout());
+  return client::FromGrpc(session_->stub().FreeBuffer(&context, request, &response), "FreeBuffer");
+}
+
+absl::StatusOr<std::string> Client::CreateCommunicatorId() {
+  v1::CreateCommunicatorIdRequest request;
+  v1::CreateCommunicatorIdResponse response;
+  grpc::ClientContext context;
+  session_->Prepare(context, session_->rpc_timeout());
+  grpc::Status status = session_->stub().CreateCommunicatorId(&context, request, &response);
+  if (!status.ok()) return client::FromGrpc(status, "CreateCommunicatorId");
+  return response.token();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Client::Join(const std::string& token, uint32_t rank,
+                                                           uint32_t size, absl::Duration timeout) {
+  v1::JoinCommunicatorRequest request;
+  request.set_token(token);
+  request.set_rank(rank);
+  request.set_size(size);
+  request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+  v1::JoinCommunicatorResponse response;
+  grpc::ClientContext context;
+  session_->Prepare(context, timeout + session_->rpc_timeout());
+  grpc::Status status = session_->stub().JoinCommunicator(&context, request, &response);
+  if (!status.ok()) return client::FromGrpc(status, "JoinCommunicator");
+  return std::unique_ptr<Communicator>(
+      new Communicator(session_, response.comm_handle(), rank, size, response.comm_id()));
+}
+
+}  // namespace cclo

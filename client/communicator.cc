@@ -1,0 +1,161 @@
+#include "cclo/communicator.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "client/session.h"
+
+namespace cclo {
+namespace {
+
+// Describes bytes [offset, offset + count * size(type)) of `buffer` as a BufferRef, after
+// checking that the range lies inside the buffer.
+absl::Status SetRange(const Buffer& buffer, uint64_t offset, uint64_t count, DataType type,
+                      v1::BufferRef& ref) {
+  const uint64_t element = hw::DataTypeSize(type);
+  if (count > std::numeric_limits<uint64_t>::max() / element) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "count ", count, " of ", std::string(hw::DataTypeName(type)), " overflows a byte length"));
+  }
+  const uint64_t length = count * element;
+  if (offset > buffer.size() || length > buffer.size() - offset) {
+    return absl::OutOfRangeError(absl::StrCat("range of ", length, " bytes at offset ", offset,
+                                              " exceeds buffer ", buffer.id(), " of ",
+                                              buffer.size(), " bytes"));
+  }
+  ref.set_buffer_id(buffer.id());
+  ref.set_offset(offset);
+  ref.set_length(length);
+  return absl::OkStatus();
+}
+
+// Blocking form of an op: submit, then wait for the result.
+absl::Status WaitFor(absl::StatusOr<Request> request) {
+  if (!request.ok()) return request.status();
+  return request->Wait();
+}
+
+}  // namespace
+
+Communicator::Communicator(std::shared_ptr<client::Session> session, uint64_t handle, uint32_t rank,
+                           uint32_t size, std::string id_hex)
+    : session_(std::move(session)),
+      handle_(handle),
+      rank_(rank),
+      size_(size),
+      id_hex_(std::move(id_hex)) {}
+
+absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const OpOptions& options) {
+  if (destroyed_) {
+    return absl::FailedPreconditionError(absl::StrCat("communicator ", id_hex_, " was destroyed"));
+  }
+  request.set_comm_handle(handle_);
+  request.set_algorithm(options.algorithm);
+  request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options.timeout)));
+  v1::SubmitResponse response;
+  grpc::ClientContext context;
+  session_->Prepare(context, session_->rpc_timeout());
+  grpc::Status status = session_->stub().Submit(&context, request, &response);
+  if (!status.ok()) return client::FromGrpc(status, "Submit");
+  return Request(session_, response.op_id());
+}
+
+absl::StatusOr<Request> Communicator::SendAsync(const Buffer& buffer, uint64_t offset,
+                                                uint64_t count, DataType type, uint32_t peer,
+                                                uint32_t tag, const OpOptions& options) {
+  v1::SubmitRequest request;
+  request.set_collective(v1::SEND);
+  request.set_count(count);
+  request.set_datatype(static_cast<v1::DataType>(type));
+  request.set_peer(peer);
+  request.set_tag(tag);
+  if (absl::Status range = SetRange(buffer, offset, count, type, *request.mutable_send());
+      !range.ok()) {
+    return range;
+  }
+  return Submit(request, options);
+}
+
+absl::StatusOr<Request> Communicator::RecvAsync(Buffer& buffer, uint64_t offset, uint64_t count,
+                                                DataType type, uint32_t peer, uint32_t tag,
+                                                const OpOptions& options) {
+  v1::SubmitRequest request;
+  request.set_collective(v1::RECV);
+  request.set_count(count);
+  request.set_datatype(static_cast<v1::DataType>(type));
+  request.set_peer(peer);
+  request.set_tag(tag);
+  if (absl::Status range = SetRange(buffer, offset, count, type, *request.mutable_recv());
+      !range.ok()) {
+    return range;
+  }
+  return Submit(request, options);
+}
+
+absl::StatusOr<Request> Communicator::BcastAsync(Buffer& buffer, uint64_t offset, uint64_t count,
+                                                 DataType type, uint32_t root,
+                                                 const OpOptions& options) {
+  v1::SubmitRequest request;
+  request.set_collective(v1::BCAST);
+  request.set_count(count);
+  request.set_datatype(static_cast<v1::DataType>(type));
+  request.set_root(root);
+  if (absl::Status range = SetRange(buffer, offset, count, type, *request.mutable_recv());
+      !range.ok()) {
+    return range;
+  }
+  return Submit(request, options);
+}
+
+absl::StatusOr<Request> Communicator::AllreduceAsync(const Buffer& send, Buffer& recv,
+                                                     uint64_t count, DataType type, ReduceOp op,
+                                                     const OpOptions& options) {
+  v1::SubmitRequest request;
+  request.set_collective(v1::ALLREDUCE);
+  request.set_count(count);
+  request.set_datatype(static_cast<v1::DataType>(type));
+  request.set_reduce_op(static_cast<v1::ReduceOp>(op));
+  if (absl::Status range = SetRange(send, 0, count, type, *request.mutable_send()); !range.ok()) {
+    return range;
+  }
+  if (absl::Status range = SetRange(recv, 0, count, type, *request.mutable_recv()); !range.ok()) {
+    return range;
+  }
+  return Submit(request, options);
+}
+
+absl::Status Communicator::Send(const Buffer& buffer, uint64_t offset, uint64_t count,
+                                DataType type, uint32_t peer, uint32_t tag,
+                                const OpOptions& options) {
+  return WaitFor(SendAsync(buffer, offset, count, type, peer, tag, options));
+}
+
+absl::Status Communicator::Recv(Buffer& buffer, uint64_t offset, uint64_t count, DataType type,
+                                uint32_t peer, uint32_t tag, const OpOptions& options) {
+  return WaitFor(RecvAsync(buffer, offset, count, type, peer, tag, options));
+}
+
+absl::Status Communicator::Bcast(Buffer& buffer, uint64_t offset, uint64_t count, DataType type,
+                                 uint32_t root, const OpOptions& options) {
+  return WaitFor(BcastAsync(buffer, offset, count, type, root, options));
+}
+
+absl::Status Communicator::Allreduce(const Buffer& send, Buffer& recv, uint64_t count,
+                                     DataType type, ReduceOp op, const OpOptions& options) {
+  return WaitFor(AllreduceAsync(send, recv, count, type, op, options));
+}
+
+absl::Status Communicator::Destroy() {
+  if (destroyed_) return absl::OkStatus();
+  v1::DestroyCommunicatorRequest request;
+  request.set_comm_handle(handle_);
+  v1::DestroyCommunicatorResponse response;
+  grpc::ClientContext context;
+  session_->Prepare(context, session_->rpc_timeout());
+  grpc::Status status = session_->stub().DestroyCommunicator(&context, request, &response);
+  if (!status.ok()) return client::FromGrpc(status, "DestroyCommunicator");
+  destroyed_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace cclo

@@ -1,0 +1,66 @@
+// libcclo: the application's connection to the local cclod.
+//
+//   auto client = cclo::Client::Attach("/run/cclod");            // one session
+//   auto buffer = (*client)->AllocBuffer(1 << 20);                // shared memory
+//   auto comm = (*client)->Join(token, rank, size);               // token from any rank
+//   (*comm)->Allreduce(*buffer, *buffer, n, cclo::DataType::kFloat32, cclo::ReduceOp::kSum);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cclo/buffer.h"
+#include "cclo/communicator.h"
+#include "cclo/request.h"
+
+namespace cclo {
+
+/// One session with the local cclod.
+///
+/// The session lives as long as the Client: destroying it closes the attach socket, and the
+/// daemon then cancels the session's ops, frees its buffers and leaves its communicators.
+/// Communicators and Requests keep the connection state alive but fail once the session is
+/// gone. Methods are thread-safe. Errors carry the daemon's message.
+class Client {
+ public:
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  /// Attaches to the cclod whose runtime directory is `runtime_dir` (it holds attach.sock
+  /// and client.sock). `timeout` bounds the handshake and is the deadline of every plain
+  /// RPC of the session. A daemon that refuses the caller gives PERMISSION_DENIED with its
+  /// reason; an unreachable one UNAVAILABLE.
+  static absl::StatusOr<std::unique_ptr<Client>> Attach(const std::string& runtime_dir,
+                                                        absl::Duration timeout = absl::Seconds(10));
+
+  /// The daemon's id of this session.
+  uint64_t session_id() const;
+
+  /// Allocates a shared-memory buffer of at least `bytes` bytes, charged to the tenant.
+  absl::StatusOr<Buffer> AllocBuffer(uint64_t bytes);
+
+  /// Releases `buffer` at the daemon and unmaps it here.
+  absl::Status FreeBuffer(Buffer&& buffer);
+
+  /// Makes a new communicator token with this daemon as root; hand it to every rank.
+  absl::StatusOr<std::string> CreateCommunicatorId();
+
+  /// Joins the communicator of `token` as `rank` of `size`; returns once all ranks joined,
+  /// or fails when they did not within `timeout` (the RPC deadline is `timeout` plus the
+  /// session's RPC timeout).
+  absl::StatusOr<std::unique_ptr<Communicator>> Join(const std::string& token, uint32_t rank,
+                                                     uint32_t size,
+                                                     absl::Duration timeout = absl::Seconds(60));
+
+ private:
+  explicit Client(std::shared_ptr<client::Session> session) : session_(std::move(session)) {}
+
+  std::shared_ptr<client::Session> session_;
+};
+
+}  // namespace cclo

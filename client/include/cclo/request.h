@@ -1,0 +1,67 @@
+// An op submitted to cclod and not yet waited for.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace cclo {
+namespace client {
+class Session;
+}
+
+/// Handle of one submitted op (returned by the Communicator's *Async methods).
+///
+/// Move-only and not thread-safe: one thread waits on a request. Once the op has finished,
+/// its result is kept and every further Wait/Test returns it without asking the daemon.
+class Request {
+ public:
+  Request(Request&&) noexcept = default;
+  Request& operator=(Request&&) noexcept = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request() = default;
+
+  /// Waits until the op finishes; returns its result (OK or the daemon's error). The daemon
+  /// enforces each op's deadline, so this ends when the op's timeout expires at the latest.
+  absl::Status Wait();
+
+  /// Waits at most `timeout`. DEADLINE_EXCEEDED when the op is still running; the request
+  /// stays valid and can be waited for again. Otherwise the op's result.
+  absl::Status Wait(absl::Duration timeout);
+
+  /// Checks without blocking: false while the op runs, true when it finished OK, and the
+  /// op's error when it finished with one.
+  absl::StatusOr<bool> Test();
+
+  /// The daemon's id of the op.
+  uint64_t op_id() const { return op_id_; }
+  /// True once the op's result is known.
+  bool done() const { return done_; }
+  /// Algorithm the daemon ran; empty until done().
+  const std::string& algorithm() const { return algorithm_; }
+  /// Time from submission to completion as measured by the daemon; zero until done().
+  absl::Duration elapsed() const { return elapsed_; }
+
+ private:
+  friend class Communicator;
+  Request(std::shared_ptr<client::Session> session, uint64_t op_id)
+      : session_(std::move(session)), op_id_(op_id) {}
+
+  // One Wait RPC waiting at most `slice` at the daemon; records the result when done.
+  absl::Status Poll(absl::Duration slice);
+
+  std::shared_ptr<client::Session> session_;
+  uint64_t op_id_ = 0;
+  bool done_ = false;
+  absl::Status status_;  // the op's result once done_
+  std::string algorithm_;
+  absl::Duration elapsed_;
+};
+
+}  // namespace cclo

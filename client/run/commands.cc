@@ -1,0 +1,88 @@
+#include "client/run/commands.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/cli.h"
+#include "client/run/driver.h"
+#include "client/run/options.h"
+
+namespace cclo::run {
+namespace {
+
+// Adds --runtime-dir to `command`, defaulting to $CCLO_RUNTIME_DIR or /run/cclod.
+void AddRuntimeDir(CLI::App& command, std::string& runtime_dir) {
+  command.add_option("--runtime-dir", runtime_dir, "runtime directory of the local cclod")
+      ->envname("CCLO_RUNTIME_DIR")
+      ->capture_default_str();
+}
+
+int Report(const absl::Status& status, std::ostream& err) {
+  if (status.ok()) return 0;
+  err << "cclo-run: " << status.message() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"cclo-run: a client process of cclod that runs ops and checks their results.",
+               "cclo-run"};
+  double attach_timeout_seconds = 10;
+  app.add_option("--attach-timeout", attach_timeout_seconds,
+                 "seconds to attach to the daemon and deadline of its plain RPCs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  std::string token_runtime_dir = "/run/cclod";
+  CLI::App* token = app.add_subcommand(
+      "token", "make a communicator token with the local daemon as root and print it");
+  AddRuntimeDir(*token, token_runtime_dir);
+
+  RunArguments arguments;
+  arguments.runtime_dir = "/run/cclod";
+  CLI::App* run = app.add_subcommand(
+      "run", "join a communicator as one rank, run the ops at every size and check the results");
+  AddRuntimeDir(*run, arguments.runtime_dir);
+  run->add_option("--token", arguments.token, "communicator token from `cclo-run token`")
+      ->required();
+  run->add_option("--rank", arguments.rank, "this process's rank, 0 <= rank < size")->required();
+  run->add_option("--size", arguments.size, "number of ranks")->required();
+  run->add_option("--ops", arguments.ops, "comma-separated ops: sendrecv, bcast, allreduce")
+      ->capture_default_str();
+  run->add_option("--sizes", arguments.sizes,
+                  "comma-separated bytes per rank, with K, M or G suffixes; rounded down to whole "
+                  "elements")
+      ->capture_default_str();
+  run->add_option("--datatype", arguments.datatype, "int32, int64, float32 or float64")
+      ->capture_default_str();
+  run->add_option("--reduce-op", arguments.reduce_op, "allreduce reduction: sum, max or min")
+      ->capture_default_str();
+  run->add_option("--iters", arguments.iters, "runs of each op and size")->capture_default_str();
+  run->add_option("--root", arguments.root, "bcast root rank")->capture_default_str();
+  run->add_option("--algorithm", arguments.algorithm,
+                  "algorithm to force for bcast and allreduce (default: the daemon's policy)");
+  run->add_option("--join-timeout", arguments.join_timeout_seconds,
+                  "seconds to wait for all ranks to join")
+      ->capture_default_str();
+  run->add_option("--op-timeout", arguments.op_timeout_seconds,
+                  "op deadline in seconds (0: the daemon's default)")
+      ->capture_default_str();
+  run->add_flag("--table", arguments.table,
+                "rank 0 prints `op bytes time_us GB/s ok` (ok: rank 0's own checks)");
+
+  if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
+  const absl::Duration attach_timeout = absl::Seconds(attach_timeout_seconds);
+  if (token->parsed()) return Report(PrintToken(token_runtime_dir, attach_timeout, out), err);
+  absl::StatusOr<RunOptions> options = ValidateRunArguments(arguments);
+  if (!options.ok()) {
+    err << "cclo-run: " << options.status().message() << "\n";
+    return client::kUsageExitCode;
+  }
+  return Report(RunChecks(*options, attach_timeout, out), err);
+}
+
+}  // namespace cclo::run

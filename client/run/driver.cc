@@ -1,0 +1,173 @@
+#include "client/run/driver.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cclo/client.h"
+#include "client/run/check.h"
+#include "client/table.h"
+
+namespace cclo::run {
+namespace {
+
+constexpr uint32_t kSendRecvTag = 1;
+
+// One row of the result table: an op at one size, over all iterations.
+struct Row {
+  Op op;
+  uint64_t bytes;
+  absl::Duration total;  // sum of the iterations' times
+  bool ok = true;        // this rank's checks
+};
+
+// The communicator, the two buffers every op uses and the run's settings.
+class Runner {
+ public:
+  Runner(const RunOptions& options, Communicator& comm, Buffer& send, Buffer& recv)
+      : options_(options), comm_(comm), send_(send), recv_(recv) {}
+
+  // Runs `op` on `bytes` once with inputs of run number `salt`; records the first mismatch.
+  absl::StatusOr<absl::Duration> RunOnce(Op op, uint64_t bytes, uint64_t salt, bool& ok) {
+    const uint64_t count = bytes / hw::DataTypeSize(options_.datatype);
+    const OpShape shape{op, options_.rank, options_.size, options_.root, options_.reduce_op};
+    Buffer& input = op == Op::kBcast ? recv_ : send_;
+    if (op != Op::kBcast || options_.rank == options_.root) {
+      FillPattern(options_.datatype, input.data(), count, options_.rank, salt);
+    }
+    if (op != Op::kBcast || options_.rank != options_.root) {
+      FillValue(options_.datatype, recv_.data(), count, kSentinel);
+    }
+    const absl::Time start = absl::Now();
+    if (absl::Status status = Execute(op, count); !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("rank ", options_.rank, ": ", OpName(op), " ",
+                                                      bytes, " bytes: ", status.message()));
+    }
+    const absl::Duration elapsed = absl::Now() - start;
+    std::optional<Mismatch> mismatch =
+        FindMismatch(options_.datatype, recv_.data(), count, shape, salt);
+    if (mismatch) {
+      ok = false;
+      if (first_mismatch_.empty()) {
+        first_mismatch_ = absl::StrCat("rank ", options_.rank, ": ", OpName(op), " ", bytes,
+                                       " bytes: mismatch at index ", mismatch->index, ": expected ",
+                                       mismatch->expected, " got ", mismatch->got);
+      }
+    }
+    return elapsed;
+  }
+
+  // The first mismatch seen, or empty.
+  const std::string& first_mismatch() const { return first_mismatch_; }
+
+ private:
+  absl::Status Execute(Op op, uint64_t count) {
+    OpOptions collective;
+    collective.algorithm = options_.algorithm;
+    collective.timeout = options_.op_timeout;
+    switch (op) {
+      case Op::kSendRecv:
+        return SendRecv(count);
+      case Op::kBcast:
+        return comm_.Bcast(recv_, 0, count, options_.datatype, options_.root, collective);
+      case Op::kAllreduce:
+        return comm_.Allreduce(send_, recv_, count, options_.datatype, options_.reduce_op,
+                               collective);
+    }
+    return absl::InternalError("unknown op");
+  }
+
+  // Ring exchange: send to rank + 1 and receive from rank - 1. A daemon runs one rank's ops
+  // in submission order, so even ranks send first and odd ranks receive first; every send
+  // then meets a waiting receive (rank 0 starts the chain also when the size is odd).
+  absl::Status SendRecv(uint64_t count) {
+    OpOptions point_to_point;
+    point_to_point.timeout = options_.op_timeout;
+    const uint32_t next = (options_.rank + 1) % options_.size;
+    const uint32_t previous = (options_.rank + options_.size - 1) % options_.size;
+    auto send = [&] {
+      return comm_.SendAsync(send_, 0, count, options_.datatype, next, kSendRecvTag,
+                             point_to_point);
+    };
+    auto recv = [&] {
+      return comm_.RecvAsync(recv_, 0, count, options_.datatype, previous, kSendRecvTag,
+                             point_to_point);
+    };
+    const bool send_first = options_.rank % 2 == 0;
+    absl::StatusOr<Request> first = send_first ? send() : recv();
+    if (!first.ok()) return first.status();
+    absl::StatusOr<Request> second = send_first ? recv() : send();
+    if (!second.ok()) return second.status();
+    absl::Status first_done = first->Wait();
+    absl::Status second_done = second->Wait();
+    return first_done.ok() ? second_done : first_done;
+  }
+
+  const RunOptions& options_;
+  Communicator& comm_;
+  Buffer& send_;
+  Buffer& recv_;
+  std::string first_mismatch_;
+};
+
+std::string RenderRows(const std::vector<Row>& rows, uint32_t iters) {
+  std::vector<std::vector<std::string>> cells;
+  for (const Row& row : rows) {
+    const double micros = absl::ToDoubleMicroseconds(row.total) / iters;
+    const double gigabytes_per_second = micros > 0 ? row.bytes / micros / 1e3 : 0;
+    cells.push_back({OpName(row.op), absl::StrCat(row.bytes), absl::StrFormat("%.1f", micros),
+                     absl::StrFormat("%.3f", gigabytes_per_second), row.ok ? "yes" : "no"});
+  }
+  return client::RenderTable({"op", "bytes", "time_us", "GB/s", "ok"}, cells);
+}
+
+}  // namespace
+
+absl::Status PrintToken(const std::string& runtime_dir, absl::Duration timeout, std::ostream& out) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(runtime_dir, timeout);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::string> token = (*client)->CreateCommunicatorId();
+  if (!token.ok()) return token.status();
+  out << *token << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunChecks(const RunOptions& options, absl::Duration attach_timeout,
+                       std::ostream& out) {
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Attach(options.runtime_dir, attach_timeout);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      (*client)->Join(options.token, options.rank, options.size, options.join_timeout);
+  if (!comm.ok()) return comm.status();
+  // Buffers hold at least one element: the daemon does not make empty buffers.
+  const uint64_t bytes =
+      std::max<uint64_t>(*std::max_element(options.sizes.begin(), options.sizes.end()),
+                         hw::DataTypeSize(options.datatype));
+  absl::StatusOr<Buffer> send = (*client)->AllocBuffer(bytes);
+  if (!send.ok()) return send.status();
+  absl::StatusOr<Buffer> recv = (*client)->AllocBuffer(bytes);
+  if (!recv.ok()) return recv.status();
+
+  Runner runner(options, **comm, *send, *recv);
+  std::vector<Row> rows;
+  uint64_t salt = 0;
+  for (Op op : options.ops) {
+    for (uint64_t size : options.sizes) {
+      Row row{op, size, absl::ZeroDuration()};
+      for (uint32_t iter = 0; iter < options.iters; ++iter) {
+        absl::StatusOr<absl::Duration> elapsed = runner.RunOnce(op, size, ++salt, row.ok);
+        if (!elapsed.ok()) return elapsed.status();
+        row.total += *elapsed;
+      }
+      rows.push_back(row);
+    }
+  }
+  if (options.table && options.rank == 0) out << RenderRows(rows, options.iters);
+  if (!runner.first_mismatch().empty()) return absl::DataLossError(runner.first_mismatch());
+  return absl::OkStatus();
+}
+
+}  // namespace cclo::run

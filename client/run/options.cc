@@ -1,0 +1,165 @@
+#include "client/run/options.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace cclo::run {
+namespace {
+
+constexpr Op kOps[] = {Op::kSendRecv, Op::kBcast, Op::kAllreduce};
+
+// The datatypes whose small-integer patterns and sums are exact.
+constexpr hw::DataType kRunDataTypes[] = {hw::DataType::kInt32, hw::DataType::kInt64,
+                                          hw::DataType::kFloat32, hw::DataType::kFloat64};
+
+// The reductions whose results stay exact on the patterns (prod would overflow).
+constexpr hw::ReduceOp kRunReduceOps[] = {hw::ReduceOp::kSum, hw::ReduceOp::kMax,
+                                          hw::ReduceOp::kMin};
+
+absl::Status FlagError(const std::string& flag, const std::string& problem) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", problem));
+}
+
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> ParseChoice(const std::string& flag, const std::string& text,
+                                 const Enum (&choices)[N], std::string (*name)(Enum)) {
+  std::string valid;
+  for (Enum choice : choices) {
+    if (name(choice) == text) return choice;
+    absl::StrAppend(&valid, valid.empty() ? "" : ", ", name(choice));
+  }
+  return FlagError(flag, absl::StrCat("'", text, "' is not one of ", valid));
+}
+
+std::string DataTypeText(hw::DataType type) { return std::string(hw::DataTypeName(type)); }
+std::string ReduceOpText(hw::ReduceOp op) { return std::string(hw::ReduceOpName(op)); }
+
+}  // namespace
+
+std::string OpName(Op op) {
+  switch (op) {
+    case Op::kSendRecv:
+      return "sendrecv";
+    case Op::kBcast:
+      return "bcast";
+    case Op::kAllreduce:
+      return "allreduce";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
+  std::string digits = text;
+  uint64_t unit = 1;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K':
+      case 'k':
+        unit = uint64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        unit = uint64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        unit = uint64_t{1} << 30;
+        break;
+    }
+    if (unit != 1) digits.pop_back();
+  }
+  uint64_t value = 0;
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(digits, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a byte size (digits with an optional K, M or G)"));
+  }
+  if (value > std::numeric_limits<uint64_t>::max() / unit) {
+    return absl::InvalidArgumentError(absl::StrCat("byte size '", text, "' is too large"));
+  }
+  return value * unit;
+}
+
+absl::StatusOr<std::vector<uint64_t>> ParseByteSizes(const std::string& text) {
+  std::vector<uint64_t> sizes;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    absl::StatusOr<uint64_t> size = ParseByteSize(std::string(item));
+    if (!size.ok()) return size.status();
+    sizes.push_back(*size);
+  }
+  return sizes;
+}
+
+absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text) {
+  std::vector<Op> ops;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    absl::StatusOr<Op> op = ParseChoice("ops", std::string(item), kOps, &OpName);
+    if (!op.ok()) return op.status();
+    ops.push_back(*op);
+  }
+  return ops;
+}
+
+absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
+  RunOptions options;
+  if (arguments.runtime_dir.empty()) return FlagError("runtime-dir", "is required");
+  if (arguments.token.empty()) return FlagError("token", "is required");
+  if (arguments.size < 1 || arguments.size > std::numeric_limits<uint32_t>::max()) {
+    return FlagError("size", absl::StrCat(arguments.size, " is not a world size (1 or more)"));
+  }
+  if (arguments.rank < 0 || arguments.rank >= arguments.size) {
+    return FlagError("rank", absl::StrCat(arguments.rank, " is not in [0, ", arguments.size,
+                                          ") for --size ", arguments.size));
+  }
+  if (arguments.root < 0 || arguments.root >= arguments.size) {
+    return FlagError("root", absl::StrCat(arguments.root, " is not in [0, ", arguments.size,
+                                          ") for --size ", arguments.size));
+  }
+  if (arguments.iters < 1 || arguments.iters > std::numeric_limits<uint32_t>::max()) {
+    return FlagError("iters", absl::StrCat(arguments.iters, " is not 1 or more"));
+  }
+  if (arguments.join_timeout_seconds <= 0) {
+    return FlagError("join-timeout", absl::StrCat(arguments.join_timeout_seconds,
+                                                  " is not a positive number of seconds"));
+  }
+  if (arguments.op_timeout_seconds < 0) {
+    return FlagError("op-timeout", absl::StrCat(arguments.op_timeout_seconds,
+                                                " is negative (0 means the daemon's default)"));
+  }
+  absl::StatusOr<std::vector<Op>> ops = ParseOps(arguments.ops);
+  if (!ops.ok()) return ops.status();
+  if (arguments.size == 1 && std::find(ops->begin(), ops->end(), Op::kSendRecv) != ops->end()) {
+    return FlagError("ops", "sendrecv needs --size 2 or more (a rank does not send to itself)");
+  }
+  absl::StatusOr<std::vector<uint64_t>> sizes = ParseByteSizes(arguments.sizes);
+  if (!sizes.ok()) return FlagError("sizes", std::string(sizes.status().message()));
+  absl::StatusOr<hw::DataType> datatype =
+      ParseChoice("datatype", arguments.datatype, kRunDataTypes, &DataTypeText);
+  if (!datatype.ok()) return datatype.status();
+  absl::StatusOr<hw::ReduceOp> reduce_op =
+      ParseChoice("reduce-op", arguments.reduce_op, kRunReduceOps, &ReduceOpText);
+  if (!reduce_op.ok()) return reduce_op.status();
+  const uint64_t element = hw::DataTypeSize(*datatype);
+  for (uint64_t& bytes : *sizes) bytes -= bytes % element;
+  options.runtime_dir = arguments.runtime_dir;
+  options.token = arguments.token;
+  options.rank = static_cast<uint32_t>(arguments.rank);
+  options.size = static_cast<uint32_t>(arguments.size);
+  options.ops = *std::move(ops);
+  options.sizes = *std::move(sizes);
+  options.datatype = *datatype;
+  options.reduce_op = *reduce_op;
+  options.iters = static_cast<uint32_t>(arguments.iters);
+  options.root = static_cast<uint32_t>(arguments.root);
+  options.algorithm = arguments.algorithm;
+  options.join_timeout = absl::Seconds(arguments.join_timeout_seconds);
+  options.op_timeout = absl::Seconds(arguments.op_timeout_seconds);
+  options.table = arguments.table;
+  return options;
+}
+
+}  // namespace cclo::run

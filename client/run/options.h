@@ -1,0 +1,72 @@
+// What `cclo-run run` does, and the parsing of its arguments into that.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "hw/types.h"
+
+namespace cclo::run {
+
+/// The ops cclo-run can check.
+enum class Op {
+  kSendRecv,   ///< every rank sends to rank + 1 and receives from rank - 1 (ring; size >= 2)
+  kBcast,      ///< from the root to all ranks
+  kAllreduce,  ///< over all ranks' inputs
+};
+
+/// Name on the command line and in the table, e.g. "sendrecv".
+std::string OpName(Op op);
+
+/// A validated `cclo-run run` invocation.
+struct RunOptions {
+  std::string runtime_dir;
+  std::string token;
+  uint32_t rank = 0;
+  uint32_t size = 1;
+  std::vector<Op> ops;
+  std::vector<uint64_t> sizes;  ///< bytes per rank, rounded down to whole elements
+  hw::DataType datatype = hw::DataType::kFloat32;
+  hw::ReduceOp reduce_op = hw::ReduceOp::kSum;
+  uint32_t iters = 1;
+  uint32_t root = 0;
+  std::string algorithm;  ///< forced for bcast and allreduce
+  absl::Duration join_timeout = absl::Seconds(60);
+  absl::Duration op_timeout = absl::ZeroDuration();  ///< zero: the daemon's default
+  bool table = false;
+};
+
+/// `cclo-run run` arguments as given, before validation.
+struct RunArguments {
+  std::string runtime_dir;
+  std::string token;
+  int64_t rank = -1;
+  int64_t size = -1;
+  std::string ops = "sendrecv,bcast,allreduce";
+  std::string sizes = "1K,64K,1M";
+  std::string datatype = "float32";
+  std::string reduce_op = "sum";
+  int64_t iters = 1;
+  int64_t root = 0;
+  std::string algorithm;
+  double join_timeout_seconds = 60;
+  double op_timeout_seconds = 0;
+  bool table = false;
+};
+
+/// Parses one byte size: decimal digits with an optional K, M or G suffix (powers of 1024).
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
+
+/// Parses a comma-separated list of byte sizes, e.g. "1K,64K,1M,16M".
+absl::StatusOr<std::vector<uint64_t>> ParseByteSizes(const std::string& text);
+
+/// Parses a comma-separated list of op names, e.g. "sendrecv,allreduce".
+absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text);
+
+/// Checks every argument and combination; errors name the flag and the bad value.
+absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments);
+
+}  // namespace cclo::run

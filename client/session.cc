@@ -1,0 +1,144 @@
+#include "client/session.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace cclo::client {
+namespace {
+
+constexpr char kSessionMetadata[] = "cclo-session";
+
+absl::StatusOr<int> ConnectUnix(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' has ", path.size(),
+                                                   " bytes; at most ", sizeof(address.sun_path) - 1,
+                                                   " fit"));
+  }
+  std::memcpy(address.sun_path, path.data(), path.size());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  int result;
+  do {
+    result = connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  } while (result < 0 && errno == EINTR);
+  if (result < 0) {
+    absl::Status status = absl::UnavailableError(
+        absl::StrCat("cannot connect to ", path, ": ", std::strerror(errno)));
+    close(fd);
+    return status;
+  }
+  return fd;
+}
+
+// Says HELLO on `fd` and waits for the answer: the WELCOME frame or the refusal as an error.
+absl::StatusOr<attach::Frame> Handshake(int fd, absl::Time deadline) {
+  attach::Frame hello;
+  hello.type = attach::FrameType::kHello;
+  if (absl::Status sent = attach::SendFrame(fd, hello); !sent.ok()) return sent;
+  absl::StatusOr<attach::Received> answer = attach::ReceiveFrame(fd, deadline);
+  if (!answer.ok()) {
+    return absl::Status(answer.status().code(),
+                        absl::StrCat("attach handshake: ", answer.status().message()));
+  }
+  if (answer->fd >= 0) close(answer->fd);
+  switch (answer->frame.type) {
+    case attach::FrameType::kWelcome:
+      return answer->frame;
+    case attach::FrameType::kRefused:
+      return absl::PermissionDeniedError(
+          absl::StrCat("cclod refused the attach: ", answer->frame.text));
+    default:
+      return absl::InternalError(absl::StrCat("attach handshake: expected WELCOME, got frame type ",
+                                              static_cast<int>(answer->frame.type)));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtime_dir,
+                                                       absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<int> fd = ConnectUnix(absl::StrCat(runtime_dir, "/attach.sock"));
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<attach::Frame> welcome = Handshake(*fd, deadline);
+  if (!welcome.ok()) {
+    close(*fd);
+    return welcome.status();
+  }
+  const std::string target = absl::StrCat("unix:", runtime_dir, "/client.sock");
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
+    close(*fd);
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", target, " within ", absl::FormatDuration(timeout)));
+  }
+  return std::shared_ptr<Session>(
+      new Session(*fd, welcome->id, welcome->text, timeout, v1::Client::NewStub(channel)));
+}
+
+Session::Session(int attach_fd, uint64_t id, std::string token, absl::Duration rpc_timeout,
+                 std::unique_ptr<v1::Client::Stub> stub)
+    : id_(id),
+      token_(std::move(token)),
+      rpc_timeout_(rpc_timeout),
+      stub_(std::move(stub)),
+      attach_fd_(attach_fd) {}
+
+Session::~Session() { Close(); }
+
+void Session::Close() {
+  absl::MutexLock lock(&attach_mutex_);
+  if (attach_fd_ >= 0) close(attach_fd_);
+  attach_fd_ = -1;
+  for (auto& [id, received] : unclaimed_) close(received.fd);
+  unclaimed_.clear();
+}
+
+void Session::Prepare(grpc::ClientContext& context, absl::Duration timeout) const {
+  context.AddMetadata(kSessionMetadata, token_);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+absl::StatusOr<attach::Received> Session::TakeBuffer(uint64_t buffer_id, absl::Time deadline) {
+  absl::MutexLock lock(&attach_mutex_);
+  while (true) {
+    if (auto it = unclaimed_.find(buffer_id); it != unclaimed_.end()) {
+      attach::Received received = it->second;
+      unclaimed_.erase(it);
+      return received;
+    }
+    if (attach_fd_ < 0) return absl::FailedPreconditionError("the session is closed");
+    absl::StatusOr<attach::Received> received = attach::ReceiveFrame(attach_fd_, deadline);
+    if (!received.ok()) {
+      return absl::Status(received.status().code(),
+                          absl::StrCat("waiting for the fd of buffer ", buffer_id, ": ",
+                                       received.status().message()));
+    }
+    if (received->frame.type != attach::FrameType::kBuffer || received->fd < 0) {
+      if (received->fd >= 0) close(received->fd);
+      return absl::InternalError(absl::StrCat(
+          "waiting for the fd of buffer ", buffer_id, ": got frame type ",
+          static_cast<int>(received->frame.type), received->fd < 0 ? " without an fd" : ""));
+    }
+    if (!unclaimed_.try_emplace(received->frame.id, *received).second) {
+      close(received->fd);  // a repeated frame for a buffer already waiting to be claimed
+    }
+  }
+}
+
+absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(rpc, ": ", status.error_message()));
+}
+
+}  // namespace cclo::client

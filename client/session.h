@@ -1,0 +1,69 @@
+// The state one libcclo session shares between Client, Communicator and Request: the
+// attach socket, the gRPC stub for client.sock and the session token.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cclo/v1/attach.h"
+#include "cclo/v1/client.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace cclo::client {
+
+/// An attached session. Thread-safe.
+class Session {
+ public:
+  /// Connects attach.sock in `runtime_dir`, says HELLO, expects WELCOME, then opens the
+  /// gRPC channel to client.sock. `timeout` bounds all of it and becomes rpc_timeout().
+  static absl::StatusOr<std::shared_ptr<Session>> Open(const std::string& runtime_dir,
+                                                       absl::Duration timeout);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  /// Closes the attach socket, which ends the session at the daemon. Idempotent.
+  void Close();
+
+  /// The daemon's session id.
+  uint64_t id() const { return id_; }
+  /// Deadline of a plain RPC.
+  absl::Duration rpc_timeout() const { return rpc_timeout_; }
+  /// The Client service stub (thread-safe).
+  v1::Client::Stub& stub() { return *stub_; }
+
+  /// Adds the session metadata and a deadline `timeout` from now to `context`.
+  void Prepare(grpc::ClientContext& context, absl::Duration timeout) const;
+
+  /// Returns the memfd the daemon sent for `buffer_id` (the caller owns it), reading attach
+  /// frames until it arrives or `deadline` passes. Frames for other buffers are kept for
+  /// their own callers.
+  absl::StatusOr<attach::Received> TakeBuffer(uint64_t buffer_id, absl::Time deadline);
+
+ private:
+  Session(int attach_fd, uint64_t id, std::string token, absl::Duration rpc_timeout,
+          std::unique_ptr<v1::Client::Stub> stub);
+
+  const uint64_t id_;
+  const std::string token_;
+  const absl::Duration rpc_timeout_;
+  const std::unique_ptr<v1::Client::Stub> stub_;
+
+  absl::Mutex attach_mutex_;                      // serialises readers of the attach socket
+  int attach_fd_ ABSL_GUARDED_BY(attach_mutex_);  // owned; -1 once closed
+  // BUFFER frames read by one caller on behalf of another, by buffer id; fds owned.
+  std::map<uint64_t, attach::Received> unclaimed_ ABSL_GUARDED_BY(attach_mutex_);
+};
+
+/// Converts an RPC failure to absl::Status, keeping the daemon's code and message and
+/// naming the RPC: "<rpc>: <message>".
+absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc);
+
+}  // namespace cclo::client

@@ -1,0 +1,21 @@
+#include "client/table.h"
+
+#include "gtest/gtest.h"
+
+namespace cclo::client {
+namespace {
+
+TEST(TableTest, ColumnsAlignToTheWidestCell) {
+  EXPECT_EQ(RenderTable({"op", "bytes"}, {{"allreduce", "1"}, {"bcast", "1048576"}}),
+            "op         bytes\n"
+            "allreduce  1\n"
+            "bcast      1048576\n");
+}
+
+TEST(TableTest, ShortRowsLeaveCellsEmptyAndNoRowsGiveTheHeader) {
+  EXPECT_EQ(RenderTable({"a", "b", "c"}, {{"x"}}), "a  b  c\nx\n");
+  EXPECT_EQ(RenderTable({"id", "state"}, {}), "id  state\n");
+}
+
+}  // namespace
+}  // namespace cclo::client
