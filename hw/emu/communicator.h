@@ -1,0 +1,49 @@
+// A communicator as the software CCLO holds it: the installed rank table, the data
+// sessions to the peer engines that host other ranks, the per-rank call queues and the
+// sequence counters that make the k-th send match the k-th receive. Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "hw/device.h"
+#include "hw/poe/session.h"
+#include "hw/types.h"
+
+namespace cclo::hw::emu {
+
+/// The data session to one peer engine of a communicator.
+struct PeerLink {
+  poe::Session* session = nullptr;  ///< owned by the engine; null until connected/accepted
+  bool up = false;                  ///< authenticated and admitted on both sides
+  std::vector<uint32_t> ranks;      ///< ranks of the communicator that peer hosts
+  std::vector<std::byte> scratch;   ///< where segments of reduce receives land, one segment
+};
+
+struct Communicator {
+  CommId id{};
+  CommSecret secret{};
+  std::vector<RankEntry> ranks;
+  std::vector<bool> local;                ///< indexed by rank: hosted by this engine
+  std::map<std::string, PeerLink> peers;  ///< by the peer engine's data address
+
+  bool ready = false;   ///< every peer session is up; calls may run
+  absl::Status broken;  ///< OK while healthy, else what every later call fails with
+  StatusFn configured;  ///< pending ConfigureCommunicator callback
+  absl::Time configure_deadline = absl::InfiniteFuture();
+
+  using Route = std::tuple<uint32_t, uint32_t, uint32_t>;  ///< (src, dst, tag)
+  absl::flat_hash_map<Route, uint64_t> send_sequence;      ///< next sequence to send
+  absl::flat_hash_map<Route, uint64_t> recv_sequence;      ///< next sequence to receive
+  std::map<uint32_t, std::deque<uint64_t>> queues;         ///< call ids per local rank
+
+  uint32_t size() const { return static_cast<uint32_t>(ranks.size()); }
+};
+
+}  // namespace cclo::hw::emu

@@ -1,0 +1,136 @@
+// The data-movement processor (DMP): executes the Programs of calls, move by move.
+//
+// Each call waits in its (communicator, rank) queue; the head runs. When a call starts,
+// every network move gets its sequence number in program order, so the k-th send from s
+// to d with tag t meets the k-th receive at d. Moves start in program order once their
+// deps are done:
+//   memory -> memory   copied or reduced at once;
+//   memory -> network  cut into segments and queued on the peer's session (written from
+//                      the call's memory, no copy), or, for a rank on this engine, handed
+//                      to the RBM segment by segment (waiting for pool space if needed);
+//   network -> memory  posted to the RBM, which applies segments as they arrive.
+// Completions only mark calls ready; Progress() runs them in a loop, so nothing recurses.
+// Cost per move: O(segments); no thread per call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "hw/call.h"
+#include "hw/device.h"
+#include "hw/emu/communicator.h"
+#include "hw/emu/rbm.h"
+#include "hw/program.h"
+
+namespace cclo::hw::emu {
+
+/// Device-wide counters; written on the engine thread, read from any.
+struct Counters {
+  std::atomic<uint64_t> calls_completed{0};
+  std::atomic<uint64_t> calls_failed{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> sessions_up{0};
+  std::atomic<uint64_t> wire_errors{0};
+};
+
+/// A call from submission to completion.
+struct CallState {
+  struct MoveState {
+    uint64_t sequence = 0;
+    bool done = false;
+    uint64_t segments_left = 0;         ///< network send: segments not yet written
+    const std::byte* source = nullptr;  ///< send: where the data is read from
+    uint64_t delivered = 0;             ///< local send: bytes handed to the RBM so far
+    std::vector<std::byte> reduced;     ///< reduce sent to the network: op0 (+) op1
+  };
+
+  uint64_t id = 0;
+  CallDescriptor desc;
+  CallBuffers buffers;
+  Program program;
+  absl::Time deadline;
+  CompletionFn done;
+  Communicator* comm = nullptr;  ///< outlives the call: a communicator fails its calls first
+  std::vector<MoveState> moves;
+  size_t next_move = 0;  ///< the next move to start, in program order
+  size_t moves_done = 0;
+  uint64_t bytes_sent = 0;
+  bool running = false;
+  std::vector<uint32_t> blocked;  ///< local sends waiting for rx pool space
+};
+
+class Dmp {
+ public:
+  struct Hooks {
+    /// The up session that reaches `rank` of `comm` (a rank on another engine).
+    std::function<poe::Session*(Communicator& comm, uint32_t rank)> session_for;
+    /// Breaks `comm` after a failure in the middle of a call.
+    std::function<void(Communicator& comm, absl::Status reason)> fail;
+    /// Breaks `comm` because what rank `source` sent does not fit the receive posted for it.
+    std::function<void(Communicator& comm, uint32_t source, absl::Status problem)> invalid;
+    /// A receive was posted: arrivals waiting for room may now go straight to it.
+    std::function<void()> posted;
+  };
+
+  Dmp(Rbm& rbm, uint64_t local_segment_bytes, Counters& counters, Hooks hooks);
+
+  /// Queues a checked call behind the earlier calls of its (communicator, rank).
+  void Submit(std::unique_ptr<CallState> call);
+
+  /// Starts and finishes moves until nothing more can happen now. Run after every event.
+  void Progress();
+
+  /// Rx pool space was freed or a receive posted: retry local sends that waited for it.
+  void WakeBlocked();
+
+  /// Completes every call of `comm` with `status`, except `expired` (a call id, 0 for
+  /// none) which gets `expired_status`. Their memory is no longer touched.
+  void FailCalls(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
+                 const absl::Status& expired_status = absl::OkStatus());
+
+  /// The earliest call deadline, absl::InfiniteFuture() if none.
+  absl::Time NextDeadline() const;
+
+  /// A call whose deadline is at or before `now`, or nullptr.
+  const CallState* Expired(absl::Time now) const;
+
+ private:
+  void Start(CallState& call);
+  void Advance(CallState& call);
+  bool DepsDone(const CallState& call, size_t index) const;
+  absl::Status StartMove(CallState& call, uint32_t index);
+  absl::Status StartSend(CallState& call, uint32_t index);
+  absl::Status StartReceive(CallState& call, uint32_t index);
+  /// Hands the next segments of a local send to the RBM; true when all went.
+  absl::StatusOr<bool> ContinueLocalSend(CallState& call, uint32_t index);
+  void MoveDone(uint64_t call_id, uint32_t index);
+  /// on_written of a network send's segment; an event, so it ends with Progress().
+  void SegmentWritten(uint64_t call_id, uint32_t index);
+  void Finish(CallState& call, const absl::Status& status);
+  std::byte* Address(const CallState& call, const Endpoint& endpoint) const;
+  void MarkReady(uint64_t call_id) { ready_.push_back(call_id); }
+
+  Rbm& rbm_;
+  const uint64_t local_segment_bytes_;
+  Counters& counters_;
+  Hooks hooks_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<CallState>> calls_;
+  std::vector<std::unique_ptr<CallState>> finished_;  ///< freed at the end of Progress
+  std::set<std::pair<absl::Time, uint64_t>> deadlines_;
+  std::deque<uint64_t> ready_;             ///< calls that may advance
+  absl::flat_hash_set<uint64_t> blocked_;  ///< calls with local sends waiting for space
+  bool progressing_ = false;
+};
+
+}  // namespace cclo::hw::emu

@@ -1,0 +1,267 @@
+#include "hw/emu/emu_device.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "firmware/registry.h"
+#include "hw/emu/program_check.h"
+#include "hw/poe/tcp/engine.h"
+#include "hw/poe/wire.h"
+
+namespace cclo::hw::emu {
+namespace {
+
+absl::Status CheckConfig(const EmuConfig& config) {
+  if (config.segment_bytes < poe::kMinSegmentBytes ||
+      config.segment_bytes > poe::kMaxSegmentBytes || config.segment_bytes % 8 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment_bytes ", config.segment_bytes, " must be a multiple of 8 in [",
+                     poe::kMinSegmentBytes, ", ", poe::kMaxSegmentBytes, "]"));
+  }
+  if (config.rx_pool_bytes < config.segment_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("rx_pool_bytes ", config.rx_pool_bytes,
+                                                   " must hold at least one segment of ",
+                                                   config.segment_bytes, " bytes"));
+  }
+  if (config.handshake_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "handshake_timeout ", absl::FormatDuration(config.handshake_timeout), " must be positive"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config) {
+  if (absl::Status status = CheckConfig(config); !status.ok()) return status;
+  auto device = std::make_unique<EmuDevice>(config);
+  if (absl::Status status = device->Start(); !status.ok()) return status;
+  return device;
+}
+
+EmuDevice::EmuDevice(const EmuConfig& config)
+    : config_(config),
+      rbm_(config.rx_pool_bytes, config.segment_bytes, [this] { OnRxSpace(); }),
+      dmp_(rbm_, config.segment_bytes, counters_,
+           Dmp::Hooks{
+               .session_for = [](Communicator& comm, uint32_t rank) -> poe::Session* {
+                 auto it = comm.peers.find(comm.ranks[rank].data_address);
+                 return it != comm.peers.end() && it->second.up ? it->second.session : nullptr;
+               },
+               .fail = [this](Communicator& comm,
+                              absl::Status reason) { BreakMidCall(comm, reason); },
+               .invalid =
+                   [this](Communicator& comm, uint32_t source, absl::Status problem) {
+                     if (comm.local[source]) return BreakMidCall(comm, problem);
+                     Reject(comm, comm.ranks[source].data_address, problem);
+                   },
+               .posted = [this] { OnRxSpace(); },
+           }) {}
+
+absl::Status EmuDevice::Start() {
+  poe::tcp::TcpEngineConfig engine_config{.listen_host = config_.listen_host,
+                                          .port = config_.data_port,
+                                          .segment_bytes = config_.segment_bytes,
+                                          .handshake_timeout = config_.handshake_timeout};
+  absl::StatusOr<poe::EnginePtr> engine = poe::tcp::CreateTcpEngine(engine_config, this);
+  if (!engine.ok()) return engine.status();
+  engine_ = std::move(*engine);
+  address_ = engine_->address();
+  engine_->Start();
+  return absl::OkStatus();
+}
+
+EmuDevice::~EmuDevice() {
+  if (engine_ == nullptr) return;
+  engine_->Post([this] { Shutdown(); });
+  engine_->Stop();
+  engine_.reset();
+}
+
+void EmuDevice::Shutdown() {
+  shutting_down_ = true;
+  const absl::Status reason = absl::UnavailableError("engine shutting down");
+  for (auto& [id, comm] : comms_) Break(*comm, reason);
+  for (auto& [id, sessions] : parked_) {
+    for (poe::Session* session : sessions) session->Close(reason);
+  }
+  parked_.clear();
+  dmp_.Progress();
+}
+
+std::string EmuDevice::DataAddress() const { return address_; }
+
+absl::Status EmuDevice::PrepareCommunicator(const CommId& id, const CommSecret& secret) {
+  std::lock_guard<std::mutex> lock(prepared_mu_);
+  auto [it, inserted] = prepared_.try_emplace(id, secret);
+  if (!inserted && it->second != secret) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("communicator ", CommIdHex(id), " is already prepared with another secret"));
+  }
+  return absl::OkStatus();
+}
+
+void EmuDevice::ConfigureCommunicator(const CommunicatorConfig& config, absl::Time deadline,
+                                      StatusFn done) {
+  engine_->Post([this, config, deadline, done = std::move(done)]() mutable {
+    Configure(config, deadline, std::move(done));
+    dmp_.Progress();
+  });
+}
+
+void EmuDevice::RemoveCommunicator(const CommId& id, absl::Status reason) {
+  engine_->Post([this, id, reason = std::move(reason)] {
+    Remove(id, reason);
+    dmp_.Progress();
+  });
+}
+
+void EmuDevice::Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+                     CompletionFn done) {
+  engine_->Post(
+      [this, call, buffers = std::move(buffers), deadline, done = std::move(done)]() mutable {
+        RunCall(call, std::move(buffers), deadline, std::move(done));
+        dmp_.Progress();
+      });
+}
+
+DeviceStats EmuDevice::Stats() const {
+  DeviceStats stats;
+  stats.calls_completed = counters_.calls_completed.load();
+  stats.calls_failed = counters_.calls_failed.load();
+  stats.bytes_sent = counters_.bytes_sent.load();
+  stats.bytes_received = counters_.bytes_received.load();
+  stats.rx_pool_bytes_total = rbm_.pool_bytes();
+  stats.rx_pool_bytes_used = rbm_.used_bytes();
+  stats.sessions_up = counters_.sessions_up.load();
+  stats.wire_errors = counters_.wire_errors.load() + engine_->wire_errors();
+  return stats;
+}
+
+Communicator* EmuDevice::Find(const CommId& id) const {
+  auto it = comms_.find(id);
+  return it == comms_.end() ? nullptr : it->second.get();
+}
+
+std::string EmuDevice::DescribePeer(const Communicator& comm, const std::string& address) const {
+  auto it = comm.peers.find(address);
+  const std::vector<uint32_t> none;
+  const std::vector<uint32_t>& ranks = it == comm.peers.end() ? none : it->second.ranks;
+  return absl::StrCat(address, " (rank", ranks.size() == 1 ? " " : "s ", absl::StrJoin(ranks, ", "),
+                      ") of communicator ", CommIdHex(comm.id));
+}
+
+void EmuDevice::Configure(const CommunicatorConfig& config, absl::Time deadline, StatusFn done) {
+  const std::string hex = CommIdHex(config.id);
+  if (Find(config.id) != nullptr) {
+    return done(
+        absl::AlreadyExistsError(absl::StrCat("communicator ", hex, " is already configured")));
+  }
+  auto comm = std::make_unique<Communicator>();
+  comm->id = config.id;
+  comm->secret = config.secret;
+  comm->ranks = config.ranks;
+  comm->local.assign(config.ranks.size(), false);
+  for (uint32_t rank = 0; rank < config.ranks.size(); ++rank) {
+    const std::string& address = config.ranks[rank].data_address;
+    if (address.empty()) {
+      return done(absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, " of communicator ", hex, " has no data address")));
+    }
+    if (address == address_) {
+      comm->local[rank] = true;
+    } else {
+      comm->peers[address].ranks.push_back(rank);
+    }
+  }
+  if (std::find(comm->local.begin(), comm->local.end(), true) == comm->local.end()) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("no rank of communicator ", hex, " is hosted at this engine's data address ",
+                     address_, " (", config.ranks.size(), " ranks)")));
+  }
+  Communicator& ref = *comm;
+  comms_[config.id] = std::move(comm);
+  ref.configured = std::move(done);
+  ref.configure_deadline = deadline;
+  configure_deadlines_.insert({deadline, ref.id});
+  for (auto& [address, link] : ref.peers) {
+    if (!(address_ < address)) continue;  // the smaller address connects
+    absl::StatusOr<poe::Session*> session = engine_->Connect(ref.id, ref.secret, address);
+    if (!session.ok()) {
+      return Break(
+          ref, absl::Status(session.status().code(),
+                            absl::StrCat("communicator ", hex, ": ", session.status().message())));
+    }
+    link.session = *session;
+  }
+  if (auto it = parked_.find(ref.id); it != parked_.end()) {
+    std::vector<poe::Session*> sessions = std::move(it->second);
+    parked_.erase(it);
+    for (poe::Session* session : sessions) AdoptIncoming(ref, *session);
+  }
+  MaybeReady(ref);
+}
+
+void EmuDevice::Remove(const CommId& id, absl::Status reason) {
+  if (reason.ok()) {
+    reason = absl::UnavailableError(absl::StrCat("communicator ", CommIdHex(id), " was removed"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(prepared_mu_);
+    prepared_.erase(id);
+  }
+  if (auto it = parked_.find(id); it != parked_.end()) {
+    std::vector<poe::Session*> sessions = std::move(it->second);
+    parked_.erase(it);
+    for (poe::Session* session : sessions) session->Close(reason);
+  }
+  if (Communicator* comm = Find(id)) {
+    Break(*comm, reason);
+    comms_.erase(id);
+  }
+}
+
+absl::Status EmuDevice::CheckCall(const CallDescriptor& call, Communicator** out) const {
+  Communicator* comm = Find(call.comm);
+  const std::string hex = CommIdHex(call.comm);
+  if (comm == nullptr) return absl::NotFoundError(absl::StrCat("unknown communicator ", hex));
+  if (!comm->broken.ok()) return comm->broken;
+  if (!comm->ready) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("communicator ", hex, " is still being configured"));
+  }
+  if (call.rank >= comm->size() || !comm->local[call.rank]) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", call.rank, " of communicator ", hex,
+                                                   " (", comm->size(), " ranks) is not hosted",
+                                                   " by this engine at ", address_));
+  }
+  *out = comm;
+  return absl::OkStatus();
+}
+
+void EmuDevice::RunCall(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+                        CompletionFn done) {
+  Communicator* comm = nullptr;
+  absl::Status status = CheckCall(call, &comm);
+  absl::StatusOr<Program> program =
+      status.ok() ? firmware::Generate(call, comm->size()) : absl::StatusOr<Program>(status);
+  if (program.ok()) status = CheckProgram(*program, call, buffers, comm->size());
+  if (!program.ok()) status = program.status();
+  if (!status.ok()) {
+    counters_.calls_failed.fetch_add(1);
+    return done(Completion{status, program.ok() ? program->algorithm : ""});
+  }
+  auto state = std::make_unique<CallState>();
+  state->id = next_call_id_++;
+  state->desc = call;
+  state->buffers = std::move(buffers);
+  state->program = *std::move(program);
+  state->deadline = deadline;
+  state->done = std::move(done);
+  state->comm = comm;
+  dmp_.Submit(std::move(state));
+}
+
+}  // namespace cclo::hw::emu

@@ -1,0 +1,119 @@
+// EmuDevice: the software CCLO. One engine thread (the POE's event loop) does all socket
+// I/O, program execution, matching, reduction and deadline expiry; the public methods
+// only post work to it. Calls run their firmware Program on the DMP; arrivals go through
+// the RBM; data sessions come from the TCP POE, one per (communicator, peer engine).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "hw/device.h"
+#include "hw/emu/communicator.h"
+#include "hw/emu/dmp.h"
+#include "hw/emu/rbm.h"
+#include "hw/poe/engine.h"
+
+namespace cclo::hw::emu {
+
+struct EmuConfig {
+  std::string listen_host = "127.0.0.1";  ///< numeric address of the data port
+  uint16_t data_port = 0;                 ///< 0 picks an ephemeral port
+  uint64_t rx_pool_bytes = 64ull << 20;   ///< eager rx buffer pool
+  uint64_t segment_bytes = 1ull << 20;    ///< segment size: pipelining unit and rx buffer
+  absl::Duration handshake_timeout = absl::Seconds(10);  ///< per data session handshake
+};
+
+/// Creates the device and binds its data port: UNAVAILABLE if the port is taken,
+/// INVALID_ARGUMENT for a bad config (segment_bytes a multiple of 8 in [4 KiB, 16 MiB],
+/// rx_pool_bytes at least one segment, handshake_timeout positive).
+absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
+
+class EmuDevice final : public Device, public poe::EngineHandler {
+ public:
+  explicit EmuDevice(const EmuConfig& config);
+  /// Fails pending calls and configurations with UNAVAILABLE "engine shutting down",
+  /// closes every session, and joins the engine thread.
+  ~EmuDevice() override;
+
+  /// Binds the data port and starts the engine thread. Call once, before anything else.
+  absl::Status Start();
+
+  // Device
+  std::string DataAddress() const override;
+  absl::Status PrepareCommunicator(const CommId& id, const CommSecret& secret) override;
+  void ConfigureCommunicator(const CommunicatorConfig& config, absl::Time deadline,
+                             StatusFn done) override;
+  void RemoveCommunicator(const CommId& id, absl::Status reason) override;
+  void Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+            CompletionFn done) override;
+  DeviceStats Stats() const override;
+
+  // poe::EngineHandler (engine thread)
+  absl::StatusOr<CommSecret> Secret(const CommId& comm) override;
+  void OnAuthenticated(poe::Session& session) override;
+  void OnSessionUp(poe::Session& session) override;
+  void OnSessionClosed(poe::Session& session, const absl::Status& reason) override;
+  absl::StatusOr<std::byte*> OnSegment(poe::Session& session,
+                                       const poe::SegmentHeader& header) override;
+  absl::Status OnPayload(poe::Session& session, const poe::SegmentHeader& header) override;
+  absl::Time OnTimer(absl::Time now) override;
+
+ private:
+  void Configure(const CommunicatorConfig& config, absl::Time deadline, StatusFn done);
+  void Remove(const CommId& id, absl::Status reason);
+  void RunCall(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+               CompletionFn done);
+  absl::Status CheckCall(const CallDescriptor& call, Communicator** comm) const;
+  void Shutdown();
+
+  Communicator* Find(const CommId& id) const;
+  /// The link of `session` in its communicator, or nullptr if it is not linked.
+  PeerLink* LinkOf(poe::Session& session, Communicator** comm) const;
+  /// Links an authenticated incoming session to its peer in `comm` and admits it.
+  void AdoptIncoming(Communicator& comm, poe::Session& session);
+  void LinkUp(Communicator& comm, PeerLink& link);
+  void MaybeReady(Communicator& comm);
+  /// Marks `comm` broken with `status` (what its pending and later calls fail with; the
+  /// call `expired` gets `expired_status`), closes its sessions and fails its calls.
+  void Break(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
+             const absl::Status& expired_status = absl::OkStatus());
+  /// A call failed mid-way (its program's data did not fit): breaks the communicator.
+  void BreakMidCall(Communicator& comm, const absl::Status& reason);
+  /// Invalid data from the peer engine at `address`: counts it and breaks the communicator.
+  void Reject(Communicator& comm, const std::string& address, const absl::Status& problem);
+  /// Rx pool space or a new receive: paused sessions and blocked local sends may go on.
+  void OnRxSpace();
+  void ForgetSession(poe::Session& session);
+  std::string DescribePeer(const Communicator& comm, const std::string& address) const;
+
+  const EmuConfig config_;
+  poe::EnginePtr engine_;  ///< set by Start; its thread runs everything below
+  std::string address_;
+  Counters counters_;
+
+  std::mutex prepared_mu_;  ///< std::mutex so that ThreadSanitizer sees it
+  /// Secrets of communicators prepared but not yet configured.
+  absl::flat_hash_map<CommId, CommSecret> prepared_ ABSL_GUARDED_BY(prepared_mu_);
+
+  // Engine thread only.
+  Rbm rbm_;
+  Dmp dmp_;
+  uint64_t next_call_id_ = 1;
+  bool shutting_down_ = false;
+  absl::flat_hash_map<CommId, std::unique_ptr<Communicator>> comms_;
+  /// Authenticated incoming sessions of prepared communicators, admitted at configure.
+  absl::flat_hash_map<CommId, std::vector<poe::Session*>> parked_;
+  std::vector<poe::Session*> paused_;  ///< sessions waiting for rx pool space
+  std::set<std::pair<absl::Time, CommId>> configure_deadlines_;
+};
+
+}  // namespace cclo::hw::emu

@@ -1,0 +1,231 @@
+// EmuDevice as the POE's EngineHandler: linking data sessions to communicators, checking
+// arriving segments against the communicator before the RBM places them, breaking a
+// communicator on a lost peer or invalid data, and expiring deadlines.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "hw/emu/emu_device.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::hw::emu {
+
+absl::StatusOr<CommSecret> EmuDevice::Secret(const CommId& id) {
+  if (const Communicator* comm = Find(id)) return comm->secret;
+  std::lock_guard<std::mutex> lock(prepared_mu_);
+  auto it = prepared_.find(id);
+  if (it == prepared_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown communicator ", CommIdHex(id)));
+  }
+  return it->second;
+}
+
+PeerLink* EmuDevice::LinkOf(poe::Session& session, Communicator** comm) const {
+  *comm = Find(session.comm());
+  if (*comm == nullptr) return nullptr;
+  auto it = (*comm)->peers.find(session.peer_address());
+  if (it == (*comm)->peers.end() || it->second.session != &session) return nullptr;
+  return &it->second;
+}
+
+void EmuDevice::OnAuthenticated(poe::Session& session) {
+  if (Communicator* comm = Find(session.comm())) return AdoptIncoming(*comm, session);
+  bool prepared = false;
+  {
+    std::lock_guard<std::mutex> lock(prepared_mu_);
+    prepared = prepared_.contains(session.comm());
+  }
+  if (!prepared) {
+    return session.Close(absl::NotFoundError(
+        absl::StrCat("communicator ", CommIdHex(session.comm()), " was removed")));
+  }
+  parked_[session.comm()].push_back(&session);
+}
+
+void EmuDevice::AdoptIncoming(Communicator& comm, poe::Session& session) {
+  const std::string& address = session.peer_address();
+  auto it = comm.peers.find(address);
+  absl::Status problem = comm.broken;
+  if (problem.ok() && it == comm.peers.end()) {
+    problem = absl::PermissionDeniedError(absl::StrCat(
+        "peer daemon ", address, " hosts no rank of communicator ", CommIdHex(comm.id)));
+  } else if (problem.ok() && it->second.session != nullptr) {
+    problem =
+        absl::AlreadyExistsError(absl::StrCat("second data session from peer daemon ", address,
+                                              " for communicator ", CommIdHex(comm.id)));
+  }
+  if (!problem.ok()) {
+    counters_.wire_errors.fetch_add(1);
+    spdlog::warn("refusing data session: {}", std::string(problem.message()));
+    return session.Close(problem);
+  }
+  it->second.session = &session;
+  session.Admit();
+  LinkUp(comm, it->second);
+}
+
+void EmuDevice::OnSessionUp(poe::Session& session) {
+  Communicator* comm = nullptr;
+  if (PeerLink* link = LinkOf(session, &comm)) LinkUp(*comm, *link);
+}
+
+void EmuDevice::LinkUp(Communicator& comm, PeerLink& link) {
+  link.up = true;
+  link.scratch.resize(config_.segment_bytes);
+  counters_.sessions_up.fetch_add(1);
+  MaybeReady(comm);
+}
+
+void EmuDevice::MaybeReady(Communicator& comm) {
+  if (comm.ready || !comm.broken.ok()) return;
+  for (const auto& [address, link] : comm.peers) {
+    if (!link.up) return;
+  }
+  comm.ready = true;
+  configure_deadlines_.erase({comm.configure_deadline, comm.id});
+  if (comm.configured) std::exchange(comm.configured, nullptr)(absl::OkStatus());
+}
+
+void EmuDevice::ForgetSession(poe::Session& session) {
+  std::erase(paused_, &session);
+  for (auto& [id, sessions] : parked_) std::erase(sessions, &session);
+}
+
+void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reason) {
+  ForgetSession(session);
+  Communicator* comm = nullptr;
+  PeerLink* link = LinkOf(session, &comm);
+  if (link == nullptr) {
+    spdlog::info("data session with {} closed: {}", session.peer_address(),
+                 std::string(reason.message()));
+    return;
+  }
+  const bool was_up = std::exchange(link->up, false);
+  link->session = nullptr;
+  if (was_up) counters_.sessions_up.fetch_sub(1);
+  const std::string peer = DescribePeer(*comm, session.peer_address());
+  if (comm->ready || was_up) {
+    const bool invalid = reason.code() == absl::StatusCode::kInvalidArgument;
+    Break(*comm, absl::UnavailableError(
+                     absl::StrCat(invalid ? "invalid data from peer daemon " : "lost peer daemon ",
+                                  peer, ": ", reason.message())));
+  } else {
+    Break(*comm, absl::Status(reason.code(), absl::StrCat("data session to peer daemon ", peer,
+                                                          " failed: ", reason.message())));
+  }
+  dmp_.Progress();
+}
+
+void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t expired,
+                      const absl::Status& expired_status) {
+  if (!comm.broken.ok()) return dmp_.FailCalls(comm, comm.broken, expired, expired_status);
+  comm.broken = status;
+  spdlog::log(shutting_down_ ? spdlog::level::info : spdlog::level::warn,
+              "communicator {} broken: {}", CommIdHex(comm.id), std::string(status.message()));
+  for (auto& [address, link] : comm.peers) {
+    if (poe::Session* session = std::exchange(link.session, nullptr)) {
+      ForgetSession(*session);
+      session->Close(status);
+    }
+    if (std::exchange(link.up, false)) counters_.sessions_up.fetch_sub(1);
+  }
+  rbm_.Drop(comm.id);
+  dmp_.FailCalls(comm, status, expired, expired_status);
+  configure_deadlines_.erase({comm.configure_deadline, comm.id});
+  if (comm.configured) std::exchange(comm.configured, nullptr)(status);
+}
+
+void EmuDevice::BreakMidCall(Communicator& comm, const absl::Status& reason) {
+  Break(comm, absl::UnavailableError(absl::StrCat("communicator ", CommIdHex(comm.id),
+                                                  " is broken: ", reason.message())));
+}
+
+void EmuDevice::Reject(Communicator& comm, const std::string& address,
+                       const absl::Status& problem) {
+  counters_.wire_errors.fetch_add(1);
+  const absl::Status status = absl::UnavailableError(absl::StrCat(
+      "invalid data from peer daemon ", DescribePeer(comm, address), ": ", problem.message()));
+  Break(comm, status);
+}
+
+absl::StatusOr<std::byte*> EmuDevice::OnSegment(poe::Session& session,
+                                                const poe::SegmentHeader& header) {
+  Communicator* comm = nullptr;
+  PeerLink* link = LinkOf(session, &comm);
+  if (link == nullptr || !link->up) {
+    return absl::FailedPreconditionError("data segment on a session of no communicator");
+  }
+  const uint32_t size = comm->size();
+  if (header.src >= size || comm->ranks[header.src].data_address != session.peer_address()) {
+    Reject(*comm, session.peer_address(),
+           absl::InvalidArgumentError(
+               absl::StrCat("segment from rank ", header.src, ", which that peer does not host")));
+    return comm->broken;
+  }
+  if (header.dst >= size || !comm->local[header.dst]) {
+    Reject(*comm, session.peer_address(),
+           absl::InvalidArgumentError(
+               absl::StrCat("segment for rank ", header.dst, ", which this engine does not host")));
+    return comm->broken;
+  }
+  absl::StatusOr<std::byte*> landing = rbm_.Land(header, link->scratch.data());
+  if (!landing.ok()) {
+    Reject(*comm, session.peer_address(), landing.status());
+    return comm->broken;
+  }
+  if (*landing == nullptr) paused_.push_back(&session);
+  return landing;
+}
+
+absl::Status EmuDevice::OnPayload(poe::Session& session, const poe::SegmentHeader& header) {
+  Communicator* comm = nullptr;
+  if (LinkOf(session, &comm) == nullptr) {
+    return absl::FailedPreconditionError("data payload on a session of no communicator");
+  }
+  counters_.bytes_received.fetch_add(header.length);
+  if (absl::Status status = rbm_.Landed(header); !status.ok()) {
+    Reject(*comm, session.peer_address(), status);
+    return comm->broken;
+  }
+  dmp_.Progress();
+  return absl::OkStatus();
+}
+
+void EmuDevice::OnRxSpace() {
+  std::vector<poe::Session*> paused = std::exchange(paused_, {});
+  for (poe::Session* session : paused) session->Resume();
+  dmp_.WakeBlocked();
+}
+
+absl::Time EmuDevice::OnTimer(absl::Time now) {
+  while (const CallState* call = dmp_.Expired(now)) {
+    const std::string what =
+        absl::StrCat(std::string(CollectiveName(call->desc.collective)), " on rank ",
+                     call->desc.rank, " of communicator ", CommIdHex(call->comm->id));
+    Break(*call->comm,
+          absl::UnavailableError(absl::StrCat("communicator ", CommIdHex(call->comm->id),
+                                              " is broken: ", what, " missed its deadline")),
+          call->id,
+          absl::DeadlineExceededError(absl::StrCat(what, " did not finish by its deadline")));
+  }
+  while (!configure_deadlines_.empty() && configure_deadlines_.begin()->first <= now) {
+    const CommId id = configure_deadlines_.begin()->second;
+    configure_deadlines_.erase(configure_deadlines_.begin());
+    Communicator* comm = Find(id);
+    if (comm == nullptr) continue;
+    std::vector<std::string> missing;
+    for (const auto& [address, link] : comm->peers) {
+      if (!link.up) missing.push_back(address);
+    }
+    Break(*comm, absl::DeadlineExceededError(absl::StrCat(
+                     "communicator ", CommIdHex(id), ": data sessions to peer daemons ",
+                     absl::StrJoin(missing, ", "), " were not up by the deadline")));
+  }
+  dmp_.Progress();
+  const absl::Time configure_next =
+      configure_deadlines_.empty() ? absl::InfiniteFuture() : configure_deadlines_.begin()->first;
+  return std::min(dmp_.NextDeadline(), configure_next);
+}
+
+}  // namespace cclo::hw::emu

@@ -1,0 +1,200 @@
+#include "hw/emu/reduce.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+
+namespace cclo::hw::emu {
+namespace {
+
+// Codecs: how an element is stored and in which type it is computed.
+template <typename T>
+struct Plain {
+  using Storage = T;
+  static T Load(T value) { return value; }
+  static T Store(T value) { return value; }
+};
+
+struct Half {
+  using Storage = uint16_t;
+  static float Load(uint16_t bits) { return HalfToFloat(bits); }
+  static uint16_t Store(float value) { return FloatToHalf(value); }
+};
+
+struct Bfloat {
+  using Storage = uint16_t;
+  static float Load(uint16_t bits) { return BfloatToFloat(bits); }
+  static uint16_t Store(float value) { return FloatToBfloat(value); }
+};
+
+// Ops. Integer sum and prod run in the unsigned type so that overflow wraps instead of
+// being undefined.
+struct Sum {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+
+struct Prod {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    } else {
+      return a * b;
+    }
+  }
+};
+
+struct Max {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return (a > b || std::isnan(a)) ? a : b;
+    } else {
+      return a > b ? a : b;
+    }
+  }
+};
+
+struct Min {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return (a < b || std::isnan(a)) ? a : b;
+    } else {
+      return a < b ? a : b;
+    }
+  }
+};
+
+// One plain loop per (codec, op); memcpy keeps unaligned buffers well defined and still
+// compiles to vector loads.
+template <typename Codec, typename Op>
+void Kernel(const std::byte* a, const std::byte* b, std::byte* out, uint64_t count) {
+  using Storage = typename Codec::Storage;
+  constexpr size_t kSize = sizeof(Storage);
+  const Op op;
+  for (uint64_t i = 0; i < count; ++i) {
+    Storage x;
+    Storage y;
+    std::memcpy(&x, a + i * kSize, kSize);
+    std::memcpy(&y, b + i * kSize, kSize);
+    const Storage result = Codec::Store(op(Codec::Load(x), Codec::Load(y)));
+    std::memcpy(out + i * kSize, &result, kSize);
+  }
+}
+
+using KernelFn = void (*)(const std::byte*, const std::byte*, std::byte*, uint64_t);
+
+template <typename Codec>
+KernelFn ForOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return &Kernel<Codec, Sum>;
+    case ReduceOp::kProd:
+      return &Kernel<Codec, Prod>;
+    case ReduceOp::kMax:
+      return &Kernel<Codec, Max>;
+    case ReduceOp::kMin:
+      return &Kernel<Codec, Min>;
+  }
+  return nullptr;
+}
+
+KernelFn Select(ReduceOp op, DataType type) {
+  switch (type) {
+    case DataType::kInt8:
+      return ForOp<Plain<int8_t>>(op);
+    case DataType::kUint8:
+      return ForOp<Plain<uint8_t>>(op);
+    case DataType::kInt32:
+      return ForOp<Plain<int32_t>>(op);
+    case DataType::kInt64:
+      return ForOp<Plain<int64_t>>(op);
+    case DataType::kFloat16:
+      return ForOp<Half>(op);
+    case DataType::kBfloat16:
+      return ForOp<Bfloat>(op);
+    case DataType::kFloat32:
+      return ForOp<Plain<float>>(op);
+    case DataType::kFloat64:
+      return ForOp<Plain<double>>(op);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::Status Reduce(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
+                    std::byte* out, uint64_t count) {
+  const KernelFn kernel = Select(op, type);
+  if (kernel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("no reduce kernel for reduce op value ",
+                                                   static_cast<int>(op), " and datatype value ",
+                                                   static_cast<int>(type)));
+  }
+  if (count > 0 && (a == nullptr || b == nullptr || out == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduce of ", count, " elements given a null buffer pointer"));
+  }
+  kernel(a, b, out, count);
+  return absl::OkStatus();
+}
+
+float HalfToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1Fu;
+  const uint32_t mantissa = bits & 0x3FFu;
+  // Normal numbers: rebias the exponent from 15 to 127.
+  uint32_t magnitude = ((exponent + 112u) << 23) | (mantissa << 13);
+  // Infinity and NaN keep an all-ones exponent and their payload.
+  magnitude = exponent == 0x1Fu ? (0x7F800000u | (mantissa << 13)) : magnitude;
+  // Zero and subnormals are mantissa * 2^-24, exact in float.
+  magnitude =
+      exponent == 0 ? std::bit_cast<uint32_t>(static_cast<float>(mantissa) * 0x1p-24f) : magnitude;
+  return std::bit_cast<float>(sign | magnitude);
+}
+
+uint16_t FloatToHalf(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
+  const uint32_t magnitude = bits & 0x7FFFFFFFu;
+  // Normal results: rebias the exponent from 127 to 15 and round the 13 dropped mantissa
+  // bits to nearest even; a carry correctly moves into the exponent.
+  const uint32_t normal = (magnitude - 0x38000000u + 0xFFFu + ((magnitude >> 13) & 1u)) >> 13;
+  // Subnormal results (below 2^-14): adding 0.5f makes the float's last place worth 2^-24,
+  // the half subnormal step, so the FPU rounds to nearest even for us.
+  const uint32_t subnormal =
+      std::bit_cast<uint32_t>(std::bit_cast<float>(magnitude) + 0.5f) - 0x3F000000u;
+  uint32_t half = magnitude < 0x38800000u ? subnormal : normal;
+  // From 65520 (halfway past the largest half, 65504) on, the result is infinity.
+  half = magnitude >= 0x477FF000u ? 0x7C00u : half;
+  // NaN stays a quiet NaN with the top payload bits.
+  half = magnitude > 0x7F800000u ? (0x7E00u | ((magnitude >> 13) & 0x3FFu)) : half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+float BfloatToFloat(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+uint16_t FloatToBfloat(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  // Round the 16 dropped bits to nearest even; overflow carries into infinity.
+  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  return static_cast<uint16_t>(nan ? ((bits >> 16) | 0x0040u) : rounded);
+}
+
+}  // namespace cclo::hw::emu

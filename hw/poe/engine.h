@@ -1,0 +1,89 @@
+// A protocol offload engine (POE): the event loop that owns the data sessions of one
+// device. Transport-neutral; tcp/ implements it (rdma/ later, with the same shape).
+//
+// One thread runs the loop and does all I/O. The device plugs in as the EngineHandler:
+// every handler call, posted task and on_written callback runs on that thread, so the
+// device's state needs no locks beyond the posting queue.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "hw/poe/session.h"
+#include "hw/poe/wire.h"
+#include "hw/types.h"
+
+namespace cclo::hw::poe {
+
+/// The engine's user. Every method runs on the engine thread and must not block.
+class EngineHandler {
+ public:
+  virtual ~EngineHandler() = default;
+
+  /// The secret of a communicator this device knows (prepared or configured), for the
+  /// handshake of an incoming session; NOT_FOUND refuses the session.
+  virtual absl::StatusOr<CommSecret> Secret(const CommId& comm) = 0;
+
+  /// An incoming session proved the secret. Call session.Admit() now or later, or
+  /// session.Close().
+  virtual void OnAuthenticated(Session& session) = 0;
+
+  /// An outgoing session (from Engine::Connect) was admitted by the peer: it is up.
+  virtual void OnSessionUp(Session& session) = 0;
+
+  /// The session ended (peer closed, I/O error, refused or failed handshake). It is
+  /// destroyed after this returns.
+  virtual void OnSessionClosed(Session& session, const absl::Status& reason) = 0;
+
+  /// A data segment's header arrived. Return where its payload goes (header.length bytes),
+  /// nullptr to stop reading this session until Session::Resume(), or an error to close
+  /// the session with it.
+  virtual absl::StatusOr<std::byte*> OnSegment(Session& session, const SegmentHeader& header) = 0;
+
+  /// The payload of the segment last accepted by OnSegment is in place. An error closes
+  /// the session with it.
+  virtual absl::Status OnPayload(Session& session, const SegmentHeader& header) = 0;
+
+  /// Called after every turn of the loop: expire what is due at `now` and return the
+  /// next time to be called (absl::InfiniteFuture() for none). The loop sleeps until then
+  /// unless I/O or a posted task wakes it.
+  virtual absl::Time OnTimer(absl::Time now) = 0;
+};
+
+class Engine {
+ public:
+  /// Stops the loop if still running; closes every socket without handler calls.
+  virtual ~Engine() = default;
+
+  /// "host:port" where peers reach this engine.
+  virtual const std::string& address() const = 0;
+
+  /// Starts the event loop thread. Call once.
+  virtual void Start() = 0;
+
+  /// Thread-safe: runs `task` on the engine thread, in posting order.
+  virtual void Post(std::function<void()> task) = 0;
+
+  /// Thread-safe, not from the engine thread: runs the tasks posted so far, then stops
+  /// the loop and joins its thread.
+  virtual void Stop() = 0;
+
+  /// Engine thread: opens an outgoing session for `comm` to the engine at `peer_address`
+  /// and authenticates it with `secret`. The handler hears OnSessionUp or
+  /// OnSessionClosed. Fails at once only if the address cannot be used.
+  virtual absl::StatusOr<Session*> Connect(const CommId& comm, const CommSecret& secret,
+                                           const std::string& peer_address) = 0;
+
+  /// Segments and handshakes this engine rejected (bad headers, failed proofs, timeouts).
+  virtual uint64_t wire_errors() const = 0;
+};
+
+using EnginePtr = std::unique_ptr<Engine>;
+
+}  // namespace cclo::hw::poe

@@ -1,0 +1,79 @@
+// Control messages of a data session and the mutual HMAC handshake that opens it.
+//
+// A data session belongs to one (communicator, peer engine) pair. The engine whose data
+// address is smaller connects (the connector); the other accepts (the acceptor):
+//
+//   connector -> acceptor  HELLO     connector nonce Nc, segment size, both addresses
+//   acceptor  -> connector CHALLENGE acceptor nonce Na, segment size,
+//                                    MAC(secret, "acceptor", comm, addresses, Nc, Na)
+//   connector -> acceptor  RESPONSE  MAC(secret, "connector", comm, addresses, Nc, Na)
+//   acceptor  -> connector ACCEPT    once the acceptor has the communicator's rank table
+//
+// Either side answers a failed check with REFUSE (reason) and closes; an open session
+// ends with BYE (reason). Nonces are fresh RAND_bytes per session, so a recorded proof
+// cannot be replayed; the role label keeps one side's proof from serving as the other's.
+// Control messages travel as the payload of a SegmentType::kControl segment.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hw/types.h"
+
+namespace cclo::hw::poe {
+
+using Nonce = std::array<uint8_t, 32>;
+using Mac = std::array<uint8_t, 32>;
+
+/// Longest address or reason a control message carries.
+inline constexpr size_t kMaxControlString = 256;
+
+enum class ControlKind : uint8_t {
+  kHello = 1,
+  kChallenge = 2,
+  kResponse = 3,
+  kAccept = 4,
+  kRefuse = 5,
+  kBye = 6,
+};
+
+/// One control message; which fields are meaningful depends on `kind`.
+struct ControlMessage {
+  ControlKind kind = ControlKind::kHello;
+  Nonce nonce{};               ///< hello, challenge: the sender's fresh nonce
+  uint64_t segment_bytes = 0;  ///< hello, challenge: the sender's largest segment
+  std::string connector;       ///< hello: the connector's data address
+  std::string acceptor;        ///< hello: the acceptor's data address as the connector knows it
+  Mac mac{};                   ///< challenge, response: the sender's proof
+  std::string reason;          ///< refuse, bye: why
+
+  bool operator==(const ControlMessage&) const = default;
+};
+
+/// Lower-case name of a control kind, for logs.
+std::string ControlKindName(ControlKind kind);
+
+/// Serializes `message` (strings longer than kMaxControlString are cut).
+std::vector<std::byte> EncodeControl(const ControlMessage& message);
+
+/// Parses a control payload; INVALID_ARGUMENT names what is wrong.
+absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size);
+
+enum class HandshakeRole : uint8_t { kConnector, kAcceptor };
+
+/// The proof `role` sends for a session of `comm` between the two addresses.
+Mac HandshakeMac(const CommSecret& secret, HandshakeRole role, const CommId& comm,
+                 const std::string& connector, const std::string& acceptor,
+                 const Nonce& connector_nonce, const Nonce& acceptor_nonce);
+
+/// Constant-time comparison of two proofs.
+bool MacEqual(const Mac& a, const Mac& b);
+
+/// A fresh random nonce; INTERNAL if the system random source fails.
+absl::StatusOr<Nonce> RandomNonce();
+
+}  // namespace cclo::hw::poe

@@ -1,0 +1,301 @@
+#include "hw/poe/tcp/engine.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::hw::poe::tcp {
+namespace {
+
+constexpr uint64_t kWakeId = 0;
+constexpr uint64_t kListenId = 1;
+
+std::string Errno(const std::string& what) {
+  return absl::StrCat(what, ": ", std::strerror(errno));
+}
+
+/// Splits "host:port" or "[v6]:port".
+absl::Status SplitAddress(const std::string& address, std::string* host, std::string* port) {
+  const size_t colon = address.rfind(':');
+  uint32_t number = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &number) || number == 0 || number > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data address '", address, "' is not host:port"));
+  }
+  *host = address.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  *port = address.substr(colon + 1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<addrinfo*> Resolve(const std::string& host, const std::string& port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* result = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+  }
+  return result;
+}
+
+int SetNoDelay(int fd) {
+  const int one = 1;
+  return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineHandler* handler) {
+  absl::StatusOr<addrinfo*> resolved =
+      Resolve(config.listen_host, std::to_string(config.port), true);
+  if (!resolved.ok()) return resolved.status();
+  addrinfo* ai = *resolved;
+  const int listen_fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  std::string error;
+  if (listen_fd < 0) {
+    error = Errno("socket");
+  } else if (setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+             bind(listen_fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+    error = Errno(absl::StrCat("bind ", config.listen_host, ":", config.port));
+  } else if (listen(listen_fd, SOMAXCONN) != 0) {
+    error = Errno("listen");
+  }
+  freeaddrinfo(ai);
+  sockaddr_storage bound{};
+  socklen_t bound_size = sizeof(bound);
+  if (error.empty() &&
+      getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &bound_size) != 0) {
+    error = Errno("getsockname");
+  }
+  if (!error.empty()) {
+    if (listen_fd >= 0) close(listen_fd);
+    return absl::UnavailableError(absl::StrCat("data port: ", error));
+  }
+  const uint16_t port =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  const bool v6 = config.listen_host.find(':') != std::string::npos;
+  std::string address = v6 ? absl::StrCat("[", config.listen_host, "]:", port)
+                           : absl::StrCat(config.listen_host, ":", port);
+
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event wake{.events = EPOLLIN, .data = {.u64 = kWakeId}};
+  epoll_event accept{.events = EPOLLIN, .data = {.u64 = kListenId}};
+  if (epoll_fd < 0 || wake_fd < 0 || epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &wake) != 0 ||
+      epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &accept) != 0) {
+    const std::string failure = Errno("event loop setup");
+    for (int fd : {listen_fd, epoll_fd, wake_fd}) {
+      if (fd >= 0) close(fd);
+    }
+    return absl::InternalError(failure);
+  }
+  return std::make_unique<TcpEngine>(config, handler, listen_fd, epoll_fd, wake_fd,
+                                     std::move(address));
+}
+
+TcpEngine::TcpEngine(const TcpEngineConfig& config, EngineHandler* handler, int listen_fd,
+                     int epoll_fd, int wake_fd, std::string address)
+    : config_(config),
+      handler_(handler),
+      listen_fd_(listen_fd),
+      epoll_fd_(epoll_fd),
+      wake_fd_(wake_fd),
+      address_(std::move(address)) {}
+
+TcpEngine::~TcpEngine() {
+  if (thread_.joinable()) Stop();
+  sessions_.clear();
+  retired_.clear();
+  close(listen_fd_);
+  close(wake_fd_);
+  close(epoll_fd_);
+}
+
+void TcpEngine::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void TcpEngine::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  const uint64_t one = 1;
+  (void)write(wake_fd_, &one, sizeof(one));
+}
+
+void TcpEngine::Stop() {
+  Post([this] { running_ = false; });
+  thread_.join();
+}
+
+void TcpEngine::RunTasks() {
+  uint64_t count = 0;
+  (void)read(wake_fd_, &count, sizeof(count));
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void TcpEngine::Loop() {
+  constexpr int kMaxEvents = 64;
+  epoll_event events[kMaxEvents];
+  while (running_) {
+    absl::Time wake_at = handler_deadline_;
+    if (!handshake_deadlines_.empty()) {
+      wake_at = std::min(wake_at, handshake_deadlines_.begin()->first);
+    }
+    int timeout_ms = -1;
+    if (wake_at != absl::InfiniteFuture()) {
+      const absl::Duration left = wake_at - absl::Now();
+      timeout_ms =
+          left <= absl::ZeroDuration()
+              ? 0
+              : static_cast<int>(std::min<int64_t>(
+                    absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), INT_MAX));
+    }
+    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
+    if (n < 0 && errno != EINTR) spdlog::error("{}", Errno("epoll_wait"));
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[i].data.u64;
+      if (id == kWakeId) {
+        RunTasks();
+      } else if (id == kListenId) {
+        Accept();
+      } else if (auto it = sessions_.find(id); it != sessions_.end()) {
+        it->second->OnEvents(events[i].events);
+      }
+      RunDeferred();
+    }
+    const absl::Time now = absl::Now();
+    ExpireHandshakes(now);
+    handler_deadline_ = handler_->OnTimer(now);
+    RunDeferred();
+    retired_.clear();
+  }
+}
+
+void TcpEngine::RunDeferred() {
+  while (!flush_.empty() || !resume_.empty()) {
+    std::vector<uint64_t> flush, resume;
+    flush.swap(flush_);
+    resume.swap(resume_);
+    for (uint64_t id : resume) {
+      if (auto it = sessions_.find(id); it != sessions_.end()) it->second->Reoffer();
+    }
+    for (uint64_t id : flush) {
+      if (auto it = sessions_.find(id); it != sessions_.end()) it->second->Flush();
+    }
+  }
+}
+
+void TcpEngine::ExpireHandshakes(absl::Time now) {
+  while (!handshake_deadlines_.empty() && handshake_deadlines_.begin()->first <= now) {
+    const uint64_t id = handshake_deadlines_.begin()->second;
+    HandshakeFinished(id);
+    if (auto it = sessions_.find(id); it != sessions_.end()) it->second->ExpireHandshake();
+  }
+}
+
+void TcpEngine::Accept() {
+  while (true) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) spdlog::warn("{}", Errno("accept"));
+      return;
+    }
+    SetNoDelay(fd);
+    const uint64_t id = next_id_++;
+    Adopt(std::make_unique<TcpSession>(*this, id, fd), false);
+  }
+}
+
+absl::StatusOr<Session*> TcpEngine::Connect(const CommId& comm, const CommSecret& secret,
+                                            const std::string& peer_address) {
+  std::string host, port;
+  if (absl::Status status = SplitAddress(peer_address, &host, &port); !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<addrinfo*> resolved = Resolve(host, port, false);
+  if (!resolved.ok()) return resolved.status();
+  addrinfo* ai = *resolved;
+  const int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
+  freeaddrinfo(ai);
+  if (fd < 0 || (rc != 0 && errno != EINPROGRESS)) {
+    const std::string error = Errno(absl::StrCat("cannot connect to peer daemon ", peer_address));
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(error);
+  }
+  SetNoDelay(fd);
+  const uint64_t id = next_id_++;
+  auto session = std::make_unique<TcpSession>(*this, id, fd, comm, secret, peer_address);
+  Session* raw = session.get();
+  Adopt(std::move(session), true);
+  return raw;
+}
+
+void TcpEngine::Adopt(std::unique_ptr<TcpSession> session, bool write) {
+  const uint64_t id = session->id();
+  const absl::Time deadline = absl::Now() + config_.handshake_timeout;
+  handshake_deadlines_.insert({deadline, id});
+  handshake_deadline_of_[id] = deadline;
+  TcpSession& ref = *session;
+  sessions_[id] = std::move(session);
+  SetEvents(ref, !write, write);
+}
+
+void TcpEngine::SetEvents(TcpSession& session, bool read, bool write) {
+  epoll_event event{};
+  event.events = EPOLLRDHUP | (read ? EPOLLIN : 0) | (write ? EPOLLOUT : 0);
+  event.data.u64 = session.id();
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, session.fd(), &event) != 0 &&
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, session.fd(), &event) != 0) {
+    spdlog::error("{}", Errno("epoll_ctl"));
+  }
+}
+
+void TcpEngine::Retire(uint64_t id) {
+  HandshakeFinished(id);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  retired_.push_back(std::move(it->second));
+  sessions_.erase(it);
+}
+
+void TcpEngine::HandshakeFinished(uint64_t id) {
+  auto it = handshake_deadline_of_.find(id);
+  if (it == handshake_deadline_of_.end()) return;
+  handshake_deadlines_.erase({it->second, id});
+  handshake_deadline_of_.erase(it);
+}
+
+}  // namespace cclo::hw::poe::tcp

@@ -1,0 +1,102 @@
+// TcpEngine: the TCP protocol offload engine. One thread runs an epoll loop over the
+// listening socket, an eventfd for posted tasks and every session socket; it sleeps until
+// I/O, a posted task, or the nearest deadline (handler's or a handshake's). No thread per
+// connection or per call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "hw/poe/engine.h"
+#include "hw/poe/tcp/session.h"
+
+namespace cclo::hw::poe::tcp {
+
+struct TcpEngineConfig {
+  std::string listen_host = "127.0.0.1";  ///< numeric address to listen on
+  uint16_t port = 0;                      ///< 0 picks an ephemeral port
+  uint64_t segment_bytes = 1 << 20;       ///< largest segment this engine receives
+  absl::Duration handshake_timeout = absl::Seconds(10);
+};
+
+/// Binds and listens (fails if the port is taken); call Start() to run the loop.
+absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineHandler* handler);
+
+class TcpEngine final : public Engine {
+ public:
+  TcpEngine(const TcpEngineConfig& config, EngineHandler* handler, int listen_fd, int epoll_fd,
+            int wake_fd, std::string address);
+  ~TcpEngine() override;
+
+  // Engine
+  const std::string& address() const override { return address_; }
+  void Start() override;
+  void Post(std::function<void()> task) override;
+  void Stop() override;
+  absl::StatusOr<Session*> Connect(const CommId& comm, const CommSecret& secret,
+                                   const std::string& peer_address) override;
+  uint64_t wire_errors() const override { return wire_errors_.load(); }
+
+  // For TcpSession (engine thread).
+  EngineHandler& handler() { return *handler_; }
+  uint64_t segment_bytes() const { return config_.segment_bytes; }
+  /// Sets the epoll interest of a session's socket.
+  void SetEvents(TcpSession& session, bool read, bool write);
+  /// Flushes the session's send queue at the end of this loop turn.
+  void WantFlush(uint64_t id) { flush_.push_back(id); }
+  /// Re-offers the session's paused segment at the end of this loop turn.
+  void WantResume(uint64_t id) { resume_.push_back(id); }
+  /// The session closed its socket; it is destroyed at the end of this loop turn.
+  void Retire(uint64_t id);
+  /// The session's handshake is authenticated; its deadline no longer applies.
+  void HandshakeFinished(uint64_t id);
+  void CountWireError() { wire_errors_.fetch_add(1); }
+
+ private:
+  void Loop();
+  void RunTasks();
+  void Accept();
+  /// Registers a new session's socket and handshake deadline.
+  void Adopt(std::unique_ptr<TcpSession> session, bool write);
+  void RunDeferred();
+  void ExpireHandshakes(absl::Time now);
+
+  const TcpEngineConfig config_;
+  EngineHandler* const handler_;
+  const int listen_fd_;
+  const int epoll_fd_;
+  const int wake_fd_;
+  const std::string address_;
+  std::thread thread_;
+  std::atomic<uint64_t> wire_errors_{0};
+
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees through it (Debian's abseil
+  // is not instrumented).
+  std::mutex mu_;
+  std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+
+  // Engine thread only.
+  bool running_ = true;
+  uint64_t next_id_ = 2;  ///< 0 and 1 tag the eventfd and the listening socket in epoll
+  absl::flat_hash_map<uint64_t, std::unique_ptr<TcpSession>> sessions_;
+  std::vector<std::unique_ptr<TcpSession>> retired_;
+  std::vector<uint64_t> flush_;
+  std::vector<uint64_t> resume_;
+  std::set<std::pair<absl::Time, uint64_t>> handshake_deadlines_;
+  absl::flat_hash_map<uint64_t, absl::Time> handshake_deadline_of_;
+  absl::Time handler_deadline_ = absl::InfiniteFuture();
+};
+
+}  // namespace cclo::hw::poe::tcp

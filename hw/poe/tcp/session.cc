@@ -1,0 +1,317 @@
+#include "hw/poe/tcp/session.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "hw/poe/tcp/engine.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::hw::poe::tcp {
+namespace {
+
+constexpr int kReadTurns = 64;  ///< reads per readiness event before yielding to others
+constexpr int kMaxIov = 64;
+
+std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
+
+}  // namespace
+
+TcpSession::TcpSession(TcpEngine& engine, uint64_t id, int fd)
+    : engine_(engine),
+      id_(id),
+      fd_(fd),
+      role_(HandshakeRole::kAcceptor),
+      state_(State::kAwaitHello),
+      peer_address_("unidentified peer"),
+      reading_(true) {}
+
+TcpSession::TcpSession(TcpEngine& engine, uint64_t id, int fd, const CommId& comm,
+                       const CommSecret& secret, const std::string& peer_address)
+    : engine_(engine),
+      id_(id),
+      fd_(fd),
+      role_(HandshakeRole::kConnector),
+      state_(State::kConnecting),
+      comm_(comm),
+      secret_(secret),
+      peer_address_(peer_address),
+      writing_(true) {}
+
+TcpSession::~TcpSession() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string TcpSession::Name() const {
+  return absl::StrCat("data session with ", peer_address_, " for communicator ", CommIdHex(comm_));
+}
+
+void TcpSession::Admit() {
+  if (state_ != State::kParked) return;
+  SendControl({.kind = ControlKind::kAccept});
+  state_ = State::kUp;
+}
+
+void TcpSession::Send(const SegmentHeader& header, const std::byte* payload,
+                      std::function<void()> on_written) {
+  if (state_ == State::kClosed) return;
+  tx_.push_back({Encode(header), payload, header.length, {}, 0, std::move(on_written)});
+  engine_.WantFlush(id_);
+}
+
+void TcpSession::SendControl(const ControlMessage& message) {
+  TxEntry entry;
+  entry.owned = EncodeControl(message);
+  entry.length = static_cast<uint32_t>(entry.owned.size());
+  entry.payload = entry.owned.data();
+  SegmentHeader header{.type = SegmentType::kControl, .comm = comm_, .length = entry.length};
+  header.total = entry.length;
+  entry.header = Encode(header);
+  tx_.push_back(std::move(entry));
+  engine_.WantFlush(id_);
+}
+
+void TcpSession::Resume() {
+  if (rx_ == Rx::kPaused && state_ != State::kClosed) engine_.WantResume(id_);
+}
+
+void TcpSession::Close(const absl::Status& reason) {
+  if (state_ == State::kClosed) return;
+  if (state_ != State::kConnecting) SendFinal(ControlKind::kBye, std::string(reason.message()));
+  CloseSocket();
+}
+
+void TcpSession::Fail(const absl::Status& reason) {
+  if (state_ == State::kClosed) return;
+  CloseSocket();
+  engine_.handler().OnSessionClosed(*this, reason);
+}
+
+void TcpSession::Refuse(const absl::Status& reason) {
+  engine_.CountWireError();
+  spdlog::warn("refusing {}: {}", Name(), std::string(reason.message()));
+  SendFinal(ControlKind::kRefuse, std::string(reason.message()));
+  Fail(reason);
+}
+
+void TcpSession::SendFinal(ControlKind kind, const std::string& reason) {
+  if (!tx_.empty() && tx_.front().written > 0) return;  // mid-segment: the stream is busy
+  const std::vector<std::byte> payload = EncodeControl({.kind = kind, .reason = reason});
+  SegmentHeader header{.type = SegmentType::kControl, .comm = comm_};
+  header.length = static_cast<uint32_t>(payload.size());
+  header.total = header.length;
+  EncodedHeader encoded = Encode(header);
+  iovec iov[2] = {{encoded.data(), encoded.size()},
+                  {const_cast<std::byte*>(payload.data()), payload.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  (void)sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void TcpSession::CloseSocket() {
+  state_ = State::kClosed;
+  tx_.clear();
+  if (fd_ >= 0) {
+    close(fd_);  // also drops it from the epoll set
+    fd_ = -1;
+  }
+  engine_.Retire(id_);
+}
+
+void TcpSession::SetEvents(bool read, bool write) {
+  if (state_ == State::kClosed || (read == reading_ && write == writing_)) return;
+  reading_ = read;
+  writing_ = write;
+  engine_.SetEvents(*this, read, write);
+}
+
+void TcpSession::OnEvents(uint32_t events) {
+  if (state_ == State::kConnecting) {
+    if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) OnConnected();
+    return;
+  }
+  if (rx_ == Rx::kPaused && (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
+    // Not reading, so EOF would go unnoticed; a peer only hangs up when it is leaving.
+    return Fail(absl::UnavailableError("connection closed by peer"));
+  }
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) OnReadable();
+  if (state_ != State::kClosed && (events & EPOLLOUT)) Flush();
+}
+
+void TcpSession::OnConnected() {
+  int error = 0;
+  socklen_t size = sizeof(error);
+  if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
+  if (error != 0) {
+    Fail(absl::UnavailableError(
+        absl::StrCat("cannot connect to peer daemon ", peer_address_, ": ", std::strerror(error))));
+    return;
+  }
+  absl::StatusOr<Nonce> nonce = RandomNonce();
+  if (!nonce.ok()) return Fail(nonce.status());
+  connector_nonce_ = *nonce;
+  state_ = State::kAwaitChallenge;
+  SetEvents(true, false);
+  SendControl({.kind = ControlKind::kHello,
+               .nonce = connector_nonce_,
+               .segment_bytes = engine_.segment_bytes(),
+               .connector = engine_.address(),
+               .acceptor = peer_address_});
+}
+
+void TcpSession::Flush() {
+  if (state_ == State::kClosed || state_ == State::kConnecting) return;
+  std::vector<std::function<void()>> written;
+  while (!tx_.empty()) {
+    iovec iov[kMaxIov];
+    int count = 0;
+    for (auto it = tx_.begin(); it != tx_.end() && count + 2 <= kMaxIov; ++it) {
+      if (it->written < kHeaderBytes) {
+        iov[count++] = {it->header.data() + it->written, kHeaderBytes - it->written};
+      }
+      const size_t done = it->written > kHeaderBytes ? it->written - kHeaderBytes : 0;
+      if (it->length > done) {
+        iov[count++] = {const_cast<std::byte*>(it->payload) + done, it->length - done};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      Fail(absl::UnavailableError(Errno("write")));
+      break;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (left > 0 && !tx_.empty()) {
+      TxEntry& entry = tx_.front();
+      const size_t step = std::min(left, kHeaderBytes + entry.length - entry.written);
+      entry.written += step;
+      left -= step;
+      if (entry.written == kHeaderBytes + entry.length) {
+        if (entry.on_written) written.push_back(std::move(entry.on_written));
+        tx_.pop_front();
+      }
+    }
+  }
+  SetEvents(reading_, !tx_.empty());
+  for (auto& callback : written) callback();
+}
+
+void TcpSession::OnReadable() {
+  for (int turn = 0; turn < kReadTurns; ++turn) {
+    if (state_ == State::kClosed || rx_ == Rx::kPaused) return;
+    std::byte* into = nullptr;
+    uint64_t want = 0;
+    switch (rx_) {
+      case Rx::kHeader:
+        into = header_bytes_.data() + have_;
+        want = kHeaderBytes - have_;
+        break;
+      case Rx::kControl:
+        into = control_.data() + have_;
+        want = current_.length - have_;
+        break;
+      case Rx::kPayload:
+        into = landing_ + have_;
+        want = current_.length - have_;
+        break;
+      case Rx::kPaused:
+        return;
+    }
+    const ssize_t n = read(fd_, into, want);
+    if (n == 0) return Fail(absl::UnavailableError("connection closed by peer"));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      return Fail(absl::UnavailableError(Errno("read")));
+    }
+    have_ += static_cast<uint64_t>(n);
+    if (static_cast<uint64_t>(n) < want) continue;
+    have_ = 0;
+    if (rx_ == Rx::kHeader) {
+      OnHeader();
+    } else if (rx_ == Rx::kControl) {
+      rx_ = Rx::kHeader;
+      OnControl();
+    } else {
+      OnPayloadDone();
+    }
+  }
+}
+
+void TcpSession::OnHeader() {
+  absl::StatusOr<SegmentHeader> header = Decode(header_bytes_.data(), header_bytes_.size());
+  if (!header.ok()) {
+    engine_.CountWireError();
+    spdlog::warn("closing {}: {}", Name(), std::string(header.status().message()));
+    return Fail(header.status());
+  }
+  current_ = *header;
+  const bool first = state_ == State::kAwaitHello;
+  if (!first && current_.comm != comm_) {
+    engine_.CountWireError();
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("segment for communicator ", CommIdHex(current_.comm), " on the ", Name())));
+  }
+  if (current_.type == SegmentType::kControl) {
+    control_.resize(current_.length);
+    rx_ = Rx::kControl;
+    return;
+  }
+  if (state_ != State::kUp) {
+    engine_.CountWireError();
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("data segment before the handshake finished on the ", Name())));
+  }
+  Offer();
+}
+
+void TcpSession::Offer() {
+  absl::StatusOr<std::byte*> landing = engine_.handler().OnSegment(*this, current_);
+  if (state_ == State::kClosed) return;
+  if (!landing.ok()) return Fail(landing.status());
+  if (*landing == nullptr) {
+    rx_ = Rx::kPaused;
+    SetEvents(false, writing_);
+    return;
+  }
+  landing_ = *landing;
+  rx_ = Rx::kPayload;
+  have_ = 0;
+  SetEvents(true, writing_);
+  if (current_.length == 0) OnPayloadDone();
+}
+
+void TcpSession::OnPayloadDone() {
+  rx_ = Rx::kHeader;
+  have_ = 0;
+  absl::Status status = engine_.handler().OnPayload(*this, current_);
+  if (state_ != State::kClosed && !status.ok()) Fail(status);
+}
+
+void TcpSession::Reoffer() {
+  if (state_ == State::kClosed || rx_ != Rx::kPaused) return;
+  Offer();
+}
+
+void TcpSession::ExpireHandshake() {
+  if (state_ == State::kClosed) return;
+  engine_.CountWireError();
+  const absl::Status reason = absl::DeadlineExceededError(
+      absl::StrCat("handshake of the ", Name(), " did not finish in time"));
+  spdlog::warn("{}", std::string(reason.message()));
+  Fail(reason);
+}
+
+}  // namespace cclo::hw::poe::tcp

@@ -1,0 +1,129 @@
+// TcpSession: one data session over a nonblocking TCP socket (TCP_NODELAY), driven by the
+// TcpEngine's epoll loop.
+//
+// Receive side: a small state machine reads a 64-byte header, then the payload, straight
+// into the memory the handler names (the destination buffer, a scratch segment or an rx
+// pool buffer); control payloads go to a bounded buffer and run the handshake. When the
+// handler has no room for a payload, reading stops (EPOLLIN off) until Resume(), so TCP
+// itself pushes back on the sender.
+// Send side: a FIFO of segments, each written with one sendmsg of (header, payload) iovecs
+// gathered across several queued segments; the payload is never copied.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "hw/poe/handshake.h"
+#include "hw/poe/session.h"
+#include "hw/poe/wire.h"
+#include "hw/types.h"
+
+namespace cclo::hw::poe::tcp {
+
+class TcpEngine;
+
+class TcpSession final : public Session {
+ public:
+  /// An accepted socket; the peer's HELLO names the communicator.
+  TcpSession(TcpEngine& engine, uint64_t id, int fd);
+  /// An outgoing socket whose nonblocking connect is under way.
+  TcpSession(TcpEngine& engine, uint64_t id, int fd, const CommId& comm, const CommSecret& secret,
+             const std::string& peer_address);
+  ~TcpSession() override;
+
+  // Session
+  const CommId& comm() const override { return comm_; }
+  const std::string& peer_address() const override { return peer_address_; }
+  uint64_t segment_bytes() const override { return segment_bytes_; }
+  void Admit() override;
+  void Send(const SegmentHeader& header, const std::byte* payload,
+            std::function<void()> on_written) override;
+  void Resume() override;
+  void Close(const absl::Status& reason) override;
+
+  // For the engine.
+  uint64_t id() const { return id_; }
+  int fd() const { return fd_; }
+  /// Handles epoll readiness. The socket starts registered for reading (accepted) or
+  /// writing (connecting).
+  void OnEvents(uint32_t events);
+  /// Writes as much of the send queue as the socket takes.
+  void Flush();
+  /// Offers a paused segment to the handler again.
+  void Reoffer();
+  /// The handshake deadline passed before both sides were authenticated.
+  void ExpireHandshake();
+
+ private:
+  enum class State {
+    kConnecting,
+    kAwaitHello,
+    kAwaitChallenge,
+    kAwaitResponse,
+    kParked,
+    kAwaitAccept,
+    kUp,
+    kClosed
+  };
+  enum class Rx { kHeader, kControl, kPayload, kPaused };
+
+  struct TxEntry {
+    EncodedHeader header;
+    const std::byte* payload = nullptr;
+    uint32_t length = 0;
+    std::vector<std::byte> owned;  ///< control payloads live here
+    size_t written = 0;            ///< bytes of header + payload already written
+    std::function<void()> on_written;
+  };
+
+  void OnConnected();
+  void OnReadable();
+  void OnHeader();
+  void Offer();
+  void OnPayloadDone();
+  void OnControl();
+  void OnHello(const ControlMessage& hello);
+  void OnChallenge(const ControlMessage& challenge);
+  void OnResponse(const ControlMessage& response);
+  void SendControl(const ControlMessage& message);
+  /// Refuses the handshake: counts a wire error, tells the peer, closes.
+  void Refuse(const absl::Status& reason);
+  /// Ends the session on our side's initiative and reports it to the handler.
+  void Fail(const absl::Status& reason);
+  /// Best effort: writes one last control message without waiting.
+  void SendFinal(ControlKind kind, const std::string& reason);
+  void CloseSocket();
+  void SetEvents(bool read, bool write);
+  absl::Status CheckSegmentSize(uint64_t peer_segment_bytes) const;
+  std::string Name() const;
+
+  TcpEngine& engine_;
+  const uint64_t id_;
+  int fd_;
+  const HandshakeRole role_;
+  State state_;
+  CommId comm_{};
+  CommSecret secret_{};
+  std::string peer_address_;
+  uint64_t segment_bytes_ = 0;
+  Nonce connector_nonce_{};
+  Nonce acceptor_nonce_{};
+
+  Rx rx_ = Rx::kHeader;
+  EncodedHeader header_bytes_{};
+  SegmentHeader current_;
+  std::vector<std::byte> control_;
+  std::byte* landing_ = nullptr;
+  uint64_t have_ = 0;  ///< bytes of the current header or payload read so far
+
+  std::deque<TxEntry> tx_;
+  bool reading_ = false;
+  bool writing_ = false;
+};
+
+}  // namespace cclo::hw::poe::tcp

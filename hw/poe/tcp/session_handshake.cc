@@ -1,0 +1,121 @@
+// TcpSession's handshake: HELLO, CHALLENGE, RESPONSE and ACCEPT as hw/poe/handshake.h
+// describes them, plus REFUSE and BYE at any time.
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "hw/poe/tcp/engine.h"
+#include "hw/poe/tcp/session.h"
+
+namespace cclo::hw::poe::tcp {
+
+absl::Status TcpSession::CheckSegmentSize(uint64_t peer_segment_bytes) const {
+  if (peer_segment_bytes < kMinSegmentBytes || peer_segment_bytes > kMaxSegmentBytes ||
+      peer_segment_bytes % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("peer segment size ", peer_segment_bytes,
+                                                   " is not a multiple of 8 in [", kMinSegmentBytes,
+                                                   ", ", kMaxSegmentBytes, "]"));
+  }
+  return absl::OkStatus();
+}
+
+void TcpSession::OnControl() {
+  absl::StatusOr<ControlMessage> message = DecodeControl(control_.data(), control_.size());
+  if (!message.ok()) return Refuse(message.status());
+  const ControlKind kind = message->kind;
+  const bool connector = role_ == HandshakeRole::kConnector;
+  if (kind == ControlKind::kRefuse) {
+    return Fail(absl::PermissionDeniedError(
+        absl::StrCat("peer daemon ", peer_address_, " refused the session: ", message->reason)));
+  }
+  if (kind == ControlKind::kBye) {
+    return Fail(
+        absl::UnavailableError(absl::StrCat("peer daemon closed the session: ", message->reason)));
+  }
+  if (kind == ControlKind::kHello && !connector && state_ == State::kAwaitHello) {
+    comm_ = current_.comm;
+    return OnHello(*message);
+  }
+  if (kind == ControlKind::kChallenge && connector && state_ == State::kAwaitChallenge) {
+    return OnChallenge(*message);
+  }
+  if (kind == ControlKind::kResponse && !connector && state_ == State::kAwaitResponse) {
+    return OnResponse(*message);
+  }
+  if (kind == ControlKind::kAccept && connector && state_ == State::kAwaitAccept) {
+    state_ = State::kUp;
+    return engine_.handler().OnSessionUp(*this);
+  }
+  Refuse(absl::InvalidArgumentError(
+      absl::StrCat("unexpected ", ControlKindName(kind), " message during the handshake")));
+}
+
+void TcpSession::OnHello(const ControlMessage& hello) {
+  peer_address_ = hello.connector;
+  const std::string& self = engine_.address();
+  if (hello.acceptor != self) {
+    return Refuse(absl::InvalidArgumentError(
+        absl::StrCat("hello addressed to ", hello.acceptor, " reached engine ", self)));
+  }
+  if (!(hello.connector < self)) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat("connector ", hello.connector,
+                                                          " must have the smaller address; ", self,
+                                                          " connects instead")));
+  }
+  if (absl::Status status = CheckSegmentSize(hello.segment_bytes); !status.ok()) {
+    return Refuse(status);
+  }
+  absl::StatusOr<CommSecret> secret = engine_.handler().Secret(comm_);
+  if (!secret.ok()) {
+    return Refuse(
+        absl::NotFoundError(absl::StrCat("unknown communicator ", CommIdHex(comm_), " at ", self)));
+  }
+  absl::StatusOr<Nonce> nonce = RandomNonce();
+  if (!nonce.ok()) return Fail(nonce.status());
+  secret_ = *secret;
+  connector_nonce_ = hello.nonce;
+  acceptor_nonce_ = *nonce;
+  segment_bytes_ = std::min(engine_.segment_bytes(), hello.segment_bytes);
+  state_ = State::kAwaitResponse;
+  SendControl({.kind = ControlKind::kChallenge,
+               .nonce = acceptor_nonce_,
+               .segment_bytes = engine_.segment_bytes(),
+               .mac = HandshakeMac(secret_, HandshakeRole::kAcceptor, comm_, peer_address_, self,
+                                   connector_nonce_, acceptor_nonce_)});
+}
+
+void TcpSession::OnChallenge(const ControlMessage& challenge) {
+  acceptor_nonce_ = challenge.nonce;
+  const std::string& self = engine_.address();
+  const Mac expected = HandshakeMac(secret_, HandshakeRole::kAcceptor, comm_, self, peer_address_,
+                                    connector_nonce_, acceptor_nonce_);
+  if (!MacEqual(expected, challenge.mac)) {
+    return Refuse(absl::UnauthenticatedError(
+        absl::StrCat("authentication failed: peer daemon ", peer_address_,
+                     " does not prove the secret of communicator ", CommIdHex(comm_))));
+  }
+  if (absl::Status status = CheckSegmentSize(challenge.segment_bytes); !status.ok()) {
+    return Refuse(status);
+  }
+  segment_bytes_ = std::min(engine_.segment_bytes(), challenge.segment_bytes);
+  engine_.HandshakeFinished(id_);
+  state_ = State::kAwaitAccept;
+  SendControl({.kind = ControlKind::kResponse,
+               .mac = HandshakeMac(secret_, HandshakeRole::kConnector, comm_, self, peer_address_,
+                                   connector_nonce_, acceptor_nonce_)});
+}
+
+void TcpSession::OnResponse(const ControlMessage& response) {
+  const Mac expected = HandshakeMac(secret_, HandshakeRole::kConnector, comm_, peer_address_,
+                                    engine_.address(), connector_nonce_, acceptor_nonce_);
+  if (!MacEqual(expected, response.mac)) {
+    return Refuse(absl::UnauthenticatedError(
+        absl::StrCat("authentication failed: peer daemon ", peer_address_,
+                     " does not prove the secret of communicator ", CommIdHex(comm_))));
+  }
+  engine_.HandshakeFinished(id_);
+  state_ = State::kParked;
+  engine_.handler().OnAuthenticated(*this);
+}
+
+}  // namespace cclo::hw::poe::tcp

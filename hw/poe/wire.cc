@@ -1,0 +1,123 @@
+#include "hw/poe/wire.h"
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace cclo::hw::poe {
+namespace {
+
+template <typename T>
+void Put(std::byte* out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<std::byte>(value >> (8 * i));
+}
+
+template <typename T>
+T Get(const std::byte* in) {
+  T value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) value |= static_cast<T>(in[i]) << (8 * i);
+  return value;
+}
+
+absl::Status Invalid(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("invalid segment header: ", what));
+}
+
+absl::Status CheckControl(const SegmentHeader& h) {
+  if (h.length == 0 || h.length > kMaxControlBytes) {
+    return Invalid(
+        absl::StrCat("control segment length ", h.length, " outside [1, ", kMaxControlBytes, "]"));
+  }
+  if (h.offset != 0 || h.total != h.length) {
+    return Invalid(absl::StrCat("control segment must be whole: offset ", h.offset, ", length ",
+                                h.length, ", total ", h.total));
+  }
+  if (h.src != 0 || h.dst != 0 || h.tag != 0 || h.sequence != 0) {
+    return Invalid(absl::StrCat("control segment carries src ", h.src, ", dst ", h.dst, ", tag ",
+                                h.tag, ", sequence ", h.sequence, "; all must be 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+EncodedHeader Encode(const SegmentHeader& header) {
+  EncodedHeader out{};
+  std::byte* p = out.data();
+  Put<uint32_t>(p + 0, kMagic);
+  Put<uint8_t>(p + 4, kWireVersion);
+  Put<uint8_t>(p + 5, static_cast<uint8_t>(header.type));
+  Put<uint16_t>(p + 6, 0);
+  std::memcpy(p + 8, header.comm.data(), header.comm.size());
+  Put<uint32_t>(p + 24, header.src);
+  Put<uint32_t>(p + 28, header.dst);
+  Put<uint32_t>(p + 32, header.tag);
+  Put<uint32_t>(p + 36, header.length);
+  Put<uint64_t>(p + 40, header.sequence);
+  Put<uint64_t>(p + 48, header.offset);
+  Put<uint64_t>(p + 56, header.total);
+  return out;
+}
+
+absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size) {
+  if (data == nullptr || size < kHeaderBytes) {
+    return Invalid(absl::StrCat("needs ", kHeaderBytes, " bytes, got ", size));
+  }
+  const uint32_t magic = Get<uint32_t>(data + 0);
+  if (magic != kMagic) {
+    return Invalid(absl::StrFormat("bad magic 0x%08x, expected 0x%08x", magic, kMagic));
+  }
+  const uint8_t version = Get<uint8_t>(data + 4);
+  if (version != kWireVersion) {
+    return Invalid(
+        absl::StrCat("unsupported version ", version, ", this engine speaks ", kWireVersion));
+  }
+  const uint8_t type = Get<uint8_t>(data + 5);
+  if (type != static_cast<uint8_t>(SegmentType::kEagerData) &&
+      type != static_cast<uint8_t>(SegmentType::kControl)) {
+    return Invalid(absl::StrCat("segment type ", type,
+                                type >= 3 && type <= 6
+                                    ? " is reserved for rendezvous, not supported in version 1"
+                                    : " is unknown"));
+  }
+  const uint16_t reserved = Get<uint16_t>(data + 6);
+  if (reserved != 0) {
+    return Invalid(absl::StrFormat("reserved field is 0x%04x, must be 0", reserved));
+  }
+  SegmentHeader h;
+  h.type = static_cast<SegmentType>(type);
+  std::memcpy(h.comm.data(), data + 8, h.comm.size());
+  h.src = Get<uint32_t>(data + 24);
+  h.dst = Get<uint32_t>(data + 28);
+  h.tag = Get<uint32_t>(data + 32);
+  h.length = Get<uint32_t>(data + 36);
+  h.sequence = Get<uint64_t>(data + 40);
+  h.offset = Get<uint64_t>(data + 48);
+  h.total = Get<uint64_t>(data + 56);
+  if (h.length > kMaxSegmentBytes) {
+    return Invalid(absl::StrCat("length ", h.length, " exceeds the maximum segment of ",
+                                kMaxSegmentBytes, " bytes"));
+  }
+  if (h.offset > h.total || h.length > h.total - h.offset) {
+    return Invalid(absl::StrCat("segment [", h.offset, ", ", h.offset + h.length,
+                                ") lies beyond the message total of ", h.total, " bytes"));
+  }
+  if (h.length == 0 && h.total != 0) {
+    return Invalid(absl::StrCat("empty segment in a message of ", h.total, " bytes"));
+  }
+  if (h.type == SegmentType::kControl) {
+    absl::Status status = CheckControl(h);
+    if (!status.ok()) return status;
+  }
+  return h;
+}
+
+std::string Describe(const SegmentHeader& h) {
+  return absl::StrCat(h.type == SegmentType::kControl ? "control" : "eager", " src=", h.src,
+                      " dst=", h.dst, " tag=", h.tag, " seq=", h.sequence, " [", h.offset, ", ",
+                      h.offset + h.length, ") of ", h.total, " comm=", CommIdHex(h.comm));
+}
+
+}  // namespace cclo::hw::poe

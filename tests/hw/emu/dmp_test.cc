@@ -1,0 +1,147 @@
+// The DMP on a communicator whose ranks are all local: programs written by hand, so that
+// moves the firmware does not emit yet (reduce to the network, discarding receives) and
+// rx pool exhaustion are covered without sockets.
+#include "hw/emu/dmp.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace cclo::hw::emu {
+namespace {
+
+constexpr uint64_t kSegment = 4096;
+
+class DmpTest : public ::testing::Test {
+ protected:
+  DmpTest() {
+    comm_.id = CommId{3};
+    comm_.ranks = {{"here:1"}, {"here:1"}};
+    comm_.local = {true, true};
+    comm_.ready = true;
+  }
+
+  /// Submits `program` for `rank` of a call with int32 elements; returns its slot in done_.
+  size_t Submit(uint32_t rank, std::vector<Move> moves, std::array<std::vector<int32_t>*, 3> slots,
+                absl::Time deadline = absl::InfiniteFuture()) {
+    auto call = std::make_unique<CallState>();
+    call->id = next_id_++;
+    call->desc.rank = rank;
+    call->desc.datatype = DataType::kInt32;
+    call->program.algorithm = "handmade";
+    call->program.moves = std::move(moves);
+    for (int i = 0; i < 3; ++i) {
+      if (slots[i] != nullptr) {
+        call->buffers.views[i] = {reinterpret_cast<std::byte*>(slots[i]->data()),
+                                  slots[i]->size() * 4};
+      }
+    }
+    call->deadline = deadline;
+    const size_t index = done_.size();
+    done_.emplace_back();
+    call->done = [this, index](Completion completion) { done_[index] = std::move(completion); };
+    call->comm = &comm_;
+    dmp_.Submit(std::move(call));
+    dmp_.Progress();
+    return index;
+  }
+
+  static Move Copy(Endpoint from, Endpoint to, uint64_t count) {
+    return {.op0 = from, .result = to, .count = count};
+  }
+
+  Communicator comm_;
+  Counters counters_;
+  uint64_t next_id_ = 1;
+  std::vector<std::optional<Completion>> done_;
+  Rbm rbm_{kSegment, kSegment, [this] { dmp_.WakeBlocked(); }};  // a single rx buffer
+  Dmp dmp_{rbm_, kSegment, counters_,
+           Dmp::Hooks{.session_for = [](Communicator&, uint32_t) { return nullptr; },
+                      .fail = [this](Communicator& comm,
+                                     absl::Status status) { dmp_.FailCalls(comm, status); },
+                      .invalid = [this](Communicator& comm, uint32_t,
+                                        absl::Status status) { dmp_.FailCalls(comm, status); },
+                      .posted = [this] { dmp_.WakeBlocked(); }}};
+};
+
+TEST_F(DmpTest, ReducesIntoTheNetworkAndDiscardsOnRequest) {
+  std::vector<int32_t> a = {1, 2, 3, 4}, b = {10, 20, 30, 40}, out(4), ignored = {7, 7, 7, 7};
+  const size_t sender = Submit(0,
+                               {{.op0 = Endpoint::Memory(Slot::kOp0, 0),
+                                 .op1 = Endpoint::Memory(Slot::kOp1, 0),
+                                 .result = Endpoint::Network(1, 9),
+                                 .function = Function::kReduce,
+                                 .count = 4},
+                                Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 10), 4)},
+                               {&a, &b, nullptr});
+  const size_t receiver =
+      Submit(1,
+             {Copy(Endpoint::Network(0, 10), Endpoint::None(), 4),
+              Copy(Endpoint::Network(0, 9), Endpoint::Memory(Slot::kResult, 0), 4)},
+             {nullptr, nullptr, &out});
+  ASSERT_TRUE(done_[sender] && done_[receiver]);
+  EXPECT_TRUE(done_[sender]->status.ok()) << done_[sender]->status;
+  EXPECT_TRUE(done_[receiver]->status.ok()) << done_[receiver]->status;
+  EXPECT_EQ(done_[sender]->bytes_sent, 32u);
+  EXPECT_EQ(done_[sender]->algorithm, "handmade");
+  EXPECT_EQ(out, (std::vector<int32_t>{11, 22, 33, 44}));
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
+TEST_F(DmpTest, LocalSendWaitsForRxSpace) {
+  std::vector<int32_t> data(3 * kSegment / 4), out(data.size());
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i * 3);
+  const size_t sender =
+      Submit(0, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 1), data.size())},
+             {&data, nullptr, nullptr});
+  EXPECT_FALSE(done_[sender]);  // one segment staged, the rest waits for the receive
+  EXPECT_EQ(rbm_.used_bytes(), kSegment);
+  const size_t receiver =
+      Submit(1, {Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), data.size())},
+             {nullptr, nullptr, &out});
+  ASSERT_TRUE(done_[sender] && done_[receiver]);
+  EXPECT_TRUE(done_[sender]->status.ok());
+  EXPECT_TRUE(done_[receiver]->status.ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
+TEST_F(DmpTest, FailCallsEndsRunningAndQueuedCalls) {
+  std::vector<int32_t> out(4);
+  const Move wait = Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), 4);
+  const absl::Time soon = absl::FromUnixSeconds(1000);
+  const size_t first = Submit(1, {wait}, {nullptr, nullptr, &out}, soon);
+  const size_t second = Submit(1, {wait}, {nullptr, nullptr, &out});
+  EXPECT_FALSE(done_[first] || done_[second]);
+  EXPECT_EQ(dmp_.NextDeadline(), soon);
+  EXPECT_EQ(dmp_.Expired(soon - absl::Seconds(1)), nullptr);
+  const CallState* expired = dmp_.Expired(soon);
+  ASSERT_NE(expired, nullptr);
+  dmp_.FailCalls(comm_, absl::UnavailableError("broken"), expired->id,
+                 absl::DeadlineExceededError("late"));
+  ASSERT_TRUE(done_[first] && done_[second]);
+  EXPECT_EQ(done_[first]->status, absl::DeadlineExceededError("late"));
+  EXPECT_EQ(done_[second]->status, absl::UnavailableError("broken"));
+  EXPECT_EQ(dmp_.NextDeadline(), absl::InfiniteFuture());
+  EXPECT_EQ(counters_.calls_failed.load(), 2u);
+}
+
+TEST_F(DmpTest, CallsOfOneRankRunOneAtATime) {
+  std::vector<int32_t> x = {1}, y = {2}, first_out(1), second_out(1);
+  const Move receive = Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), 1);
+  const size_t r1 = Submit(1, {receive}, {nullptr, nullptr, &first_out});
+  const size_t r2 = Submit(1, {receive}, {nullptr, nullptr, &second_out});
+  const Move send = Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 1), 1);
+  Submit(0, {send}, {&x, nullptr, nullptr});
+  ASSERT_TRUE(done_[r1]);
+  EXPECT_FALSE(done_[r2]);
+  Submit(0, {send}, {&y, nullptr, nullptr});
+  ASSERT_TRUE(done_[r2]);
+  EXPECT_EQ(first_out[0], 1);
+  EXPECT_EQ(second_out[0], 2);
+}
+
+}  // namespace
+}  // namespace cclo::hw::emu

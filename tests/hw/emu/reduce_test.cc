@@ -1,0 +1,277 @@
+#include "hw/emu/reduce.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace cclo::hw::emu {
+namespace {
+
+// Test data as bytes of one datatype. Values used here are small integers, exact in
+// every type, so the expected results can be computed in double.
+void Store(DataType type, double value, std::byte* out) {
+  auto put = [out](auto typed) { std::memcpy(out, &typed, sizeof(typed)); };
+  switch (type) {
+    case DataType::kInt8:
+      return put(static_cast<int8_t>(value));
+    case DataType::kUint8:
+      return put(static_cast<uint8_t>(value));
+    case DataType::kInt32:
+      return put(static_cast<int32_t>(value));
+    case DataType::kInt64:
+      return put(static_cast<int64_t>(value));
+    case DataType::kFloat16:
+      return put(FloatToHalf(static_cast<float>(value)));
+    case DataType::kBfloat16:
+      return put(FloatToBfloat(static_cast<float>(value)));
+    case DataType::kFloat32:
+      return put(static_cast<float>(value));
+    case DataType::kFloat64:
+      return put(value);
+  }
+}
+
+double Load(DataType type, const std::byte* in) {
+  auto get = [in](auto typed) {
+    std::memcpy(&typed, in, sizeof(typed));
+    return typed;
+  };
+  switch (type) {
+    case DataType::kInt8:
+      return get(int8_t{});
+    case DataType::kUint8:
+      return get(uint8_t{});
+    case DataType::kInt32:
+      return get(int32_t{});
+    case DataType::kInt64:
+      return static_cast<double>(get(int64_t{}));
+    case DataType::kFloat16:
+      return HalfToFloat(get(uint16_t{}));
+    case DataType::kBfloat16:
+      return BfloatToFloat(get(uint16_t{}));
+    case DataType::kFloat32:
+      return get(float{});
+    case DataType::kFloat64:
+      return get(double{});
+  }
+  return 0;
+}
+
+std::vector<std::byte> Encode(DataType type, const std::vector<double>& values) {
+  std::vector<std::byte> bytes(values.size() * DataTypeSize(type));
+  for (size_t i = 0; i < values.size(); ++i) {
+    Store(type, values[i], bytes.data() + i * DataTypeSize(type));
+  }
+  return bytes;
+}
+
+double Apply(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return a + b;
+    case ReduceOp::kProd:
+      return a * b;
+    case ReduceOp::kMax:
+      return std::max(a, b);
+    case ReduceOp::kMin:
+      return std::min(a, b);
+  }
+  return 0;
+}
+
+class ReduceAllTest : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {};
+
+TEST_P(ReduceAllTest, MatchesDoubleArithmeticAndAllowsAliasing) {
+  const auto [type, op] = GetParam();
+  const bool is_unsigned = type == DataType::kUint8;
+  std::vector<double> a;
+  std::vector<double> b;
+  std::vector<double> expected;
+  for (int i = 0; i < 131; ++i) {  // odd length: exercises vector loop and tail
+    a.push_back(is_unsigned ? i % 11 : i % 11 - 5);
+    b.push_back(is_unsigned ? (i * 7) % 10 : (i * 7) % 10 - 4);
+    expected.push_back(Apply(op, a.back(), b.back()));
+  }
+  const std::vector<std::byte> a_bytes = Encode(type, a);
+  const std::vector<std::byte> b_bytes = Encode(type, b);
+  const size_t size = DataTypeSize(type);
+
+  std::vector<std::byte> out(a_bytes.size());
+  ASSERT_TRUE(Reduce(op, type, a_bytes.data(), b_bytes.data(), out.data(), a.size()).ok());
+  std::vector<std::byte> in_place_a = a_bytes;
+  ASSERT_TRUE(
+      Reduce(op, type, in_place_a.data(), b_bytes.data(), in_place_a.data(), a.size()).ok());
+  std::vector<std::byte> in_place_b = b_bytes;
+  ASSERT_TRUE(
+      Reduce(op, type, a_bytes.data(), in_place_b.data(), in_place_b.data(), a.size()).ok());
+
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(Load(type, out.data() + i * size), expected[i]) << "index " << i;
+  }
+  EXPECT_EQ(in_place_a, out);
+  EXPECT_EQ(in_place_b, out);
+}
+
+TEST_P(ReduceAllTest, CountZeroTouchesNothing) {
+  const auto [type, op] = GetParam();
+  std::byte out{0x5A};
+  EXPECT_TRUE(Reduce(op, type, nullptr, nullptr, nullptr, 0).ok());
+  EXPECT_TRUE(Reduce(op, type, &out, &out, &out, 0).ok());
+  EXPECT_EQ(out, std::byte{0x5A});
+}
+
+TEST_P(ReduceAllTest, UnalignedPointers) {
+  const auto [type, op] = GetParam();
+  const std::vector<double> a = {1, 2, 3, 4, 5};
+  const std::vector<double> b = {2, 2, 1, 0, 3};
+  std::vector<std::byte> a_bytes(1);
+  std::vector<std::byte> b_bytes(3);
+  for (std::byte x : Encode(type, a)) a_bytes.push_back(x);
+  for (std::byte x : Encode(type, b)) b_bytes.push_back(x);
+  std::vector<std::byte> out(1 + a_bytes.size());
+  ASSERT_TRUE(Reduce(op, type, a_bytes.data() + 1, b_bytes.data() + 3, out.data() + 1, 5).ok());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(Load(type, out.data() + 1 + i * DataTypeSize(type)), Apply(op, a[i], b[i]));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryTypeAndOp, ReduceAllTest,
+    ::testing::Combine(::testing::Values(DataType::kInt8, DataType::kUint8, DataType::kInt32,
+                                         DataType::kInt64, DataType::kFloat16, DataType::kBfloat16,
+                                         DataType::kFloat32, DataType::kFloat64),
+                       ::testing::Values(ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax,
+                                         ReduceOp::kMin)),
+    [](const auto& info) {
+      return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
+             std::string(ReduceOpName(std::get<1>(info.param)));
+    });
+
+template <typename T>
+T ReduceOne(ReduceOp op, DataType type, T a, T b) {
+  T out;
+  EXPECT_TRUE(Reduce(op, type, reinterpret_cast<const std::byte*>(&a),
+                     reinterpret_cast<const std::byte*>(&b), reinterpret_cast<std::byte*>(&out), 1)
+                  .ok());
+  return out;
+}
+
+TEST(ReduceTest, IntegersWrap) {
+  EXPECT_EQ(ReduceOne<int8_t>(ReduceOp::kSum, DataType::kInt8, 100, 100), -56);
+  EXPECT_EQ(ReduceOne<uint8_t>(ReduceOp::kProd, DataType::kUint8, 16, 16), 0);
+  EXPECT_EQ(
+      ReduceOne<int32_t>(ReduceOp::kSum, DataType::kInt32, std::numeric_limits<int32_t>::max(), 1),
+      std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(ReduceOne<int64_t>(ReduceOp::kProd, DataType::kInt64, int64_t{1} << 62, 4), 0);
+}
+
+TEST(ReduceTest, MaxAndMinPropagateNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(ReduceOne<float>(ReduceOp::kMax, DataType::kFloat32, nan, 1.0f)));
+  EXPECT_TRUE(std::isnan(ReduceOne<float>(ReduceOp::kMax, DataType::kFloat32, 1.0f, nan)));
+  EXPECT_TRUE(std::isnan(ReduceOne<double>(ReduceOp::kMin, DataType::kFloat64, nan, 1.0)));
+  EXPECT_TRUE(std::isnan(ReduceOne<double>(ReduceOp::kMin, DataType::kFloat64, 1.0, nan)));
+}
+
+TEST(ReduceTest, Float16SumRoundsOnceToNearestEven) {
+  auto sum = [](float a, float b) {
+    return HalfToFloat(
+        ReduceOne<uint16_t>(ReduceOp::kSum, DataType::kFloat16, FloatToHalf(a), FloatToHalf(b)));
+  };
+  EXPECT_EQ(sum(2048, 1), 2048);                // 2049 is a tie: to even 2048
+  EXPECT_EQ(sum(2048, 3), 2052);                // 2051 is a tie: to even 2052
+  EXPECT_EQ(sum(1, 0x1p-11f), 1);               // tie below the first step above 1
+  EXPECT_EQ(sum(1, 0x1.8p-11f), 1 + 0x1p-10f);  // above the tie
+  EXPECT_TRUE(std::isinf(sum(65504, 16)));      // 65520 rounds past the largest half
+  EXPECT_EQ(sum(65504, 15), 65504);
+}
+
+TEST(ReduceTest, Bfloat16SumRoundsOnceToNearestEven) {
+  auto sum = [](float a, float b) {
+    return BfloatToFloat(ReduceOne<uint16_t>(ReduceOp::kSum, DataType::kBfloat16, FloatToBfloat(a),
+                                             FloatToBfloat(b)));
+  };
+  EXPECT_EQ(sum(256, 1), 256);  // 257 is a tie: to even 256
+  EXPECT_EQ(sum(256, 3), 260);  // 259 is a tie: to even 260
+  EXPECT_EQ(sum(1, 0x1p-8f), 1);
+  EXPECT_EQ(sum(1, 0x1p-7f), 1 + 0x1p-7f);
+}
+
+TEST(HalfTest, KnownEncodings) {
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
+  EXPECT_EQ(FloatToHalf(65519.0f), 0x7BFF);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);
+  EXPECT_EQ(FloatToHalf(1e10f), 0x7C00);
+  EXPECT_EQ(FloatToHalf(-std::numeric_limits<float>::infinity()), 0xFC00);
+  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
+  EXPECT_EQ(FloatToHalf(0x1p-14f), 0x0400);    // smallest normal
+  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);    // smallest subnormal
+  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);    // tie: to even zero
+  EXPECT_EQ(FloatToHalf(0x1.8p-24f), 0x0002);  // tie: to even 2
+  EXPECT_EQ(FloatToHalf(0x1p-26f), 0x0000);
+  EXPECT_EQ(FloatToHalf(1.0f / 3.0f), 0x3555);
+  EXPECT_EQ(FloatToHalf(0x1.ffcp-15f), 0x0400);  // subnormal range rounding up to normal
+  const uint16_t nan = FloatToHalf(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(nan & 0x7C00, 0x7C00);
+  EXPECT_NE(nan & 0x03FF, 0);
+
+  EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
+  EXPECT_EQ(HalfToFloat(0x0001), 0x1p-24f);
+  EXPECT_EQ(HalfToFloat(0x03FF), 0x1.ff8p-15f);
+  EXPECT_EQ(HalfToFloat(0x7BFF), 65504.0f);
+  EXPECT_EQ(HalfToFloat(0xFC00), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(HalfToFloat(0x7E00)));
+  EXPECT_TRUE(std::signbit(HalfToFloat(0x8000)));
+}
+
+// Every finite half survives the round trip, and values at, just below and just above the
+// midpoint to the next half round to the right neighbour.
+TEST(HalfTest, ExhaustiveRoundTripAndMidpoints) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const uint16_t half = static_cast<uint16_t>(bits);
+    if ((half & 0x7C00) == 0x7C00) continue;  // inf and NaN
+    const float value = HalfToFloat(half);
+    ASSERT_EQ(FloatToHalf(value), half) << "bits " << bits;
+    if ((half & 0x7FFF) == 0x7BFF) continue;  // the next value up is infinity
+    const uint16_t next = static_cast<uint16_t>(half + 1);
+    const float midpoint = (value + HalfToFloat(next)) / 2;  // exact in float
+    const uint16_t even = (half & 1) == 0 ? half : next;
+    ASSERT_EQ(FloatToHalf(midpoint), even) << "bits " << bits;
+    ASSERT_EQ(FloatToHalf(std::nextafter(midpoint, value)), half) << "bits " << bits;
+    ASSERT_EQ(FloatToHalf(std::nextafter(midpoint, 2 * midpoint)), next) << "bits " << bits;
+  }
+}
+
+TEST(BfloatTest, KnownEncodings) {
+  EXPECT_EQ(FloatToBfloat(1.0f), 0x3F80);
+  EXPECT_EQ(FloatToBfloat(1 + 0x1p-8f), 0x3F80);                        // tie: to even
+  EXPECT_EQ(FloatToBfloat(1 + 0x1.8p-7f), 0x3F82);                      // tie: to even (up)
+  EXPECT_EQ(FloatToBfloat(1 + 0x1.2p-8f), 0x3F81);                      // above the tie
+  EXPECT_EQ(FloatToBfloat(std::numeric_limits<float>::max()), 0x7F80);  // rounds to inf
+  EXPECT_EQ(FloatToBfloat(-0.0f), 0x8000);
+  EXPECT_EQ(BfloatToFloat(0x3F80), 1.0f);
+  EXPECT_EQ(BfloatToFloat(0xC040), -3.0f);
+  const uint16_t nan = FloatToBfloat(std::bit_cast<float>(0x7F800001u));  // payload in low bits
+  EXPECT_TRUE(std::isnan(BfloatToFloat(nan)));
+}
+
+TEST(ReduceTest, RejectsBadArguments) {
+  std::byte buffer[8] = {};
+  EXPECT_EQ(Reduce(ReduceOp::kSum, static_cast<DataType>(42), buffer, buffer, buffer, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Reduce(static_cast<ReduceOp>(9), DataType::kInt8, buffer, buffer, buffer, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Reduce(ReduceOp::kSum, DataType::kInt8, nullptr, buffer, buffer, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cclo::hw::emu

@@ -1,0 +1,109 @@
+#include "hw/poe/handshake.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+#include "hw/poe/wire.h"
+
+namespace cclo::hw::poe {
+namespace {
+
+CommSecret Secret(uint8_t seed) {
+  CommSecret secret{};
+  for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(seed * 31 + i);
+  return secret;
+}
+
+ControlMessage Roundtrip(const ControlMessage& message) {
+  const std::vector<std::byte> bytes = EncodeControl(message);
+  absl::StatusOr<ControlMessage> decoded = DecodeControl(bytes.data(), bytes.size());
+  EXPECT_TRUE(decoded.ok()) << decoded.status();
+  return decoded.ok() ? *decoded : ControlMessage{};
+}
+
+TEST(HandshakeTest, ControlMessagesRoundTrip) {
+  Nonce nonce{};
+  nonce[0] = 7;
+  Mac mac{};
+  mac[31] = 9;
+  const ControlMessage hello{.kind = ControlKind::kHello,
+                             .nonce = nonce,
+                             .segment_bytes = 65536,
+                             .connector = "10.0.0.1:4000",
+                             .acceptor = "10.0.0.2:4000"};
+  EXPECT_EQ(Roundtrip(hello), hello);
+  const ControlMessage challenge{
+      .kind = ControlKind::kChallenge, .nonce = nonce, .segment_bytes = 4096, .mac = mac};
+  EXPECT_EQ(Roundtrip(challenge), challenge);
+  const ControlMessage response{.kind = ControlKind::kResponse, .mac = mac};
+  EXPECT_EQ(Roundtrip(response), response);
+  EXPECT_EQ(Roundtrip({.kind = ControlKind::kAccept}).kind, ControlKind::kAccept);
+  const ControlMessage bye{.kind = ControlKind::kBye, .reason = "engine shutting down"};
+  EXPECT_EQ(Roundtrip(bye), bye);
+  EXPECT_LE(EncodeControl(hello).size(), kMaxControlBytes);
+}
+
+TEST(HandshakeTest, LongStringsAreCut) {
+  const ControlMessage refuse{.kind = ControlKind::kRefuse, .reason = std::string(1000, 'x')};
+  EXPECT_EQ(Roundtrip(refuse).reason, std::string(kMaxControlString, 'x'));
+}
+
+TEST(HandshakeTest, RejectsMalformedMessages) {
+  absl::StatusOr<ControlMessage> decoded = DecodeControl(nullptr, 0);
+  EXPECT_EQ(decoded.status().message(), "empty control message");
+  const std::byte unknown[] = {std::byte{42}};
+  EXPECT_EQ(DecodeControl(unknown, 1).status().message(), "unknown control message kind 42");
+  std::vector<std::byte> response = EncodeControl({.kind = ControlKind::kResponse});
+  EXPECT_EQ(DecodeControl(response.data(), response.size() - 1).status().message(),
+            "malformed response message of 32 bytes");
+  response.push_back(std::byte{0});
+  EXPECT_EQ(DecodeControl(response.data(), response.size()).status().message(),
+            "malformed response message of 34 bytes");
+}
+
+TEST(HandshakeTest, RandomBytesNeverCrash) {
+  std::mt19937_64 random(7);
+  std::vector<std::byte> bytes;
+  for (int round = 0; round < 100000; ++round) {
+    bytes.resize(random() % 80);
+    for (std::byte& b : bytes) b = std::byte(random());
+    if (!bytes.empty()) bytes[0] = std::byte(1 + random() % 6);  // a known kind
+    absl::StatusOr<ControlMessage> decoded = DecodeControl(bytes.data(), bytes.size());
+    if (decoded.ok()) {
+      EXPECT_EQ(EncodeControl(*decoded), bytes);
+    }
+  }
+}
+
+TEST(HandshakeTest, ProofsBindSecretRoleCommAddressesAndNonces) {
+  const CommId comm{1, 2, 3};
+  Nonce nc{}, na{};
+  nc[0] = 1;
+  na[0] = 2;
+  const Mac base = HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1", "b:2", nc, na);
+  EXPECT_TRUE(MacEqual(
+      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1", "b:2", nc, na)));
+  EXPECT_FALSE(MacEqual(
+      base, HandshakeMac(Secret(2), HandshakeRole::kAcceptor, comm, "a:1", "b:2", nc, na)));
+  EXPECT_FALSE(MacEqual(
+      base, HandshakeMac(Secret(1), HandshakeRole::kConnector, comm, "a:1", "b:2", nc, na)));
+  EXPECT_FALSE(MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, CommId{1, 2, 4},
+                                           "a:1", "b:2", nc, na)));
+  EXPECT_FALSE(MacEqual(
+      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1", "c:2", nc, na)));
+  EXPECT_FALSE(MacEqual(
+      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1", "b:2", na, nc)));
+  // The address fields are length-prefixed, so moving a byte between them changes the proof.
+  EXPECT_FALSE(MacEqual(
+      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1b", ":2", nc, na)));
+}
+
+TEST(HandshakeTest, NoncesAreFresh) {
+  absl::StatusOr<Nonce> a = RandomNonce();
+  absl::StatusOr<Nonce> b = RandomNonce();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+}
+
+}  // namespace
+}  // namespace cclo::hw::poe
