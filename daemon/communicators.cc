@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/crypto.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -15,11 +14,9 @@ std::string IdBytes(const hw::CommId& id) { return std::string(id.begin(), id.en
 
 }  // namespace
 
-std::string LeaveProof(const hw::CommSecret& secret, const cclo::v1::PeerLeaveRequest& request) {
-  Digest digest = Hmac(secret.data(), secret.size(),
-                       absl::StrCat("leave|", request.comm_id(), "|", request.daemon_address(),
-                                    "|", request.reason()));
-  return std::string(digest.begin(), digest.end());
+std::string LeaveMessage(const cclo::v1::PeerLeaveRequest& request) {
+  return absl::StrCat("leave|", request.comm_id(), "|", request.daemon_address(), "|",
+                      request.reason());
 }
 
 Communicators::Communicators(hw::Device* device, PeerClient* peers, RootGather* root_gather,
@@ -88,7 +85,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   request.set_data_address(device_->DataAddress());
   request.set_timeout_ms(static_cast<uint32_t>(
       std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()))));
-  request.set_proof(JoinProof(token->secret, request));
+  request.set_proof(Proof(token->secret, JoinMessage(request)));
   absl::StatusOr<cclo::v1::PeerJoinResponse> response =
       peers_->Join(token->root_address, request, deadline);
   if (!response.ok()) {
@@ -214,22 +211,16 @@ void Communicators::EndSession(const SessionPtr& session) {
 }
 
 absl::Status Communicators::PeerLeft(const cclo::v1::PeerLeaveRequest& request) {
-  hw::CommId id{};
-  if (request.comm_id().size() != id.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("comm_id has ", request.comm_id().size(),
-                                                   " bytes, expected ", id.size()));
-  }
-  std::memcpy(id.data(), request.comm_id().data(), id.size());
+  absl::StatusOr<hw::CommId> parsed = CommIdFromBytes(request.comm_id());
+  if (!parsed.ok()) return parsed.status();
+  const hw::CommId id = *parsed;
   absl::MutexLock lock(&mu_);
   auto found = comms_.find(id);
   if (found == comms_.end()) {
     return absl::NotFoundError(absl::StrCat("no communicator ", hw::CommIdHex(id), " here"));
   }
   Comm& comm = found->second;
-  Digest expected{};
-  std::string proof = LeaveProof(comm.secret, request);
-  std::memcpy(expected.data(), proof.data(), expected.size());
-  if (!DigestEqual(request.proof(), expected)) {
+  if (!ProofMatches(comm.secret, LeaveMessage(request), request.proof())) {
     return absl::PermissionDeniedError("leave notice proof is wrong: secret mismatch");
   }
   if (comm.state != State::kBroken) {
@@ -326,7 +317,7 @@ cclo::v1::PeerLeaveRequest Communicators::LeaveRequest(const hw::CommId& id, con
   request.set_comm_id(IdBytes(id));
   request.set_daemon_address(self_address_);
   request.set_reason(reason);
-  request.set_proof(LeaveProof(comm.secret, request));
+  request.set_proof(Proof(comm.secret, LeaveMessage(request)));
   return request;
 }
 

@@ -115,7 +115,7 @@ class Communicators {
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
-/// The proof a Leave notice carries: HMAC over its fields keyed by the secret.
-std::string LeaveProof(const hw::CommSecret& secret, const cclo::v1::PeerLeaveRequest& request);
+/// What a Leave notice's proof covers: its fields (not the proof itself).
+std::string LeaveMessage(const cclo::v1::PeerLeaveRequest& request);
 
 }  // namespace cclo::daemon

@@ -2,16 +2,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/crypto.h"
+#include "daemon/token.h"
 
 namespace cclo::daemon {
 
-std::string JoinProof(const hw::CommSecret& secret, const cclo::v1::PeerJoinRequest& request) {
-  std::string message = absl::StrCat("join|", request.comm_id(), "|", request.rank(), "|",
-                                     request.size(), "|", request.daemon_address(), "|",
-                                     request.data_address());
-  Digest digest = Hmac(secret.data(), secret.size(), message);
-  return std::string(digest.begin(), digest.end());
+std::string JoinMessage(const cclo::v1::PeerJoinRequest& request) {
+  return absl::StrCat("join|", request.comm_id(), "|", request.rank(), "|", request.size(), "|",
+                      request.daemon_address(), "|", request.data_address());
 }
 
 void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret) {
@@ -21,12 +18,9 @@ void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret) {
 
 absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
     const cclo::v1::PeerJoinRequest& request, absl::Time deadline) {
-  hw::CommId id{};
-  if (request.comm_id().size() != id.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("comm_id has ", request.comm_id().size(),
-                                                   " bytes, expected ", id.size()));
-  }
-  std::memcpy(id.data(), request.comm_id().data(), id.size());
+  absl::StatusOr<hw::CommId> parsed = CommIdFromBytes(request.comm_id());
+  if (!parsed.ok()) return parsed.status();
+  const hw::CommId id = *parsed;
   absl::MutexLock lock(&mu_);
   auto found = gathers_.find(id);
   if (found == gathers_.end()) {
@@ -35,10 +29,7 @@ absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
                                             " (unknown, or all its ranks already joined)"));
   }
   Gather& gather = found->second;
-  Digest expected{};
-  std::string proof = JoinProof(gather.secret, request);
-  std::memcpy(expected.data(), proof.data(), expected.size());
-  if (!DigestEqual(request.proof(), expected)) {
+  if (!ProofMatches(gather.secret, JoinMessage(request), request.proof())) {
     return absl::PermissionDeniedError(absl::StrCat(
         "join proof for communicator ", hw::CommIdHex(id), " is wrong: token secret mismatch"));
   }

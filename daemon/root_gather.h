@@ -15,8 +15,8 @@
 
 namespace cclo::daemon {
 
-/// The proof a joining rank sends: HMAC over the join's fields keyed by the secret.
-std::string JoinProof(const hw::CommSecret& secret, const cclo::v1::PeerJoinRequest& request);
+/// What a joining rank's proof covers: the join's fields (not the proof itself).
+std::string JoinMessage(const cclo::v1::PeerJoinRequest& request);
 
 class RootGather {
  public:

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/attach.h"
-#include "daemon/crypto.h"
+#include "hw/crypto.h"
 
 namespace cclo::daemon {
 
@@ -107,9 +107,9 @@ void Session::Close() {
 
 SessionPtr SessionRegistry::Create(PeerCredentials credentials, int attach_fd) {
   uint8_t secret[32];
-  RandomBytes(secret, sizeof(secret));
+  hw::RandomBytes(secret, sizeof(secret));
   absl::MutexLock lock(&mu_);
-  auto session = std::make_shared<Session>(next_id_++, Hex(secret, sizeof(secret)),
+  auto session = std::make_shared<Session>(next_id_++, hw::Hex(secret, sizeof(secret)),
                                            credentials, attach_fd);
   by_token_[session->token()] = session;
   by_id_[session->id()] = session;

@@ -1,7 +1,7 @@
 #include "daemon/token.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/crypto.h"
+#include "hw/crypto.h"
 
 namespace cclo::daemon {
 namespace {
@@ -17,17 +17,39 @@ absl::Status Malformed(const std::string& why) {
 
 }  // namespace
 
+absl::StatusOr<hw::CommId> CommIdFromBytes(const std::string& bytes) {
+  hw::CommId id{};
+  if (bytes.size() != id.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("comm_id has ", bytes.size(), " bytes, expected ", id.size()));
+  }
+  std::copy(bytes.begin(), bytes.end(), id.begin());
+  return id;
+}
+
+std::string Proof(const hw::CommSecret& secret, const std::string& message) {
+  hw::Digest digest = hw::Hmac(secret.data(), secret.size(), message.data(), message.size());
+  return std::string(digest.begin(), digest.end());
+}
+
+bool ProofMatches(const hw::CommSecret& secret, const std::string& message,
+                  const std::string& proof) {
+  const std::string expected = Proof(secret, message);
+  return proof.size() == expected.size() &&
+         hw::ConstantTimeEqual(proof.data(), expected.data(), expected.size());
+}
+
 CommToken NewToken(const std::string& root_address) {
   CommToken token;
-  RandomBytes(token.id.data(), token.id.size());
-  RandomBytes(token.secret.data(), token.secret.size());
+  hw::RandomBytes(token.id.data(), token.id.size());
+  hw::RandomBytes(token.secret.data(), token.secret.size());
   token.root_address = root_address;
   return token;
 }
 
 std::string FormatToken(const CommToken& token) {
-  return absl::StrCat(kPrefix, Hex(token.id.data(), token.id.size()), "-",
-                      Hex(token.secret.data(), token.secret.size()), "-", token.root_address);
+  return absl::StrCat(kPrefix, hw::Hex(token.id.data(), token.id.size()), "-",
+                      hw::Hex(token.secret.data(), token.secret.size()), "-", token.root_address);
 }
 
 absl::StatusOr<CommToken> ParseToken(const std::string& text) {
@@ -43,12 +65,12 @@ absl::StatusOr<CommToken> ParseToken(const std::string& text) {
                                   " characters"));
   }
   CommToken token;
-  if (absl::Status status = ParseHex(text.substr(kPrefixSize, kIdDigits), token.id.data(),
+  if (absl::Status status = hw::ParseHex(text.substr(kPrefixSize, kIdDigits), token.id.data(),
                                      token.id.size());
       !status.ok()) {
     return Malformed(absl::StrCat("communicator id: ", status.message()));
   }
-  if (!ParseHex(text.substr(id_end + 1, kSecretDigits), token.secret.data(),
+  if (!hw::ParseHex(text.substr(id_end + 1, kSecretDigits), token.secret.data(),
                 token.secret.size())
            .ok()) {
     return Malformed("secret is not hex");

@@ -1,6 +1,7 @@
 #include "hw/types.h"
 
 #include "absl/strings/str_cat.h"
+#include "hw/crypto.h"
 
 namespace cclo::hw {
 namespace {
@@ -52,15 +53,6 @@ absl::StatusOr<Collective> ParseCollective(std::string_view name) {
   return ParseName<Collective>(kCollectiveNames, name, "collective");
 }
 
-std::string CommIdHex(const CommId& id) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * id.size());
-  for (uint8_t byte : id) {
-    out.push_back(kHex[byte >> 4]);
-    out.push_back(kHex[byte & 15]);
-  }
-  return out;
-}
+std::string CommIdHex(const CommId& id) { return Hex(id.data(), id.size()); }
 
 }  // namespace cclo::hw

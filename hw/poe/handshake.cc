@@ -1,15 +1,11 @@
 #include "hw/poe/handshake.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "hw/crypto.h"
 
 namespace cclo::hw::poe {
 namespace {
@@ -172,23 +168,14 @@ Mac HandshakeMac(const CommSecret& secret, HandshakeRole role, const CommId& com
   w.Bytes(connector_nonce);
   w.Bytes(acceptor_nonce);
   const std::vector<std::byte> message = w.Take();
-  Mac mac{};
-  unsigned int mac_size = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac.data(),
-       &mac_size);
-  return mac;
+  return Hmac(secret.data(), secret.size(), message.data(), message.size());
 }
 
-bool MacEqual(const Mac& a, const Mac& b) {
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
+bool MacEqual(const Mac& a, const Mac& b) { return ConstantTimeEqual(a.data(), b.data(), a.size()); }
 
-absl::StatusOr<Nonce> RandomNonce() {
+Nonce RandomNonce() {
   Nonce nonce{};
-  if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
-    return absl::InternalError("RAND_bytes failed to produce a handshake nonce");
-  }
+  RandomBytes(nonce.data(), nonce.size());
   return nonce;
 }
 

@@ -22,12 +22,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "hw/crypto.h"
 #include "hw/types.h"
 
 namespace cclo::hw::poe {
 
 using Nonce = std::array<uint8_t, 32>;
-using Mac = std::array<uint8_t, 32>;
+using Mac = Digest;
 
 /// Longest address or reason a control message carries.
 inline constexpr size_t kMaxControlString = 256;
@@ -73,7 +74,7 @@ Mac HandshakeMac(const CommSecret& secret, HandshakeRole role, const CommId& com
 /// Constant-time comparison of two proofs.
 bool MacEqual(const Mac& a, const Mac& b);
 
-/// A fresh random nonce; INTERNAL if the system random source fails.
-absl::StatusOr<Nonce> RandomNonce();
+/// A fresh random nonce.
+Nonce RandomNonce();
 
 }  // namespace cclo::hw::poe

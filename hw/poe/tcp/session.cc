@@ -155,9 +155,7 @@ void TcpSession::OnConnected() {
         absl::StrCat("cannot connect to peer daemon ", peer_address_, ": ", std::strerror(error))));
     return;
   }
-  absl::StatusOr<Nonce> nonce = RandomNonce();
-  if (!nonce.ok()) return Fail(nonce.status());
-  connector_nonce_ = *nonce;
+  connector_nonce_ = RandomNonce();
   state_ = State::kAwaitChallenge;
   SetEvents(true, false);
   SendControl({.kind = ControlKind::kHello,

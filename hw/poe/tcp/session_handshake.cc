@@ -70,11 +70,9 @@ void TcpSession::OnHello(const ControlMessage& hello) {
     return Refuse(
         absl::NotFoundError(absl::StrCat("unknown communicator ", CommIdHex(comm_), " at ", self)));
   }
-  absl::StatusOr<Nonce> nonce = RandomNonce();
-  if (!nonce.ok()) return Fail(nonce.status());
   secret_ = *secret;
   connector_nonce_ = hello.nonce;
-  acceptor_nonce_ = *nonce;
+  acceptor_nonce_ = RandomNonce();
   segment_bytes_ = std::min(engine_.segment_bytes(), hello.segment_bytes);
   state_ = State::kAwaitResponse;
   SendControl({.kind = ControlKind::kChallenge,

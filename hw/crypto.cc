@@ -1,4 +1,4 @@
-#include "daemon/crypto.h"
+#include "hw/crypto.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -9,23 +9,22 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace cclo::daemon {
+namespace cclo::hw {
 
 void RandomBytes(uint8_t* out, size_t size) {
   if (RAND_bytes(out, static_cast<int>(size)) != 1) std::abort();  // no entropy: unsafe to go on
 }
 
-Digest Hmac(const uint8_t* key, size_t key_size, const std::string& message) {
+Digest Hmac(const uint8_t* key, size_t key_size, const void* message, size_t message_size) {
   Digest digest{};
   unsigned int length = 0;
   HMAC(EVP_sha256(), key, static_cast<int>(key_size),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest.data(),
-       &length);
+       static_cast<const unsigned char*>(message), message_size, digest.data(), &length);
   return digest;
 }
 
-bool DigestEqual(const std::string& a, const Digest& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), b.size()) == 0;
+bool ConstantTimeEqual(const void* a, const void* b, size_t size) {
+  return CRYPTO_memcmp(a, b, size) == 0;
 }
 
 std::string Hex(const uint8_t* data, size_t size) {
@@ -61,4 +60,4 @@ absl::Status ParseHex(const std::string& text, uint8_t* out, size_t size) {
   return absl::OkStatus();
 }
 
-}  // namespace cclo::daemon
+}  // namespace cclo::hw
