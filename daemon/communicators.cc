@@ -12,6 +12,11 @@ constexpr absl::Duration kShutdownNoticeTimeout = absl::Seconds(1);
 
 std::string IdBytes(const hw::CommId& id) { return std::string(id.begin(), id.end()); }
 
+std::string ClientExited(const Session& session, uint32_t rank) {
+  return absl::StrCat("rank ", rank, " left: its client (pid ", session.credentials().pid,
+                      ") exited");
+}
+
 }  // namespace
 
 std::string LeaveMessage(const cclo::v1::PeerLeaveRequest& request) {
@@ -110,6 +115,12 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   }
   absl::MutexLock lock(&mu_);
   Comm& comm = comms_.at(id);
+  if (session->closed()) {
+    // The client died while joining; EndSession saw no handle, so leave here.
+    BreakLocked(id, comm, ClientExited(*session, rank));
+    LeaveLocked(id, rank);
+    return absl::UnavailableError("session ended while joining");
+  }
   if (comm.state == State::kJoining) comm.state = State::kReady;
   uint64_t handle = next_handle_++;
   handles_[handle] = {session->id(), id, rank};
@@ -203,9 +214,7 @@ void Communicators::EndSession(const SessionPtr& session) {
     if (found == handles_.end()) continue;
     Handle ended = found->second;
     handles_.erase(found);
-    BreakLocked(ended.comm, comms_.at(ended.comm),
-                absl::StrCat("rank ", ended.rank, " left: its client (pid ",
-                             session->credentials().pid, ") exited"));
+    BreakLocked(ended.comm, comms_.at(ended.comm), ClientExited(*session, ended.rank));
     LeaveLocked(ended.comm, ended.rank);
   }
 }

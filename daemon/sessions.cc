@@ -105,6 +105,11 @@ void Session::Close() {
   buffers_.clear();
 }
 
+bool Session::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
+}
+
 SessionPtr SessionRegistry::Create(PeerCredentials credentials, int attach_fd) {
   uint8_t secret[32];
   hw::RandomBytes(secret, sizeof(secret));

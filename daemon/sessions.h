@@ -68,6 +68,8 @@ class Session {
   absl::StatusOr<std::optional<OpResult>> WaitOp(uint64_t op_id, absl::Duration timeout);
   /// Marks the session closed; pending waits wake and fail.
   void Close();
+  /// Whether Close() was called (the client is gone).
+  bool closed() const;
 
  private:
   const uint64_t id_;

@@ -54,3 +54,54 @@ uint64_t RawSession::Alloc(uint64_t bytes) {
 }
 
 }  // namespace cclo::testing
+
+namespace cclo::testing {
+
+cclo::v1::SubmitRequest AllreduceRequest(uint64_t comm_handle, uint64_t buffer,
+                                         uint64_t count) {
+  cclo::v1::SubmitRequest request;
+  request.set_comm_handle(comm_handle);
+  request.set_collective(cclo::v1::ALLREDUCE);
+  request.set_datatype(cclo::v1::FLOAT32);
+  request.set_count(count);
+  for (cclo::v1::BufferRef* ref : {request.mutable_send(), request.mutable_recv()}) {
+    ref->set_buffer_id(buffer);
+    ref->set_length(count * 4);
+  }
+  return request;
+}
+
+std::string RawSession::NewToken() {
+  cclo::v1::CreateCommunicatorIdResponse response;
+  if (!stub_->CreateCommunicatorId(Context().get(), {}, &response).ok()) std::abort();
+  return response.token();
+}
+
+grpc::Status RawSession::Join(const std::string& token, uint32_t rank, uint32_t size,
+                              uint64_t* handle) {
+  cclo::v1::JoinCommunicatorRequest request;
+  request.set_token(token);
+  request.set_rank(rank);
+  request.set_size(size);
+  request.set_timeout_ms(20'000);
+  cclo::v1::JoinCommunicatorResponse response;
+  grpc::Status status = stub_->JoinCommunicator(Context().get(), request, &response);
+  if (handle) *handle = response.comm_handle();
+  return status;
+}
+
+grpc::Status RawSession::Run(const cclo::v1::SubmitRequest& request, uint32_t wait_ms) {
+  cclo::v1::SubmitResponse submitted;
+  grpc::Status status = stub_->Submit(Context().get(), request, &submitted);
+  if (!status.ok()) return status;
+  cclo::v1::WaitRequest wait;
+  wait.set_op_id(submitted.op_id());
+  wait.set_timeout_ms(wait_ms);
+  cclo::v1::WaitResponse done;
+  status = stub_->Wait(Context().get(), wait, &done);
+  if (!status.ok()) return status;
+  if (!done.done()) return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "op still running");
+  return grpc::Status(static_cast<grpc::StatusCode>(done.code()), done.message());
+}
+
+}  // namespace cclo::testing

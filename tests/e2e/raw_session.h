@@ -11,6 +11,9 @@
 
 namespace cclo::testing {
 
+/// An in-place float32 sum allreduce of `count` elements on `buffer`.
+cclo::v1::SubmitRequest AllreduceRequest(uint64_t comm_handle, uint64_t buffer, uint64_t count);
+
 class RawSession {
  public:
   /// Attaches to the daemon in `runtime_dir`; aborts the test process on failure.
@@ -23,6 +26,16 @@ class RawSession {
 
   /// AllocBuffer plus the fd frame that follows it; returns the buffer id.
   uint64_t Alloc(uint64_t bytes);
+
+  /// CreateCommunicatorId; aborts on failure.
+  std::string NewToken();
+
+  /// JoinCommunicator with a 20 s timeout; the handle lands in `*handle` when given.
+  grpc::Status Join(const std::string& token, uint32_t rank, uint32_t size,
+                    uint64_t* handle = nullptr);
+
+  /// Submit, then Wait (up to `wait_ms`); the Submit error or the op's own status.
+  grpc::Status Run(const cclo::v1::SubmitRequest& request, uint32_t wait_ms = 30'000);
 
  private:
   int attach_fd_ = -1;
