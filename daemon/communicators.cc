@@ -1,14 +1,11 @@
 #include "daemon/communicators.h"
 
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 namespace {
-
-constexpr absl::Duration kShutdownNoticeTimeout = absl::Seconds(1);
 
 std::string IdBytes(const hw::CommId& id) { return std::string(id.begin(), id.end()); }
 
@@ -18,11 +15,6 @@ std::string ClientExited(const Session& session, uint32_t rank) {
 }
 
 }  // namespace
-
-std::string LeaveMessage(const cclo::v1::PeerLeaveRequest& request) {
-  return absl::StrCat("leave|", request.comm_id(), "|", request.daemon_address(), "|",
-                      request.reason());
-}
 
 Communicators::Communicators(hw::Device* device, PeerClient* peers, RootGather* root_gather,
                              std::string self_address)
@@ -75,7 +67,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   }
   auto fail = [&](absl::Status status) {
     absl::MutexLock lock(&mu_);
-    LeaveLocked(id, rank);
+    LeaveLocked(id, rank, absl::StrCat("rank ", rank, " failed to join"));
     return status;
   };
   if (absl::Status prepared = device_->PrepareCommunicator(id, token->secret); !prepared.ok()) {
@@ -110,15 +102,14 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   if (absl::Status configured = Configure(id, deadline); !configured.ok()) {
     absl::MutexLock lock(&mu_);
     BreakLocked(id, comms_.at(id), std::string(configured.message()));
-    LeaveLocked(id, rank);
+    LeaveLocked(id, rank, std::string(configured.message()));
     return configured;
   }
   absl::MutexLock lock(&mu_);
   Comm& comm = comms_.at(id);
   if (session->closed()) {
     // The client died while joining; EndSession saw no handle, so leave here.
-    BreakLocked(id, comm, ClientExited(*session, rank));
-    LeaveLocked(id, rank);
+    LeaveLocked(id, rank, ClientExited(*session, rank));
     return absl::UnavailableError("session ended while joining");
   }
   if (comm.state == State::kJoining) comm.state = State::kReady;
@@ -203,7 +194,8 @@ absl::Status Communicators::Destroy(const SessionPtr& session, uint64_t handle) 
   Handle destroyed = found->second;
   handles_.erase(found);
   session->RemoveCommHandle(handle);
-  LeaveLocked(destroyed.comm, destroyed.rank);
+  LeaveLocked(destroyed.comm, destroyed.rank,
+              absl::StrCat("rank ", destroyed.rank, " destroyed the communicator"));
   return absl::OkStatus();
 }
 
@@ -214,48 +206,12 @@ void Communicators::EndSession(const SessionPtr& session) {
     if (found == handles_.end()) continue;
     Handle ended = found->second;
     handles_.erase(found);
-    BreakLocked(ended.comm, comms_.at(ended.comm), ClientExited(*session, ended.rank));
-    LeaveLocked(ended.comm, ended.rank);
-  }
-}
-
-absl::Status Communicators::PeerLeft(const cclo::v1::PeerLeaveRequest& request) {
-  absl::StatusOr<hw::CommId> parsed = CommIdFromBytes(request.comm_id());
-  if (!parsed.ok()) return parsed.status();
-  const hw::CommId id = *parsed;
-  absl::MutexLock lock(&mu_);
-  auto found = comms_.find(id);
-  if (found == comms_.end()) {
-    return absl::NotFoundError(absl::StrCat("no communicator ", hw::CommIdHex(id), " here"));
-  }
-  Comm& comm = found->second;
-  if (!ProofMatches(comm.secret, LeaveMessage(request), request.proof())) {
-    return absl::PermissionDeniedError("leave notice proof is wrong: secret mismatch");
-  }
-  if (comm.state != State::kBroken) {
-    comm.state = State::kBroken;
-    comm.error = absl::StrCat("daemon ", request.daemon_address(), ": ", request.reason());
-    spdlog::warn("communicator {} broken: {}", hw::CommIdHex(id), comm.error);
-    if (!comm.device_removed) {
-      comm.device_removed = true;
-      device_->RemoveCommunicator(id, absl::UnavailableError(comm.error));
-    }
-  }
-  return absl::OkStatus();
-}
-
-void Communicators::Shutdown() {
-  std::vector<std::pair<std::string, cclo::v1::PeerLeaveRequest>> notices;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, comm] : comms_) {
-      for (const std::string& address : OtherDaemons(comm)) {
-        notices.emplace_back(address, LeaveRequest(id, comm, "daemon shutting down"));
-      }
-    }
-  }
-  for (const auto& [address, request] : notices) {
-    (void)peers_->Leave(address, request, kShutdownNoticeTimeout);
+    const std::string reason = ClientExited(*session, ended.rank);
+    Comm& comm = comms_.at(ended.comm);
+    // Other local ranks stay, so the engine keeps the communicator: break it so that
+    // they and the other daemons learn the rank is gone instead of waiting for it.
+    if (comm.local_ranks.size() > 1) BreakLocked(ended.comm, comm, reason);
+    LeaveLocked(ended.comm, ended.rank, reason);
   }
 }
 
@@ -291,43 +247,17 @@ void Communicators::BreakLocked(const hw::CommId& id, Comm& comm, const std::str
     comm.device_removed = true;
     device_->RemoveCommunicator(id, absl::UnavailableError(reason));
   }
-  NotifyPeersLocked(id, comm, reason);
 }
 
-void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank) {
+void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank,
+                                const std::string& reason) {
   auto found = comms_.find(id);
   if (found == comms_.end()) return;
   Comm& comm = found->second;
   comm.local_ranks.erase(rank);
   if (!comm.local_ranks.empty()) return;
-  if (!comm.device_removed) {
-    device_->RemoveCommunicator(id, absl::CancelledError("communicator destroyed"));
-  }
+  if (!comm.device_removed) device_->RemoveCommunicator(id, absl::UnavailableError(reason));
   comms_.erase(found);
-}
-
-void Communicators::NotifyPeersLocked(const hw::CommId& id, const Comm& comm,
-                                      const std::string& reason) {
-  for (const std::string& address : OtherDaemons(comm)) {
-    peers_->NotifyLeave(address, LeaveRequest(id, comm, reason));
-  }
-}
-
-std::set<std::string> Communicators::OtherDaemons(const Comm& comm) const {
-  std::set<std::string> addresses;
-  for (const cclo::v1::RankInfo& info : comm.table) addresses.insert(info.daemon_address());
-  addresses.erase(self_address_);
-  return addresses;
-}
-
-cclo::v1::PeerLeaveRequest Communicators::LeaveRequest(const hw::CommId& id, const Comm& comm,
-                                                       const std::string& reason) const {
-  cclo::v1::PeerLeaveRequest request;
-  request.set_comm_id(IdBytes(id));
-  request.set_daemon_address(self_address_);
-  request.set_reason(reason);
-  request.set_proof(Proof(comm.secret, LeaveMessage(request)));
-  return request;
 }
 
 }  // namespace cclo::daemon

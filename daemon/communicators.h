@@ -58,14 +58,10 @@ class Communicators {
   /// The rank leaves (a collective decision of all ranks, like MPI_Comm_free).
   absl::Status Destroy(const SessionPtr& session, uint64_t handle);
 
-  /// The session's client is gone: its ranks leave and every other rank is told.
+  /// The session's client is gone: its ranks leave. The engine tells the other daemons
+  /// in-band (after the data already sent), so their ops that still need a departed rank
+  /// fail with the reason while data that already arrived stays usable.
   void EndSession(const SessionPtr& session);
-
-  /// A peer daemon says it left (checked against the communicator's secret).
-  absl::Status PeerLeft(const cclo::v1::PeerLeaveRequest& request);
-
-  /// Tells every peer that this daemon is going away.
-  void Shutdown();
 
   std::vector<cclo::v1::CommunicatorInfo> List() const;
   size_t Count() const;
@@ -90,19 +86,15 @@ class Communicators {
     uint32_t rank = 0;
   };
 
-  /// Marks the communicator broken and takes it out of the engine.
+  /// Marks the communicator broken and takes it out of the engine, which fails its
+  /// pending calls and tells the other daemons `reason`.
   void BreakLocked(const hw::CommId& id, Comm& comm, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Removes one local rank; forgets the communicator when none is left.
-  void LeaveLocked(const hw::CommId& id, uint32_t rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Queues a Leave notice to every other daemon of the communicator.
-  void NotifyPeersLocked(const hw::CommId& id, const Comm& comm, const std::string& reason)
+  /// Removes one local rank; when none is left, takes the communicator out of the engine
+  /// (telling the other daemons `reason`) and forgets it.
+  void LeaveLocked(const hw::CommId& id, uint32_t rank, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Peer addresses of the other daemons hosting ranks of the communicator.
-  std::set<std::string> OtherDaemons(const Comm& comm) const;
   absl::Status Configure(const hw::CommId& id, absl::Time deadline);
-  cclo::v1::PeerLeaveRequest LeaveRequest(const hw::CommId& id, const Comm& comm,
-                                          const std::string& reason) const;
 
   hw::Device* const device_;
   PeerClient* const peers_;
@@ -114,8 +106,5 @@ class Communicators {
   std::map<uint64_t, Handle> handles_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
 };
-
-/// What a Leave notice's proof covers: its fields (not the proof itself).
-std::string LeaveMessage(const cclo::v1::PeerLeaveRequest& request);
 
 }  // namespace cclo::daemon

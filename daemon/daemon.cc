@@ -94,7 +94,7 @@ Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_addr
       communicators_(device_.get(), &peer_client_, &root_gather_, peer_address_),
       ops_(device_.get(), &communicators_, config.op_deadline),
       client_service_(&config_, &sessions_, &communicators_, &ops_),
-      peer_service_(&root_gather_, &communicators_),
+      peer_service_(&root_gather_),
       admin_service_(peer_address_, &sessions_, &communicators_, device_.get()) {}
 
 absl::Status Daemon::StartServers(int peer_port) {
@@ -131,7 +131,6 @@ absl::Status Daemon::StartServers(int peer_port) {
 
 Daemon::~Daemon() {
   metrics_server_.reset();
-  communicators_.Shutdown();
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
   for (grpc::Server* server : {peer_server_.get(), client_server_.get(), admin_server_.get()}) {
     if (server) server->Shutdown(absl::ToChronoTime(deadline));

@@ -24,15 +24,4 @@ grpc::Status PeerService::Join(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Leave(grpc::ServerContext* context,
-                                const cclo::v1::PeerLeaveRequest* request,
-                                cclo::v1::PeerLeaveResponse*) {
-  absl::Status status = communicators_->PeerLeft(*request);
-  if (!status.ok() && !absl::IsNotFound(status)) {
-    spdlog::warn("leave notice from {} refused: {}", context->peer(),
-                 std::string(status.message()));
-  }
-  return ToGrpc(status);
-}
-
 }  // namespace cclo::daemon

@@ -56,17 +56,13 @@ class ClientService final : public cclo::v1::Client::Service {
 /// Peer service on the peer TCP port, for other daemons.
 class PeerService final : public cclo::v1::Peer::Service {
  public:
-  PeerService(RootGather* root_gather, Communicators* communicators)
-      : root_gather_(root_gather), communicators_(communicators) {}
+  explicit PeerService(RootGather* root_gather) : root_gather_(root_gather) {}
 
   grpc::Status Join(grpc::ServerContext* context, const cclo::v1::PeerJoinRequest* request,
                     cclo::v1::PeerJoinResponse* response) override;
-  grpc::Status Leave(grpc::ServerContext* context, const cclo::v1::PeerLeaveRequest* request,
-                     cclo::v1::PeerLeaveResponse* response) override;
 
  private:
   RootGather* const root_gather_;
-  Communicators* const communicators_;
 };
 
 /// Admin service on admin.sock, for ccloctl.

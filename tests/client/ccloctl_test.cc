@@ -1,18 +1,28 @@
-// ccloctl: formatting of hand-made responses, and the commands against the fake daemon.
+// ccloctl: formatting of hand-made responses, and the commands against a real cclod.
+#include <unistd.h>
+
 #include <algorithm>
+#include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cclo/client.h"
 #include "client/ccloctl/commands.h"
 #include "client/ccloctl/format.h"
+#include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "tests/client/fake_daemon.h"
+#include "tests/e2e/cluster.h"
 
 namespace cclo::ccloctl {
 namespace {
+
+using ::testing::MatchesRegex;
 
 v1::StatusResponse SampleStatus() {
   v1::StatusResponse status;
@@ -87,18 +97,89 @@ TEST(FormatTest, JsonIsOneLineWithEveryFieldAndParsesBack) {
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, SampleStatus()));
 }
 
+// The key -> value lines of a StatusTable.
+std::map<std::string, std::string> TableValues(const std::string& table) {
+  std::map<std::string, std::string> values;
+  for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (cells.size() == 2) values[cells[0]] = cells[1];
+  }
+  return values;
+}
+
 TEST(CommandsTest, StatusAndCommsAgainstADaemon) {
-  testing::FakeDaemon daemon;
-  daemon.status() = SampleStatus();
-  daemon.communicators() = SampleCommunicators();
+  testing::Daemon daemon("rx_pool_bytes: 1048576\n");
+  // One session with a buffer and a one-rank communicator that ran one op and failed one, and
+  // a two-rank communicator broken when its rank 1 exited.
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
+  absl::StatusOr<std::unique_ptr<Client>> departing = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(client.ok() && departing.ok()) << client.status() << departing.status();
+  absl::StatusOr<Buffer> buffer = (*client)->AllocBuffer(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  absl::StatusOr<std::string> solo_token = (*client)->CreateCommunicatorId();
+  absl::StatusOr<std::string> pair_token = (*client)->CreateCommunicatorId();
+  ASSERT_TRUE(solo_token.ok() && pair_token.ok());
+  absl::StatusOr<std::unique_ptr<Communicator>> solo = (*client)->Join(*solo_token, 0, 1);
+  ASSERT_TRUE(solo.ok()) << solo.status();
+  ASSERT_TRUE((*solo)->Allreduce(*buffer, *buffer, 8, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_EQ((*solo)->Bcast(*buffer, 0, 8, DataType::kInt32, 0, {.algorithm = "none"}).code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::unique_ptr<Communicator>> pair;
+  std::thread rank1([&] { EXPECT_TRUE((*departing)->Join(*pair_token, 1, 2).ok()); });
+  pair = (*client)->Join(*pair_token, 0, 2);
+  rank1.join();
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  departing->reset();
+  const std::string broken = absl::StrCat("rank 1 left: its client (pid ", getpid(), ") exited");
+  ASSERT_TRUE(daemon.process().WaitForOutput(
+      absl::StrCat("communicator ", (*pair)->id_hex(), " broken: ", broken), absl::Seconds(10)));
+
   std::string out, err;
+  ASSERT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "status", "--json"}, out, err), 0)
+      << err;
+  v1::StatusResponse status;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &status).ok()) << out;
+  EXPECT_FALSE(status.version().empty());
+  EXPECT_EQ(status.peer_address(), pair_token->substr(pair_token->rfind('-') + 1));
+  EXPECT_THAT(status.data_address(), MatchesRegex("127\\.0\\.0\\.1:[0-9]+"));
+  EXPECT_EQ(status.sessions(), 1u);
+  EXPECT_EQ(status.communicators(), 2u);
+  EXPECT_EQ(status.buffers(), 1u);
+  EXPECT_EQ(status.buffer_bytes(), 4096u);
+  EXPECT_EQ(status.ops_completed(), 1u);
+  EXPECT_EQ(status.ops_failed(), 1u);
+  EXPECT_EQ(status.rx_pool_bytes_total(), 1048576u);
   EXPECT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "status"}, out, err), 0) << err;
-  EXPECT_EQ(out, StatusTable(SampleStatus()));
+  // Only the uptime may have moved on between the two calls.
+  status.set_uptime_seconds(std::stoull(TableValues(out)["uptime_seconds"]));
+  EXPECT_EQ(out, StatusTable(status));
+
   EXPECT_EQ(Ccloctl({"comms", "--runtime-dir", daemon.runtime_dir(), "--json"}, out, err), 0)
       << err;
-  EXPECT_EQ(out, *ToJson(SampleCommunicators()));
+  v1::ListCommunicatorsResponse comms;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &comms).ok()) << out;
+  ASSERT_EQ(comms.communicators_size(), 2) << out;
+  for (const v1::CommunicatorInfo& comm : comms.communicators()) {
+    EXPECT_EQ(comm.local_ranks_size(), 1);
+    EXPECT_EQ(comm.local_ranks(0), 0u);
+    ASSERT_GE(comm.ranks_size(), 1);
+    EXPECT_EQ(comm.ranks(0).daemon_address(), status.peer_address());
+    EXPECT_EQ(comm.ranks(0).data_address(), status.data_address());
+    if (comm.comm_id() == (*solo)->id_hex()) {
+      EXPECT_EQ(comm.size(), 1u);
+      EXPECT_EQ(comm.state(), "ready");
+      EXPECT_EQ(comm.ops_completed(), 1u);
+      EXPECT_EQ(comm.error(), "");
+    } else {
+      EXPECT_EQ(comm.comm_id(), (*pair)->id_hex());
+      EXPECT_EQ(comm.size(), 2u);
+      EXPECT_EQ(comm.state(), "broken");
+      EXPECT_EQ(comm.ops_completed(), 0u);
+      EXPECT_EQ(comm.error(), broken);
+    }
+  }
   EXPECT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "comms"}, out, err), 0) << err;
-  EXPECT_EQ(out, CommunicatorsTable(SampleCommunicators()));
+  EXPECT_EQ(out, CommunicatorsTable(comms));
   EXPECT_EQ(err, "");
 }
 

@@ -1,17 +1,26 @@
-// cclo-run against the fake daemon: every rank of a communicator in its own thread.
+// cclo-run against a real cclod: every rank of a communicator runs cclo-run's Main in its
+// own thread of this process, all attached to one daemon.
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/run/check.h"
 #include "client/run/commands.h"
 #include "client/run/driver.h"
 #include "gtest/gtest.h"
-#include "tests/client/fake_daemon.h"
+#include "tests/e2e/cluster.h"
 
 namespace cclo::run {
 namespace {
+
+// A rank's client leaves when its run ends, and cclod then breaks the communicator for the
+// ranks still running. Ending with allreduce keeps every rank until all have their data;
+// ending with bcast or sendrecv would let a sender leave before its peers have received.
+constexpr char kOpsEndingInAllreduce[] = "sendrecv,bcast,allreduce";
 
 struct Outcome {
   int code;
@@ -29,52 +38,75 @@ Outcome CcloRun(std::vector<std::string> args) {
   return {code, out.str(), err.str()};
 }
 
-std::string MakeToken(const testing::FakeDaemon& daemon) {
-  Outcome token = CcloRun({"token", "--runtime-dir", daemon.runtime_dir()});
-  EXPECT_EQ(token.code, 0) << token.err;
-  EXPECT_EQ(token.out.back(), '\n');
-  return token.out.substr(0, token.out.size() - 1);
-}
-
-// Runs `cclo-run run` as every rank of a `size`-rank communicator at once, with `extra` args.
-std::vector<Outcome> RunAllRanks(const testing::FakeDaemon& daemon, uint32_t size,
-                                 const std::vector<std::string>& extra) {
-  const std::string token = MakeToken(daemon);
-  std::vector<Outcome> outcomes(size);
-  std::vector<std::thread> ranks;
-  for (uint32_t rank = 0; rank < size; ++rank) {
-    ranks.emplace_back([&, rank] {
-      std::vector<std::string> args = {"run",
-                                       "--runtime-dir",
-                                       daemon.runtime_dir(),
-                                       "--token",
-                                       token,
-                                       "--rank",
-                                       std::to_string(rank),
-                                       "--size",
-                                       std::to_string(size)};
-      args.insert(args.end(), extra.begin(), extra.end());
-      outcomes[rank] = CcloRun(args);
-    });
+class RunDriverTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { daemon_ = new testing::Daemon(); }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
   }
-  for (std::thread& rank : ranks) rank.join();
-  return outcomes;
+
+  static std::string MakeToken() {
+    Outcome token = CcloRun({"token", "--runtime-dir", daemon_->runtime_dir()});
+    EXPECT_EQ(token.code, 0) << token.err;
+    EXPECT_EQ(token.out.back(), '\n');
+    return token.out.substr(0, token.out.size() - 1);
+  }
+
+  // Runs `cclo-run run` as every rank of one communicator at once; rank r adds `extra[r]`.
+  static std::vector<Outcome> RunRanks(const std::vector<std::vector<std::string>>& extra) {
+    const std::string token = MakeToken();
+    const size_t size = extra.size();
+    std::vector<Outcome> outcomes(size);
+    std::vector<std::thread> ranks;
+    for (size_t rank = 0; rank < size; ++rank) {
+      ranks.emplace_back([&, rank] {
+        std::vector<std::string> args = {"run",
+                                         "--runtime-dir",
+                                         daemon_->runtime_dir(),
+                                         "--token",
+                                         token,
+                                         "--rank",
+                                         absl::StrCat(rank),
+                                         "--size",
+                                         absl::StrCat(size)};
+        args.insert(args.end(), extra[rank].begin(), extra[rank].end());
+        outcomes[rank] = CcloRun(args);
+      });
+    }
+    for (std::thread& rank : ranks) rank.join();
+    return outcomes;
+  }
+
+  // RunRanks with the same `extra` for each of `size` ranks.
+  static std::vector<Outcome> RunAllRanks(uint32_t size, const std::vector<std::string>& extra) {
+    return RunRanks(std::vector<std::vector<std::string>>(size, extra));
+  }
+
+  static testing::Daemon* daemon_;
+};
+
+testing::Daemon* RunDriverTest::daemon_ = nullptr;
+
+TEST_F(RunDriverTest, TokenIsPrintedOnItsOwnLine) {
+  const std::string token = MakeToken();
+  std::smatch match;
+  ASSERT_TRUE(std::regex_match(
+      token, match, std::regex("cclo1-[0-9a-f]{32}-[0-9a-f]{64}-(127\\.0\\.0\\.1:[0-9]+)")))
+      << token;
+  // The root address in the token is the daemon's own peer address.
+  EXPECT_TRUE(daemon_->process().WaitForOutput(absl::StrCat("ready: peer ", match[1].str(), ","),
+                                               absl::ZeroDuration()))
+      << daemon_->process().Output();
 }
 
-TEST(RunDriverTest, TokenIsPrintedOnItsOwnLine) {
-  testing::FakeDaemon daemon;
-  EXPECT_EQ(MakeToken(daemon).rfind("comm-", 0), 0u);
-}
-
-TEST(RunDriverTest, EveryOpPassesAtEveryWorldSize) {
-  testing::FakeDaemon daemon;
+TEST_F(RunDriverTest, EveryOpPassesAtEveryWorldSize) {
   for (uint32_t size : {1u, 2u, 3u, 4u}) {
     for (const char* datatype : {"float32", "int32", "float64"}) {
-      const std::string ops = size == 1 ? "bcast,allreduce" : "sendrecv,bcast,allreduce";
+      const std::string ops = size == 1 ? "bcast,allreduce" : kOpsEndingInAllreduce;
       std::vector<Outcome> outcomes =
-          RunAllRanks(daemon, size,
-                      {"--ops", ops, "--sizes", "0,8,1K,64K", "--datatype", datatype, "--iters",
-                       "2", "--root", std::to_string(size - 1)});
+          RunAllRanks(size, {"--ops", ops, "--sizes", "0,8,1K,64K", "--datatype", datatype,
+                             "--iters", "2", "--root", std::to_string(size - 1)});
       for (uint32_t rank = 0; rank < size; ++rank) {
         EXPECT_EQ(outcomes[rank].code, 0)
             << "size " << size << " rank " << rank << " " << datatype << ": " << outcomes[rank].err;
@@ -84,25 +116,13 @@ TEST(RunDriverTest, EveryOpPassesAtEveryWorldSize) {
   }
 }
 
-TEST(RunDriverTest, RankZeroPrintsTheTable) {
-  testing::FakeDaemon daemon;
+TEST_F(RunDriverTest, RankZeroPrintsTheTable) {
   // Only rank 0 asks for the table, as the demo does.
-  const std::string token = MakeToken(daemon);
-  const std::vector<std::string> common = {"run",     "--runtime-dir", daemon.runtime_dir(),
-                                           "--token", token,           "--size",
-                                           "2",       "--ops",         "allreduce,bcast",
-                                           "--sizes", "1K,4K",         "--reduce-op",
-                                           "max",     "--algorithm",   "ring"};
-  std::vector<Outcome> outcomes(2);
-  std::thread rank1([&] {
-    std::vector<std::string> args = common;
-    args.insert(args.end(), {"--rank", "1"});
-    outcomes[1] = CcloRun(args);
-  });
-  std::vector<std::string> args = common;
-  args.insert(args.end(), {"--rank", "0", "--table"});
-  outcomes[0] = CcloRun(args);
-  rank1.join();
+  const std::vector<std::string> common = {"--ops", kOpsEndingInAllreduce, "--sizes",
+                                           "1K,4K", "--reduce-op",         "max"};
+  std::vector<std::string> rank0 = common;
+  rank0.push_back("--table");
+  std::vector<Outcome> outcomes = RunRanks({rank0, common});
   ASSERT_EQ(outcomes[0].code, 0) << outcomes[0].err;
   ASSERT_EQ(outcomes[1].code, 0) << outcomes[1].err;
   EXPECT_EQ(outcomes[1].out, "");
@@ -113,39 +133,63 @@ TEST(RunDriverTest, RankZeroPrintsTheTable) {
   EXPECT_EQ(header, (std::vector<std::string>{"op", "bytes", "time_us", "GB/s", "ok"}));
   std::vector<std::string> rows;
   while (std::getline(table, line)) rows.push_back(line);
-  ASSERT_EQ(rows.size(), 4u) << outcomes[0].out;
-  EXPECT_EQ(rows[0].rfind("allreduce  1024 ", 0), 0u) << rows[0];
+  ASSERT_EQ(rows.size(), 6u) << outcomes[0].out;
+  EXPECT_EQ(rows[0].rfind("sendrecv   1024 ", 0), 0u) << rows[0];
   EXPECT_EQ(rows[3].rfind("bcast      4096 ", 0), 0u) << rows[3];
+  EXPECT_EQ(rows[5].rfind("allreduce  4096 ", 0), 0u) << rows[5];
   for (const std::string& row : rows) EXPECT_EQ(row.substr(row.size() - 3), "yes") << row;
 }
 
-TEST(RunDriverTest, WrongResultIsReportedWithTheFirstMismatch) {
-  testing::FakeDaemon::Options options;
-  options.corrupt_allreduce = true;
-  testing::FakeDaemon daemon(options);
-  std::vector<Outcome> outcomes =
-      RunAllRanks(daemon, 2, {"--ops", "sendrecv,allreduce,bcast", "--sizes", "64", "--table"});
+TEST_F(RunDriverTest, WrongResultIsReportedWithTheFirstMismatch) {
+  // Ranks that disagree on the reduction get wrong allreduce results: each rank reduces its
+  // share of the elements with its own op, so every rank finds elements reduced with the
+  // other's op. sendrecv (salt 1) and bcast (salt 2) are unaffected.
+  const std::vector<std::string> common = {"--ops", kOpsEndingInAllreduce, "--sizes",
+                                           "64",    "--datatype",          "int32"};
+  std::vector<std::string> rank0 = common;
+  rank0.insert(rank0.end(), {"--reduce-op", "max", "--table"});
+  std::vector<std::string> rank1 = common;
+  rank1.insert(rank1.end(), {"--reduce-op", "sum"});
+  std::vector<Outcome> outcomes = RunRanks({rank0, rank1});
+  const hw::ReduceOp reductions[2] = {hw::ReduceOp::kMax, hw::ReduceOp::kSum};
+  constexpr uint64_t kAllreduceSalt = 3;
   for (uint32_t rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(outcomes[rank].code, 1);
-    EXPECT_NE(outcomes[rank].err.find("cclo-run: rank " + std::to_string(rank) +
-                                      ": allreduce 64 bytes: mismatch at index 3: expected "),
-              std::string::npos)
+    std::smatch match;
+    ASSERT_TRUE(std::regex_match(
+        outcomes[rank].err, match,
+        std::regex(absl::StrCat("cclo-run: rank ", rank,
+                                ": allreduce 64 bytes: mismatch at index ([0-9]+): "
+                                "expected (-?[0-9]+) got (-?[0-9]+)\n"))))
         << outcomes[rank].err;
+    const uint64_t index = std::stoull(match[1].str());
+    OpShape shape{Op::kAllreduce, rank, 2, 0, reductions[rank]};
+    EXPECT_EQ(match[2].str(), absl::StrCat(ExpectedValue(shape, index, kAllreduceSalt)));
+    shape.reduce_op = reductions[1 - rank];
+    EXPECT_EQ(match[3].str(), absl::StrCat(ExpectedValue(shape, index, kAllreduceSalt)));
   }
-  EXPECT_NE(outcomes[0].out.find("allreduce  64     "), std::string::npos) << outcomes[0].out;
-  EXPECT_NE(outcomes[0].out.find("no\n"), std::string::npos) << outcomes[0].out;
-  EXPECT_NE(outcomes[0].out.find("sendrecv"), std::string::npos) << outcomes[0].out;
+  std::vector<std::string> rows = absl::StrSplit(outcomes[0].out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(rows.size(), 4u) << outcomes[0].out;
+  EXPECT_EQ(rows[1].rfind("sendrecv   64 ", 0), 0u) << rows[1];
+  EXPECT_EQ(rows[1].substr(rows[1].size() - 3), "yes") << rows[1];
+  EXPECT_EQ(rows[2].rfind("bcast      64 ", 0), 0u) << rows[2];
+  EXPECT_EQ(rows[2].substr(rows[2].size() - 3), "yes") << rows[2];
+  EXPECT_EQ(rows[3].rfind("allreduce  64 ", 0), 0u) << rows[3];
+  EXPECT_EQ(rows[3].substr(rows[3].size() - 3), " no") << rows[3];
+  EXPECT_EQ(outcomes[1].out, "");
 }
 
-TEST(RunDriverTest, FailedOpEndsTheRunWithItsError) {
-  testing::FakeDaemon daemon;
+TEST_F(RunDriverTest, ForcedAlgorithmRunsOrEndsTheRunWithItsError) {
   std::vector<Outcome> outcomes =
-      RunAllRanks(daemon, 1, {"--ops", "bcast", "--sizes", "4", "--algorithm", "fail"});
+      RunAllRanks(2, {"--ops", "allreduce", "--sizes", "1K", "--algorithm", "ring"});
+  for (const Outcome& outcome : outcomes) EXPECT_EQ(outcome.code, 0) << outcome.err;
+  outcomes = RunAllRanks(1, {"--ops", "bcast", "--sizes", "4", "--algorithm", "ring"});
   EXPECT_EQ(outcomes[0].code, 1);
-  EXPECT_EQ(outcomes[0].err, "cclo-run: rank 0: bcast 4 bytes: op failed as asked\n");
+  EXPECT_EQ(outcomes[0].err,
+            "cclo-run: rank 0: bcast 4 bytes: unknown bcast algorithm 'ring'; valid: one_to_all\n");
 }
 
-TEST(RunDriverTest, CommandLineErrorsExitTwo) {
+TEST(RunCommandLineTest, CommandLineErrorsExitTwo) {
   Outcome outcome = CcloRun({"run", "--token", "t", "--rank", "0", "--size", "2", "--sizes", "1Z"});
   EXPECT_EQ(outcome.code, 2);
   EXPECT_EQ(outcome.err,
@@ -162,7 +206,7 @@ TEST(RunDriverTest, CommandLineErrorsExitTwo) {
   EXPECT_NE(outcome.out.find("Usage: cclo-run token"), std::string::npos) << outcome.out;
 }
 
-TEST(RunDriverTest, UnreachableDaemonExitsOne) {
+TEST(RunCommandLineTest, UnreachableDaemonExitsOne) {
   Outcome outcome = CcloRun({"token", "--runtime-dir", "/tmp/no-such-cclod-dir"});
   EXPECT_EQ(outcome.code, 1);
   EXPECT_EQ(outcome.err,
