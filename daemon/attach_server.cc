@@ -19,6 +19,8 @@ namespace cclo::daemon {
 namespace {
 
 constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
+/// A client that does not read its attach socket for this long fails its AllocBuffer.
+constexpr timeval kSendTimeout = {5, 0};
 
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -106,6 +108,7 @@ void AttachServer::Accept() {
     spdlog::warn("attach accept failed: {}", std::strerror(errno));
     return;
   }
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &kSendTimeout, sizeof(kSendTimeout));
   ucred credentials{};
   socklen_t length = sizeof(credentials);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
@@ -119,7 +122,10 @@ void AttachServer::Accept() {
   if (!hello.ok()) {
     refusal = hello.status();
   } else {
-    if (hello->fd >= 0) close(hello->fd);
+    if (hello->fd >= 0) {
+      close(hello->fd);
+      refusal = absl::InvalidArgumentError("HELLO must not carry file descriptors");
+    }
     if (hello->frame.type != attach::FrameType::kHello) {
       refusal = absl::InvalidArgumentError(absl::StrCat(
           "expected a HELLO frame, got type ", static_cast<int>(hello->frame.type)));

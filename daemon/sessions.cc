@@ -7,12 +7,13 @@
 namespace cclo::daemon {
 
 absl::Status Session::AddBuffer(SharedBufferPtr buffer) {
-  absl::MutexLock lock(&mu_);
-  if (closed_) return absl::UnavailableError("session is closing");
+  absl::MutexLock send_lock(&send_mu_);
+  if (closed()) return absl::UnavailableError("session is closing");
   attach::Frame frame{attach::FrameType::kBuffer, buffer->id(), buffer->bytes(), ""};
   if (absl::Status sent = attach::SendFrame(attach_fd_, frame, buffer->fd()); !sent.ok()) {
     return sent;
   }
+  absl::MutexLock lock(&mu_);
   buffers_.emplace(buffer->id(), std::move(buffer));
   return absl::OkStatus();
 }
@@ -82,14 +83,18 @@ void Session::FinishOp(uint64_t op_id, OpResult result) {
 absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id,
                                                         absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto found = ops_.find(op_id);
-  if (found == ops_.end()) {
+  auto not_found = [op_id] {
     return absl::NotFoundError(absl::StrCat("no op ", op_id, " pending in this session"));
-  }
-  auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return closed_ || found->second.has_value();
+  };
+  if (ops_.find(op_id) == ops_.end()) return not_found();
+  // Look the op up afresh on every check: a concurrent Wait may collect and erase it.
+  auto done = [this, op_id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    auto op = ops_.find(op_id);
+    return closed_ || op == ops_.end() || op->second.has_value();
   };
   mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  auto found = ops_.find(op_id);
+  if (found == ops_.end()) return not_found();
   if (!found->second.has_value()) {
     if (closed_) return absl::UnavailableError("session is closing");
     return std::optional<OpResult>();
@@ -100,6 +105,7 @@ absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id,
 }
 
 void Session::Close() {
+  absl::MutexLock send_lock(&send_mu_);  // no frame is being sent once this returns
   absl::MutexLock lock(&mu_);
   closed_ = true;
   buffers_.clear();

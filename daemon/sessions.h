@@ -45,8 +45,10 @@ class Session {
   /// The attach connection, owned by the attach server; used to send buffer fds.
   int attach_fd() const { return attach_fd_; }
 
-  /// Records a new buffer and sends its fd to the client (under the session lock so
-  /// frames never interleave).
+  /// Sends the buffer's fd to the client, then records the buffer. The send holds only
+  /// `send_mu_` (never `mu_`, which op completions on the engine thread take) and is
+  /// bounded by the attach socket's send timeout, so a client that stops reading fails
+  /// its own AllocBuffer and stalls no one else.
   absl::Status AddBuffer(SharedBufferPtr buffer);
   absl::Status RemoveBuffer(uint64_t buffer_id);
   /// The buffer if this session owns it, else NOT_FOUND (never says whose it is).
@@ -64,7 +66,8 @@ class Session {
   /// Stores an op's result and wakes its waiters.
   void FinishOp(uint64_t op_id, OpResult result);
   /// Waits until the op is done or `timeout` passes. Done ops are released on return.
-  /// NOT_FOUND for ids this session never issued or already collected.
+  /// NOT_FOUND for ids this session never issued or already collected (also when a
+  /// concurrent Wait collected it first).
   absl::StatusOr<std::optional<OpResult>> WaitOp(uint64_t op_id, absl::Duration timeout);
   /// Marks the session closed; pending waits wake and fail.
   void Close();
@@ -77,6 +80,8 @@ class Session {
   const PeerCredentials credentials_;
   const int attach_fd_;
 
+  /// Serialises frames on the attach socket and orders them before Close().
+  absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::map<uint64_t, SharedBufferPtr> buffers_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> comm_handles_ ABSL_GUARDED_BY(mu_);

@@ -126,6 +126,45 @@ TEST_F(AttachServerTest, WrongFirstFrameTypeIsRefused) {
   close(fd);
 }
 
+size_t OpenFds() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator{}));
+}
+
+TEST_F(AttachServerTest, FdsSmuggledIntoHelloAreRefusedAndClosed) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const size_t baseline = OpenFds();
+  int fd = Connect();
+  auto encoded = attach::Encode({attach::FrameType::kHello, 0, 0, ""});
+  ASSERT_TRUE(encoded.ok());
+  iovec iov{encoded->data(), encoded->size()};
+  const int fds[3] = {pipe_fds[0], pipe_fds[1], pipe_fds[0]};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
+  std::memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
+  ASSERT_EQ(sendmsg(fd, &msg, 0), static_cast<ssize_t>(encoded->size()));
+  absl::StatusOr<attach::Received> refused =
+      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
+  EXPECT_NE(refused->frame.text.find("must not carry file descriptors"), std::string::npos)
+      << refused->frame.text;
+  close(fd);
+  // The server (in this process) kept none of the three received descriptors.
+  EXPECT_EQ(OpenFds(), baseline);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+}
+
 TEST(AttachFrameTest, DecodeRejectsEachBadField) {
   auto encoded = attach::Encode({attach::FrameType::kWelcome, 1, 0, "token"});
   ASSERT_TRUE(encoded.ok());

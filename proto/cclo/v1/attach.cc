@@ -22,6 +22,9 @@ void Get(const uint8_t*& in, void* value, size_t size) {
   in += size;
 }
 
+/// Room for this many fds per message; more are truncated by the kernel and refused.
+constexpr size_t kMaxFdsPerMessage = 4;
+
 absl::Status Errno(const char* what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
@@ -111,44 +114,52 @@ absl::StatusOr<Received> ReceiveFrame(int socket_fd, absl::Time deadline) {
   std::array<uint8_t, kFrameBytes> bytes{};
   size_t have = 0;
   Received received;
+  // Every fd that arrives is ours to close: keep the first, close any other at once.
+  auto fail = [&received](absl::Status status) -> absl::StatusOr<Received> {
+    if (received.fd >= 0) close(received.fd);
+    return status;
+  };
   while (have < kFrameBytes) {
     int wait_ms = static_cast<int>(
         absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())));
     pollfd pfd{socket_fd, POLLIN, 0};
     int ready = poll(&pfd, 1, wait_ms);
     if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) return Errno("attach poll");
+    if (ready < 0) return fail(Errno("attach poll"));
     if (ready == 0) {
-      if (received.fd >= 0) close(received.fd);
-      return absl::DeadlineExceededError("attach frame did not arrive before the deadline");
+      return fail(absl::DeadlineExceededError("attach frame did not arrive before the deadline"));
     }
     iovec iov{bytes.data() + have, kFrameBytes - have};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(kMaxFdsPerMessage * sizeof(int))] = {};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof(control);
-    ssize_t got = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return Errno("attach receive");
-    if (got == 0) {
-      if (received.fd >= 0) close(received.fd);
-      return absl::UnavailableError("attach socket closed by the other side");
-    }
+    ssize_t got = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got < 0) return fail(Errno("attach receive"));
     for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-      if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
-          cmsg->cmsg_len == CMSG_LEN(sizeof(int)) && received.fd < 0) {
-        std::memcpy(&received.fd, CMSG_DATA(cmsg), sizeof(int));
+      if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+        if (received.fd < 0) {
+          received.fd = fd;
+        } else {
+          close(fd);
+        }
       }
     }
+    if (msg.msg_flags & MSG_CTRUNC) {
+      return fail(absl::InvalidArgumentError("attach message carried too many fds"));
+    }
+    if (got == 0) return fail(absl::UnavailableError("attach socket closed by the other side"));
     have += static_cast<size_t>(got);
   }
   absl::StatusOr<Frame> frame = Decode(bytes.data(), bytes.size());
-  if (!frame.ok()) {
-    if (received.fd >= 0) close(received.fd);
-    return frame.status();
-  }
+  if (!frame.ok()) return fail(frame.status());
   received.frame = *std::move(frame);
   return received;
 }
