@@ -110,7 +110,8 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   absl::MutexLock lock(&mu_);
   Comm& comm = comms_.at(id);
   if (session->closed()) {
-    // The client died while joining; EndSession saw no handle, so leave here.
+    // The client died while joining; EndSession saw no handle, so leave here as it would.
+    if (comm.local_ranks.size() > 1) BreakLocked(id, comm, ClientExited(*session, rank));
     LeaveLocked(id, rank, ClientExited(*session, rank));
     return absl::UnavailableError("session ended while joining");
   }
@@ -146,8 +147,11 @@ absl::Status Communicators::Configure(const hw::CommId& id, absl::Time deadline)
   }
   absl::MutexLock lock(&mu_);
   const Comm& comm = comms_.at(id);
-  auto settled = [&comm]() { return comm.configured.has_value() || comm.state == State::kBroken; };
+  auto settled = [this, &comm]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return stopping_ || comm.configured.has_value() || comm.state == State::kBroken;
+  };
   mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+  if (stopping_) return absl::UnavailableError("daemon is shutting down");
   if (comm.state == State::kBroken) {
     return absl::UnavailableError(
         absl::StrCat("communicator ", hw::CommIdHex(id), " is broken: ", comm.error));
@@ -215,6 +219,11 @@ void Communicators::EndSession(const SessionPtr& session) {
     if (comm.local_ranks.size() > 1) BreakLocked(ended.comm, comm, reason);
     LeaveLocked(ended.comm, ended.rank, reason);
   }
+}
+
+void Communicators::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
 }
 
 std::vector<cclo::v1::CommunicatorInfo> Communicators::List() const {

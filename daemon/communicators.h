@@ -63,6 +63,9 @@ class Communicators {
   /// fail with the reason while data that already arrived stays usable.
   void EndSession(const SessionPtr& session);
 
+  /// Makes joins that wait for data sessions give up (the daemon is stopping).
+  void Stop();
+
   std::vector<cclo::v1::CommunicatorInfo> List() const;
   size_t Count() const;
 
@@ -105,6 +108,7 @@ class Communicators {
   std::map<hw::CommId, Comm> comms_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Handle> handles_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cclo::daemon

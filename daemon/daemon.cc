@@ -131,11 +131,15 @@ absl::Status Daemon::StartServers(int peer_port) {
 
 Daemon::~Daemon() {
   metrics_server_.reset();
+  // Wake every handler that could be waiting (joins, configures, op waits) before the
+  // servers wait for their handlers to return.
+  root_gather_.Stop();
+  communicators_.Stop();
+  attach_server_.reset();  // ends every session
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
   for (grpc::Server* server : {peer_server_.get(), client_server_.get(), admin_server_.get()}) {
     if (server) server->Shutdown(absl::ToChronoTime(deadline));
   }
-  attach_server_.reset();
   device_.reset();
   unlink((config_.runtime_dir + "/client.sock").c_str());
   unlink((config_.runtime_dir + "/admin.sock").c_str());

@@ -22,6 +22,7 @@ absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
   if (!parsed.ok()) return parsed.status();
   const hw::CommId id = *parsed;
   absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("root daemon is shutting down");
   auto found = gathers_.find(id);
   if (found == gathers_.end()) {
     return absl::NotFoundError(absl::StrCat("this daemon is not the root of communicator ",
@@ -42,6 +43,10 @@ absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
                                                    request.size(), " but earlier ranks said ",
                                                    gather.size));
   }
+  if (gather.failed) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "communicator ", hw::CommIdHex(id), ": the join already failed for the other ranks"));
+  }
   if (gather.ranks.count(request.rank())) {
     return absl::AlreadyExistsError(absl::StrCat("rank ", request.rank(), " of communicator ",
                                                  hw::CommIdHex(id), " already joined"));
@@ -60,6 +65,8 @@ absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
     std::vector<cclo::v1::RankInfo> table;
     for (const auto& [rank, rank_info] : gather.ranks) table.push_back(rank_info);
     result = std::move(table);
+  } else if (stopping_) {
+    result = absl::UnavailableError("root daemon is shutting down");
   } else {
     // One rank timing out fails the whole gather: the others would wait in vain.
     gather.failed = true;
@@ -74,6 +81,12 @@ absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
   }
   if (--gather.waiting == 0) gathers_.erase(id);
   return result;
+}
+
+void RootGather::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  for (auto& [id, gather] : gathers_) gather.failed = true;
 }
 
 }  // namespace cclo::daemon

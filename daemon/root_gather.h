@@ -30,6 +30,9 @@ class RootGather {
   absl::StatusOr<std::vector<cclo::v1::RankInfo>> Join(const cclo::v1::PeerJoinRequest& request,
                                                        absl::Time deadline);
 
+  /// Fails every waiting and later join with UNAVAILABLE (the daemon is stopping).
+  void Stop();
+
  private:
   struct Gather {
     hw::CommSecret secret{};
@@ -41,6 +44,7 @@ class RootGather {
 
   absl::Mutex mu_;
   std::map<hw::CommId, Gather> gathers_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cclo::daemon

@@ -113,5 +113,20 @@ TEST(FailureTest, OpThatCannotCompleteEndsAtItsDeadline) {
   EXPECT_NE(later.error_message().find("broken"), std::string::npos) << later.error_message();
 }
 
+TEST(FailureTest, StoppingDaemonEndsAPendingJoinAtOnce) {
+  auto daemon = std::make_unique<Daemon>();
+  RawSession rank0(daemon->runtime_dir());
+  grpc::Status joined;
+  std::thread join([&] { joined = rank0.Join(rank0.NewToken(), 0, 2); });  // rank 1 never comes
+  ASSERT_TRUE(daemon->process().WaitForOutput("joining at this root", absl::Seconds(20)));
+  daemon->process().Signal(SIGTERM);
+  ProcessResult stopped = daemon->process().Wait(absl::Seconds(30));
+  join.join();
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
+  EXPECT_NE(joined.error_message().find("shutting down"), std::string::npos)
+      << joined.error_message();
+}
+
 }  // namespace
 }  // namespace cclo::testing
