@@ -19,6 +19,8 @@ namespace cclo::daemon {
 namespace {
 
 constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
+/// How long a client that sent part of its HELLO may take to send the rest.
+constexpr absl::Duration kPartialFrameGrace = absl::Milliseconds(50);
 /// A client that does not read its attach socket for this long fails its AllocBuffer.
 constexpr timeval kSendTimeout = {5, 0};
 
@@ -69,6 +71,7 @@ AttachServer::~AttachServer() {
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
   thread_.join();
+  for (const auto& [fd, pending] : pending_) close(fd);
   while (!connections_.empty()) EndSession(connections_.begin()->first);
   close(listen_fd_);
   close(wake_fd_);
@@ -79,15 +82,38 @@ void AttachServer::Run() {
   std::vector<pollfd> fds;
   for (;;) {
     fds.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    absl::Time next_deadline = absl::InfiniteFuture();
+    for (const auto& [fd, pending] : pending_) {
+      fds.push_back({fd, POLLIN, 0});
+      next_deadline = std::min(next_deadline, pending.deadline);
+    }
+    const size_t first_connection = fds.size();
     for (const auto& [fd, session_id] : connections_) fds.push_back({fd, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), -1) < 0) {
+    const int timeout_ms =
+        next_deadline == absl::InfiniteFuture()
+            ? -1
+            : static_cast<int>(absl::ToInt64Milliseconds(
+                  std::max(next_deadline - absl::Now(), absl::ZeroDuration())) + 1);
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("attach server poll failed: {}", std::strerror(errno));
       return;
     }
     if (fds[0].revents) return;
     if (fds[1].revents & POLLIN) Accept();
-    for (size_t i = 2; i < fds.size(); ++i) {
+    for (size_t i = 2; i < first_connection; ++i) {
+      const Pending pending = pending_.at(fds[i].fd);
+      if (fds[i].revents != 0) {
+        pending_.erase(fds[i].fd);
+        Greet(fds[i].fd, pending);
+      } else if (absl::Now() >= pending.deadline) {
+        pending_.erase(fds[i].fd);
+        Refuse(fds[i].fd, pending.credentials,
+               absl::DeadlineExceededError(absl::StrCat(
+                   "no HELLO within ", absl::FormatDuration(kHelloTimeout))));
+      }
+    }
+    for (size_t i = first_connection; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       char byte;
       ssize_t got = recv(fds[i].fd, &byte, 1, MSG_DONTWAIT);
@@ -116,8 +142,14 @@ void AttachServer::Accept() {
     close(fd);
     return;
   }
+  pending_[fd] = {absl::Now() + kHelloTimeout,
+                  {credentials.pid, credentials.uid, credentials.gid}};
+}
+
+void AttachServer::Greet(int fd, const Pending& pending) {
+  // The HELLO is ready to read; a client that sends only part of it gets a short grace.
   absl::StatusOr<attach::Received> hello =
-      attach::ReceiveFrame(fd, absl::Now() + kHelloTimeout);
+      attach::ReceiveFrame(fd, std::min(pending.deadline, absl::Now() + kPartialFrameGrace));
   absl::Status refusal;
   if (!hello.ok()) {
     refusal = hello.status();
@@ -131,16 +163,9 @@ void AttachServer::Accept() {
           "expected a HELLO frame, got type ", static_cast<int>(hello->frame.type)));
     }
   }
-  if (!refusal.ok()) {
-    spdlog::warn("attach from pid {} uid {} refused: {}", credentials.pid, credentials.uid,
-                 std::string(refusal.message()));
-    attach::Frame refused{attach::FrameType::kRefused, 0, 0,
-                          std::string(refusal.message().substr(0, attach::kTextBytes - 1))};
-    (void)attach::SendFrame(fd, refused);
-    close(fd);
-    return;
-  }
-  SessionPtr session = sessions_->Create({credentials.pid, credentials.uid, credentials.gid}, fd);
+  if (!refusal.ok()) return Refuse(fd, pending.credentials, refusal);
+  const PeerCredentials& credentials = pending.credentials;
+  SessionPtr session = sessions_->Create(credentials, fd);
   attach::Frame welcome{attach::FrameType::kWelcome, session->id(), 0, session->token()};
   if (absl::Status sent = attach::SendFrame(fd, welcome); !sent.ok()) {
     spdlog::warn("attach: welcome to pid {} failed: {}", credentials.pid,
@@ -152,6 +177,16 @@ void AttachServer::Accept() {
   connections_[fd] = session->id();
   spdlog::info("session {} attached: pid {} uid {} gid {}", session->id(), credentials.pid,
                credentials.uid, credentials.gid);
+}
+
+void AttachServer::Refuse(int fd, const PeerCredentials& credentials,
+                          const absl::Status& reason) {
+  spdlog::warn("attach from pid {} uid {} refused: {}", credentials.pid, credentials.uid,
+               std::string(reason.message()));
+  attach::Frame refused{attach::FrameType::kRefused, 0, 0,
+                        std::string(reason.message().substr(0, attach::kTextBytes - 1))};
+  (void)attach::SendFrame(fd, refused);
+  close(fd);
 }
 
 void AttachServer::EndSession(int fd) {

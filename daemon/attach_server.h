@@ -28,8 +28,17 @@ class AttachServer {
  private:
   AttachServer(std::string path, int listen_fd, int wake_fd, SessionRegistry* sessions,
                SessionEndFn on_end);
+  /// A connection accepted but not yet greeted: it must send HELLO by `deadline`.
+  struct Pending {
+    absl::Time deadline;
+    PeerCredentials credentials;
+  };
+
   void Run();
   void Accept();
+  /// Reads the HELLO of a pending connection and answers WELCOME or REFUSED.
+  void Greet(int fd, const Pending& pending);
+  void Refuse(int fd, const PeerCredentials& credentials, const absl::Status& reason);
   void EndSession(int fd);
 
   const std::string path_;
@@ -37,8 +46,10 @@ class AttachServer {
   const int wake_fd_;  ///< eventfd that stops Run()
   SessionRegistry* const sessions_;
   const SessionEndFn on_end_;
-  /// attach fd -> session id; touched only by the server thread.
+  /// Touched only by the server thread: greeted connections (fd -> session id) and
+  /// connections still owing their HELLO.
   std::map<int, uint64_t> connections_;
+  std::map<int, Pending> pending_;
   std::thread thread_;
 };
 

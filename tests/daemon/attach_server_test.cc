@@ -1,6 +1,7 @@
 #include "daemon/attach_server.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -113,6 +114,28 @@ TEST_F(AttachServerTest, BadHelloIsRefusedAndServerKeepsServing) {
   absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(good, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
+  close(good);
+}
+
+TEST_F(AttachServerTest, SilentConnectionDoesNotDelayOthersAndIsRefusedLater) {
+  int silent = Connect();  // never sends its HELLO
+  int good = Connect();
+  ASSERT_TRUE(attach::SendFrame(good, {attach::FrameType::kHello, 0, 0, ""}).ok());
+  absl::StatusOr<attach::Received> welcome =
+      attach::ReceiveFrame(good, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
+  // The silent one is still owed its answer after the good one was welcomed (a server
+  // that blocked on the silent HELLO would have refused it first).
+  pollfd silent_ready{silent, POLLIN, 0};
+  EXPECT_EQ(poll(&silent_ready, 1, 0), 0);
+  absl::StatusOr<attach::Received> refused =
+      attach::ReceiveFrame(silent, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
+  EXPECT_NE(refused->frame.text.find("no HELLO within 2s"), std::string::npos)
+      << refused->frame.text;
+  close(silent);
   close(good);
 }
 
