@@ -67,7 +67,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Client::Join(const std::string& to
   request.set_token(token);
   request.set_rank(rank);
   request.set_size(size);
-  request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+  absl::StatusOr<uint32_t> timeout_ms = client::TimeoutMillis(timeout, "join");
+  if (!timeout_ms.ok()) return timeout_ms.status();
+  request.set_timeout_ms(*timeout_ms);
   v1::JoinCommunicatorResponse response;
   grpc::ClientContext context;
   session_->Prepare(context, timeout + session_->rpc_timeout());

@@ -51,7 +51,9 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   }
   request.set_comm_handle(handle_);
   request.set_algorithm(options.algorithm);
-  request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options.timeout)));
+  absl::StatusOr<uint32_t> timeout_ms = client::TimeoutMillis(options.timeout, "op");
+  if (!timeout_ms.ok()) return timeout_ms.status();
+  request.set_timeout_ms(*timeout_ms);
   v1::SubmitResponse response;
   grpc::ClientContext context;
   session_->Prepare(context, session_->rpc_timeout());

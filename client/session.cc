@@ -141,4 +141,14 @@ absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc) {
                       absl::StrCat(rpc, ": ", status.error_message()));
 }
 
+absl::StatusOr<uint32_t> TimeoutMillis(absl::Duration timeout, const std::string& what) {
+  if (timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " timeout ", absl::FormatDuration(timeout), " is negative"));
+  }
+  if (timeout == absl::ZeroDuration()) return 0;
+  const int64_t millis = absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1)));
+  return static_cast<uint32_t>(std::min<int64_t>(millis, UINT32_MAX));
+}
+
 }  // namespace cclo::client

@@ -66,4 +66,9 @@ class Session {
 /// naming the RPC: "<rpc>: <message>".
 absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc);
 
+/// A timeout as the RPCs carry it: whole milliseconds, 0 for the daemon's default (a zero
+/// duration), at least 1 for any positive duration, capped at the field's range;
+/// a negative duration is INVALID_ARGUMENT naming `what`.
+absl::StatusOr<uint32_t> TimeoutMillis(absl::Duration timeout, const std::string& what);
+
 }  // namespace cclo::client

@@ -332,6 +332,28 @@ TEST_F(ClientTest, RangeOutsideTheBufferFailsBeforeSubmitting) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
 }
 
+TEST_F(ClientTest, TimeoutsAreValidatedAndRoundedUp) {
+  std::unique_ptr<Client> client = AttachOrDie(runtime_dir());
+  std::unique_ptr<Communicator> comm = JoinAlone(*client);
+  absl::StatusOr<Buffer> buffer = client->AllocBuffer(64);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  OpOptions negative;
+  negative.timeout = absl::Milliseconds(-5);
+  absl::Status status =
+      comm->Allreduce(*buffer, *buffer, 16, DataType::kFloat32, ReduceOp::kSum, negative);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "op timeout -5ms is negative");
+  // An unbounded timeout is capped to the largest the RPC can carry, not wrapped around.
+  OpOptions unbounded;
+  unbounded.timeout = absl::InfiniteDuration();
+  EXPECT_TRUE(
+      comm->Allreduce(*buffer, *buffer, 16, DataType::kFloat32, ReduceOp::kSum, unbounded).ok());
+  absl::StatusOr<std::unique_ptr<Communicator>> joined =
+      client->Join("cclo1-x", 0, 1, absl::Seconds(-1));
+  ASSERT_FALSE(joined.ok());
+  EXPECT_EQ(joined.status().message(), "join timeout -1s is negative");
+}
+
 TEST_F(ClientTest, DestroyedCommunicatorRefusesOps) {
   std::unique_ptr<Client> client = AttachOrDie(runtime_dir());
   std::unique_ptr<Communicator> comm = JoinAlone(*client);
