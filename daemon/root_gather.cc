@@ -12,8 +12,15 @@ std::string JoinMessage(const cclo::v1::PeerJoinRequest& request) {
 }
 
 void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret) {
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
-  gathers_[id].secret = secret;
+  for (auto it = gathers_.begin(); it != gathers_.end();) {
+    const bool unused = it->second.waiting == 0 && now - it->second.created > kUnusedTokenLifetime;
+    it = unused ? gathers_.erase(it) : std::next(it);
+  }
+  Gather& gather = gathers_[id];
+  gather.secret = secret;
+  gather.created = now;
 }
 
 absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(

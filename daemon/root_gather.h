@@ -20,7 +20,11 @@ std::string JoinMessage(const cclo::v1::PeerJoinRequest& request);
 
 class RootGather {
  public:
-  /// Remembers a communicator this daemon is root of.
+  /// A token nobody joins with within this time is forgotten.
+  static constexpr absl::Duration kUnusedTokenLifetime = absl::Hours(1);
+
+  /// Remembers a communicator this daemon is root of, and forgets tokens that have gone
+  /// unused for kUnusedTokenLifetime.
   void Register(const hw::CommId& id, const hw::CommSecret& secret);
 
   /// Adds one rank and blocks until every rank joined or `deadline`. Errors:
@@ -36,6 +40,7 @@ class RootGather {
  private:
   struct Gather {
     hw::CommSecret secret{};
+    absl::Time created;
     uint32_t size = 0;  ///< 0 until the first rank says how many
     std::map<uint32_t, cclo::v1::RankInfo> ranks;
     int waiting = 0;    ///< Join calls still inside; the gather is erased by the last
