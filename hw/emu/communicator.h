@@ -1,6 +1,7 @@
 // A communicator as the software CCLO holds it: the installed rank table, the data
-// sessions to the peer engines that host other ranks, the per-rank call queues and the
-// sequence counters that make the k-th send match the k-th receive. Engine thread only.
+// sessions to the peer engines that host other ranks, the ranks that left, the per-rank
+// call queues and the sequence counters that make the k-th send match the k-th receive.
+// Engine thread only.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,9 @@ struct Communicator {
 
   bool ready = false;   ///< every peer session is up; calls may run
   absl::Status broken;  ///< OK while healthy, else what every later call fails with
+  /// Ranks whose engine left (its session ended), with why: a call that needs one of
+  /// them to send or receive anything more fails with that; other calls go on.
+  std::map<uint32_t, absl::Status> departed;
   StatusFn configured;  ///< pending ConfigureCommunicator callback
   absl::Time configure_deadline = absl::InfiniteFuture();
 

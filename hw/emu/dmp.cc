@@ -40,6 +40,7 @@ void Dmp::Start(CallState& call) {
     }
   }
   call.running = true;
+  if (absl::Status status = Unreachable(call); !status.ok()) return Doom(call, status);
   MarkReady(call.id);
 }
 
@@ -68,6 +69,10 @@ bool Dmp::DepsDone(const CallState& call, size_t index) const {
 }
 
 void Dmp::Advance(CallState& call) {
+  if (!call.failure.ok()) {
+    if (!InFlight(call)) Finish(call, call.failure);
+    return;
+  }
   if (!call.blocked.empty()) {
     std::vector<uint32_t> blocked;
     blocked.swap(call.blocked);
@@ -198,15 +203,19 @@ absl::Status Dmp::StartReceive(CallState& call, uint32_t index) {
       .datatype = call.desc.datatype,
       .reduce_op = call.desc.reduce_op,
       .on_complete = [this, id = call.id, index] { MoveDone(id, index); }};
-  const MessageKey key{call.comm->id, net.peer, call.desc.rank, net.tag,
-                       call.moves[index].sequence};
-  absl::Status status = rbm_.Post(key, std::move(target));
+  absl::Status status = rbm_.Post(ReceiveKey(call, index), std::move(target));
   if (!status.ok()) {
     hooks_.invalid(*call.comm, net.peer, status);
     return status;
   }
   hooks_.posted();
   return absl::OkStatus();
+}
+
+MessageKey Dmp::ReceiveKey(const CallState& call, uint32_t index) const {
+  const Move& move = call.program.moves[index];
+  const Endpoint& net = move.op0.kind == Kind::kNetwork ? move.op0 : move.op1;
+  return {call.comm->id, net.peer, call.desc.rank, net.tag, call.moves[index].sequence};
 }
 
 void Dmp::MoveDone(uint64_t call_id, uint32_t index) {
@@ -238,7 +247,7 @@ void Dmp::Finish(CallState& call, const absl::Status& status) {
   (status.ok() ? counters_.calls_completed : counters_.calls_failed).fetch_add(1);
   CompletionFn done = std::move(call.done);
   done(Completion{status, call.program.algorithm, call.bytes_sent});
-  if (status.ok() && !queue.empty()) {
+  if (!queue.empty()) {
     auto next = calls_.find(queue.front());
     if (next != calls_.end() && !next->second->running) Start(*next->second);
   }
@@ -246,8 +255,9 @@ void Dmp::Finish(CallState& call, const absl::Status& status) {
 
 void Dmp::FailCalls(Communicator& comm, const absl::Status& status, uint64_t expired,
                     const absl::Status& expired_status) {
+  // Each queue from its back, so that finishing a call starts none behind it.
   std::vector<uint64_t> ids;
-  for (const auto& [rank, queue] : comm.queues) ids.insert(ids.end(), queue.begin(), queue.end());
+  for (const auto& [rank, queue] : comm.queues) ids.insert(ids.end(), queue.rbegin(), queue.rend());
   for (uint64_t id : ids) {
     auto it = calls_.find(id);
     if (it != calls_.end()) Finish(*it->second, id == expired ? expired_status : status);

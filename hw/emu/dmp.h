@@ -10,6 +10,11 @@
 //                      to the RBM segment by segment (waiting for pool space if needed);
 //   network -> memory  posted to the RBM, which applies segments as they arrive.
 // Completions only mark calls ready; Progress() runs them in a loop, so nothing recurses.
+// A rank that left (Communicator::departed) can send and receive nothing more: a call that
+// still needs it to (a send to it, a receive from it whose message is not all staged)
+// fails with the reason, at its start or at the departure. A failing call starts no more
+// moves, gives up its receives, and completes once none of its segments is still queued
+// on a session or landing in its memory. Other calls go on.
 // Cost per move: O(segments); no thread per call.
 #pragma once
 
@@ -68,6 +73,7 @@ struct CallState {
   uint64_t bytes_sent = 0;
   bool running = false;
   std::vector<uint32_t> blocked;  ///< local sends waiting for rx pool space
+  absl::Status failure;           ///< not OK: the call fails with it once nothing is in flight
 };
 
 class Dmp {
@@ -95,9 +101,14 @@ class Dmp {
   void WakeBlocked();
 
   /// Completes every call of `comm` with `status`, except `expired` (a call id, 0 for
-  /// none) which gets `expired_status`. Their memory is no longer touched.
+  /// none) which gets `expired_status`. Their memory is no longer touched. The caller has
+  /// closed the sessions of `comm` first, so none of their segments is in flight.
   void FailCalls(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
                  const absl::Status& expired_status = absl::OkStatus());
+
+  /// Ranks of `comm` left (comm.departed grew, their sessions are closed and the RBM
+  /// dropped their unfinished messages): running calls that need them fail.
+  void Depart(Communicator& comm);
 
   /// The earliest call deadline, absl::InfiniteFuture() if none.
   absl::Time NextDeadline() const;
@@ -112,6 +123,14 @@ class Dmp {
   absl::Status StartMove(CallState& call, uint32_t index);
   absl::Status StartSend(CallState& call, uint32_t index);
   absl::Status StartReceive(CallState& call, uint32_t index);
+  MessageKey ReceiveKey(const CallState& call, uint32_t index) const;
+  /// The reason of a departed rank that a move of `call` not yet done still needs, or OK.
+  absl::Status Unreachable(const CallState& call) const;
+  /// Makes `call` fail with `status`: no more moves start, its receives are given up.
+  void Doom(CallState& call, const absl::Status& status);
+  /// A started move of `call` still has segments queued on a session or landing in its
+  /// memory (never on the session of a rank that left).
+  bool InFlight(const CallState& call) const;
   /// Hands the next segments of a local send to the RBM; true when all went.
   absl::StatusOr<bool> ContinueLocalSend(CallState& call, uint32_t index);
   void MoveDone(uint64_t call_id, uint32_t index);

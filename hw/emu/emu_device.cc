@@ -83,9 +83,14 @@ EmuDevice::~EmuDevice() {
 void EmuDevice::Shutdown() {
   shutting_down_ = true;
   const absl::Status reason = absl::UnavailableError("engine shutting down");
-  for (auto& [id, comm] : comms_) Break(*comm, reason);
+  const absl::Status bye =
+      absl::UnavailableError(absl::StrCat("peer daemon ", address_, " shutting down"));
+  for (auto& [id, comm] : comms_) {
+    CloseSessions(*comm, bye);
+    Break(*comm, reason);
+  }
   for (auto& [id, sessions] : parked_) {
-    for (poe::Session* session : sessions) session->Close(reason);
+    for (poe::Session* session : sessions) session->Close(bye);
   }
   parked_.clear();
   dmp_.Progress();

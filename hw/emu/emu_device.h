@@ -2,6 +2,15 @@
 // I/O, program execution, matching, reduction and deadline expiry; the public methods
 // only post work to it. Calls run their firmware Program on the DMP; arrivals go through
 // the RBM; data sessions come from the TCP POE, one per (communicator, peer engine).
+//
+// Failures: when a data session of a configured communicator ends (the peer said BYE,
+// hung up or was reset), the ranks that peer hosts have departed. Whatever they sent
+// before is kept: a receive from them whose message fully arrived (now or staged earlier)
+// completes; a call that needs anything more of them fails with UNAVAILABLE naming them
+// (BYE: "rank N on peer daemon A left: <reason>"; otherwise "lost peer daemon A ...");
+// calls among the other ranks go on. Invalid data from a peer or a missed deadline
+// breaks the whole communicator. RemoveCommunicator and the destructor end every session
+// with BYE after the bytes of completed sends.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +50,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
  public:
   explicit EmuDevice(const EmuConfig& config);
   /// Fails pending calls and configurations with UNAVAILABLE "engine shutting down",
-  /// closes every session, and joins the engine thread.
+  /// ends every session with BYE "peer daemon <DataAddress()> shutting down", and joins
+  /// the engine thread.
   ~EmuDevice() override;
 
   /// Binds the data port and starts the engine thread. Call once, before anything else.
@@ -86,6 +96,10 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// call `expired` gets `expired_status`), closes its sessions and fails its calls.
   void Break(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
              const absl::Status& expired_status = absl::OkStatus());
+  /// The session of `link` ended with `reason` (not invalid data): its ranks departed.
+  void Depart(Communicator& comm, PeerLink& link, const absl::Status& reason);
+  /// Closes the sessions of `comm` with BYE `reason`; their ranks are not marked departed.
+  void CloseSessions(Communicator& comm, const absl::Status& reason);
   /// A call failed mid-way (its program's data did not fit): breaks the communicator.
   void BreakMidCall(Communicator& comm, const absl::Status& reason);
   /// Invalid data from the peer engine at `address`: counts it and breaks the communicator.

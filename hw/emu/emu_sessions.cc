@@ -1,6 +1,7 @@
 // EmuDevice as the POE's EngineHandler: linking data sessions to communicators, checking
-// arriving segments against the communicator before the RBM places them, breaking a
-// communicator on a lost peer or invalid data, and expiring deadlines.
+// arriving segments against the communicator before the RBM places them, marking the ranks
+// of a peer engine whose session ended as departed, breaking a communicator on invalid
+// data, and expiring deadlines.
 #include <algorithm>
 #include <utility>
 
@@ -54,6 +55,9 @@ void EmuDevice::AdoptIncoming(Communicator& comm, poe::Session& session) {
     problem =
         absl::AlreadyExistsError(absl::StrCat("second data session from peer daemon ", address,
                                               " for communicator ", CommIdHex(comm.id)));
+  } else if (problem.ok() && comm.departed.contains(it->second.ranks.front())) {
+    problem = absl::FailedPreconditionError(
+        absl::StrCat("peer daemon ", address, " already left communicator ", CommIdHex(comm.id)));
   }
   if (!problem.ok()) {
     counters_.wire_errors.fetch_add(1);
@@ -104,17 +108,38 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
   const bool was_up = std::exchange(link->up, false);
   link->session = nullptr;
   if (was_up) counters_.sessions_up.fetch_sub(1);
-  const std::string peer = DescribePeer(*comm, session.peer_address());
-  if (comm->ready || was_up) {
-    const bool invalid = reason.code() == absl::StatusCode::kInvalidArgument;
+  const std::string& address = session.peer_address();
+  const std::string peer = DescribePeer(*comm, address);
+  const bool bye = reason.code() == absl::StatusCode::kCancelled;
+  const std::string why =
+      absl::StrCat(bye ? "peer daemon closed the session: " : "", reason.message());
+  if (!comm->ready && !was_up) {
+    Break(*comm,
+          absl::Status(bye ? absl::StatusCode::kUnavailable : reason.code(),
+                       absl::StrCat("data session to peer daemon ", peer, " failed: ", why)));
+  } else if (reason.code() == absl::StatusCode::kInvalidArgument) {
     Break(*comm, absl::UnavailableError(
-                     absl::StrCat(invalid ? "invalid data from peer daemon " : "lost peer daemon ",
-                                  peer, ": ", reason.message())));
+                     absl::StrCat("invalid data from peer daemon ", peer, ": ", reason.message())));
+  } else if (!comm->ready) {
+    Break(*comm, absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
+  } else if (bye) {
+    const std::vector<uint32_t>& ranks = link->ranks;
+    Depart(*comm, *link,
+           absl::UnavailableError(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                                               absl::StrJoin(ranks, ", "), " on peer daemon ",
+                                               address, " left: ", reason.message())));
   } else {
-    Break(*comm, absl::Status(reason.code(), absl::StrCat("data session to peer daemon ", peer,
-                                                          " failed: ", reason.message())));
+    Depart(*comm, *link,
+           absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
   }
   dmp_.Progress();
+}
+
+void EmuDevice::Depart(Communicator& comm, PeerLink& link, const absl::Status& reason) {
+  spdlog::info("communicator {}: {}", CommIdHex(comm.id), std::string(reason.message()));
+  for (uint32_t rank : link.ranks) comm.departed[rank] = reason;
+  rbm_.DropUnfinished(comm.id, link.ranks);
+  dmp_.Depart(comm);
 }
 
 void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t expired,
@@ -123,17 +148,21 @@ void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t e
   comm.broken = status;
   spdlog::log(shutting_down_ ? spdlog::level::info : spdlog::level::warn,
               "communicator {} broken: {}", CommIdHex(comm.id), std::string(status.message()));
-  for (auto& [address, link] : comm.peers) {
-    if (poe::Session* session = std::exchange(link.session, nullptr)) {
-      ForgetSession(*session);
-      session->Close(status);
-    }
-    if (std::exchange(link.up, false)) counters_.sessions_up.fetch_sub(1);
-  }
+  CloseSessions(comm, status);
   rbm_.Drop(comm.id);
   dmp_.FailCalls(comm, status, expired, expired_status);
   configure_deadlines_.erase({comm.configure_deadline, comm.id});
   if (comm.configured) std::exchange(comm.configured, nullptr)(status);
+}
+
+void EmuDevice::CloseSessions(Communicator& comm, const absl::Status& reason) {
+  for (auto& [address, link] : comm.peers) {
+    if (poe::Session* session = std::exchange(link.session, nullptr)) {
+      ForgetSession(*session);
+      session->Close(reason);
+    }
+    if (std::exchange(link.up, false)) counters_.sessions_up.fetch_sub(1);
+  }
 }
 
 void EmuDevice::BreakMidCall(Communicator& comm, const absl::Status& reason) {

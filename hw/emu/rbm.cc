@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "hw/emu/reduce.h"
@@ -94,7 +95,7 @@ void Rbm::MaybeComplete(const MessageKey& key) {
   if (!stream.posted || !stream.seen || stream.applied != stream.total) return;
   std::function<void()> on_complete = std::move(stream.target.on_complete);
   streams_.erase(it);
-  on_complete();
+  if (on_complete) on_complete();  // null once abandoned
 }
 
 absl::Status Rbm::Post(const MessageKey& key, RxTarget target) {
@@ -162,6 +163,8 @@ absl::Status Rbm::Landed(const poe::SegmentHeader& header) {
   }
   if (landing == Landing::kDirect) {
     stream.applied += header.length;
+    // Abandoned while this segment landed in its memory: the memory is free only now.
+    if (stream.target.result == nullptr) std::exchange(stream.target.on_complete, nullptr)();
   } else {
     status = Apply(stream, header.offset, stream.landing_at, header.length);
     Free(buffer);
@@ -193,10 +196,38 @@ absl::StatusOr<bool> Rbm::Deliver(const poe::SegmentHeader& header, const std::b
   return true;
 }
 
+bool Rbm::Arrived(const MessageKey& key) const {
+  auto it = streams_.find(key);
+  return it != streams_.end() && !it->second.posted && AllArrived(it->second);
+}
+
+bool Rbm::Abandon(const MessageKey& key) {
+  auto it = streams_.find(key);
+  if (it == streams_.end() || !it->second.posted) return true;
+  RxTarget& target = it->second.target;
+  target.function = Function::kCopy;  // with no result: discard
+  target.result = nullptr;
+  target.memory_operand = nullptr;
+  if (it->second.landing == Landing::kDirect) return false;
+  target.on_complete = nullptr;
+  return true;
+}
+
+void Rbm::DropUnfinished(const CommId& comm, const std::vector<uint32_t>& sources) {
+  DropIf([&](const MessageKey& key, const Stream& stream) {
+    return key.comm == comm && !AllArrived(stream) &&
+           std::find(sources.begin(), sources.end(), key.src) != sources.end();
+  });
+}
+
 void Rbm::Drop(const CommId& comm) {
+  DropIf([&](const MessageKey& key, const Stream&) { return key.comm == comm; });
+}
+
+void Rbm::DropIf(const std::function<bool(const MessageKey&, const Stream&)>& drop) {
   std::vector<uint32_t> freed;
   for (auto it = streams_.begin(); it != streams_.end();) {
-    if (it->first.comm != comm) {
+    if (!drop(it->first, it->second)) {
       ++it;
       continue;
     }

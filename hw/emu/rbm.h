@@ -8,8 +8,9 @@
 // (the pool is rx_pool_bytes cut into segment-sized buffers) and applied when the receive
 // is posted. An empty pool answers "no room": the caller stops reading that source until
 // a buffer is freed (on_space). Segments of one message must arrive in order, all naming
-// the same total, and must fit the posted receive. Cost: one copy for staged segments,
-// none for posted ones; O(1) hash lookups per segment.
+// the same total, and must fit the posted receive. When a source rank leaves, its
+// unfinished messages are dropped; its whole staged ones stay for later receives. Cost:
+// one copy for staged segments, none for posted ones; O(1) hash lookups per segment.
 #pragma once
 
 #include <atomic>
@@ -86,6 +87,20 @@ class Rbm {
   /// receive is posted, else staged; false when it must wait for a free buffer.
   absl::StatusOr<bool> Deliver(const poe::SegmentHeader& header, const std::byte* data);
 
+  /// True when the whole message of `key` is staged: a receive posted for it now
+  /// completes without anything more arriving.
+  bool Arrived(const MessageKey& key) const;
+
+  /// The posted receive of `key` is given up: its memory is no longer touched and the rest
+  /// of its message is discarded as it arrives. True when that holds at once; false when
+  /// a segment is landing in its memory right now: then on_complete runs once it is in.
+  bool Abandon(const MessageKey& key);
+
+  /// Forgets the messages of `comm` from the ranks in `sources` that have not fully
+  /// arrived (posted receives included, whose on_complete will not run) and frees their
+  /// buffers: those ranks left, so nothing more of them can arrive.
+  void DropUnfinished(const CommId& comm, const std::vector<uint32_t>& sources);
+
   /// Forgets every posted receive and staged segment of `comm`.
   void Drop(const CommId& comm);
 
@@ -114,8 +129,14 @@ class Rbm {
   /// Checks `header` against what the stream knows; records the total of a first segment.
   absl::Status Accept(const MessageKey& key, Stream& stream, const poe::SegmentHeader& header);
   absl::Status Apply(Stream& stream, uint64_t offset, const std::byte* data, uint64_t length);
+  /// Every byte of the message landed or was delivered.
+  static bool AllArrived(const Stream& stream) {
+    return stream.seen && stream.landing == Landing::kNone && stream.arrived == stream.total;
+  }
   /// Runs on_complete and forgets the stream once every byte is applied.
   void MaybeComplete(const MessageKey& key);
+  /// Forgets the streams for which `drop(key, stream)` holds and frees their buffers.
+  void DropIf(const std::function<bool(const MessageKey&, const Stream&)>& drop);
   std::byte* BufferData(uint32_t buffer) { return pool_.get() + uint64_t{buffer} * buffer_bytes_; }
   uint32_t Allocate();
   void Free(uint32_t buffer);

@@ -37,8 +37,12 @@ class EngineHandler {
   /// An outgoing session (from Engine::Connect) was admitted by the peer: it is up.
   virtual void OnSessionUp(Session& session) = 0;
 
-  /// The session ended (peer closed, I/O error, refused or failed handshake). It is
-  /// destroyed after this returns.
+  /// The session ended; it is destroyed after this returns. Everything the peer sent
+  /// before the end has been offered (OnSegment/OnPayload) first. `reason` says how it
+  /// ended: CANCELLED with the peer's own words when the peer said BYE; UNAVAILABLE when
+  /// the connection was lost (end of stream without BYE, reset, I/O error);
+  /// INVALID_ARGUMENT for bytes that break the protocol; PERMISSION_DENIED when the peer
+  /// refused the handshake; other codes for a handshake this side refused or timed out.
   virtual void OnSessionClosed(Session& session, const absl::Status& reason) = 0;
 
   /// A data segment's header arrived. Return where its payload goes (header.length bytes),

@@ -42,8 +42,9 @@ class Session {
   /// later turn of the event loop.
   virtual void Resume() = 0;
 
-  /// Closes the session, telling the peer `reason` when the stream allows it. Queued
-  /// segments are dropped without their on_written; the handler hears nothing more.
+  /// Closes the session, telling the peer `reason` (BYE) when the stream allows it: after
+  /// every segment whose on_written has run, so the peer gets those first. Queued segments
+  /// are dropped without their on_written; the handler hears nothing more.
   virtual void Close(const absl::Status& reason) = 0;
 };
 

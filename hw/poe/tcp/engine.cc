@@ -275,7 +275,7 @@ void TcpEngine::Adopt(std::unique_ptr<TcpSession> session, bool write) {
 
 void TcpEngine::SetEvents(TcpSession& session, bool read, bool write) {
   epoll_event event{};
-  event.events = EPOLLRDHUP | (read ? EPOLLIN : 0) | (write ? EPOLLOUT : 0);
+  event.events = (read ? EPOLLIN : 0) | (write ? EPOLLOUT : 0);
   event.data.u64 = session.id();
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, session.fd(), &event) != 0 &&
       epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, session.fd(), &event) != 0) {

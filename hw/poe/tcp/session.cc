@@ -84,8 +84,21 @@ void TcpSession::Resume() {
 
 void TcpSession::Close(const absl::Status& reason) {
   if (state_ == State::kClosed) return;
-  if (state_ != State::kConnecting) SendFinal(ControlKind::kBye, std::string(reason.message()));
+  if (state_ != State::kConnecting) {
+    SendFinal(ControlKind::kBye, std::string(reason.message()));
+    DiscardInput();
+  }
   CloseSocket();
+}
+
+void TcpSession::DiscardInput() {
+  constexpr int kMaxReads = 256;
+  std::byte sink[16384];
+  for (int i = 0; i < kMaxReads; ++i) {
+    const ssize_t n = recv(fd_, sink, sizeof(sink), MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    return;
+  }
 }
 
 void TcpSession::Fail(const absl::Status& reason) {
@@ -138,11 +151,12 @@ void TcpSession::OnEvents(uint32_t events) {
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) OnConnected();
     return;
   }
-  if (rx_ == Rx::kPaused && (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
-    // Not reading, so EOF would go unnoticed; a peer only hangs up when it is leaving.
+  if (rx_ == Rx::kPaused && (events & (EPOLLERR | EPOLLHUP))) {
+    // An error or full hang-up while not reading (reported until the socket closes). A
+    // peer's plain FIN is not watched for: what it sent before is read on Resume first.
     return Fail(absl::UnavailableError("connection closed by peer"));
   }
-  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) OnReadable();
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) OnReadable();
   if (state_ != State::kClosed && (events & EPOLLOUT)) Flush();
 }
 

@@ -5,7 +5,8 @@
 // into the memory the handler names (the destination buffer, a scratch segment or an rx
 // pool buffer); control payloads go to a bounded buffer and run the handshake. When the
 // handler has no room for a payload, reading stops (EPOLLIN off) until Resume(), so TCP
-// itself pushes back on the sender.
+// itself pushes back on the sender; a peer that hangs up meanwhile is noticed only after
+// the data it sent before is read, so nothing it sent is lost to its leaving.
 // Send side: a FIFO of segments, each written with one sendmsg of (header, payload) iovecs
 // gathered across several queued segments; the payload is never copied.
 #pragma once
@@ -97,6 +98,10 @@ class TcpSession final : public Session {
   void Fail(const absl::Status& reason);
   /// Best effort: writes one last control message without waiting.
   void SendFinal(ControlKind kind, const std::string& reason);
+  /// Reads and drops what the peer sent and we did not read, so that closing the socket
+  /// sends FIN after our queued bytes: a close with unread input sends a reset instead,
+  /// which discards what the kernel has not yet delivered.
+  void DiscardInput();
   void CloseSocket();
   void SetEvents(bool read, bool write);
   absl::Status CheckSegmentSize(uint64_t peer_segment_bytes) const;

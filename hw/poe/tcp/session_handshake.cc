@@ -28,10 +28,7 @@ void TcpSession::OnControl() {
     return Fail(absl::PermissionDeniedError(
         absl::StrCat("peer daemon ", peer_address_, " refused the session: ", message->reason)));
   }
-  if (kind == ControlKind::kBye) {
-    return Fail(
-        absl::UnavailableError(absl::StrCat("peer daemon closed the session: ", message->reason)));
-  }
+  if (kind == ControlKind::kBye) return Fail(absl::CancelledError(message->reason));
   if (kind == ControlKind::kHello && !connector && state_ == State::kAwaitHello) {
     comm_ = current_.comm;
     return OnHello(*message);

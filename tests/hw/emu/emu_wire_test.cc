@@ -1,14 +1,8 @@
 // EmuDevice against a hand-driven peer on a raw socket: what the device does with
-// handshakes and segments that a well-behaved engine would never send.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
-#include <cstring>
+// handshakes and segments that a well-behaved engine would never send, and with a peer
+// that leaves in the middle of the stream.
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -16,6 +10,7 @@
 #include "hw/poe/handshake.h"
 #include "hw/poe/wire.h"
 #include "tests/hw/emu/device_harness.h"
+#include "tests/hw/emu/fake_peer.h"
 
 namespace cclo::hw::emu::testing {
 namespace {
@@ -24,99 +19,6 @@ using poe::ControlKind;
 using poe::ControlMessage;
 using poe::SegmentHeader;
 using ::testing::HasSubstr;
-
-/// Smaller than any "127.0.0.1:<port>" the device gets, so the fake peer connects.
-constexpr char kFakeAddress[] = "127.0.0.1:1";
-
-/// A peer engine played by the test over a blocking socket.
-class FakePeer {
- public:
-  FakePeer(const std::string& device_address, const TestComm& comm)
-      : device_address_(device_address), comm_(comm) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    timeval timeout{60, 0};  // a device that never answers fails the test, not hangs it
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    const int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(std::stoi(device_address.substr(device_address.rfind(':') + 1)));
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  }
-  ~FakePeer() { close(fd_); }
-
-  void Write(const void* data, size_t size) {
-    ASSERT_EQ(send(fd_, data, size, MSG_NOSIGNAL), static_cast<ssize_t>(size));
-  }
-  void SendSegment(SegmentHeader header, const std::vector<std::byte>& payload) {
-    header.length = static_cast<uint32_t>(payload.size());
-    const poe::EncodedHeader bytes = poe::Encode(header);
-    Write(bytes.data(), bytes.size());
-    if (!payload.empty()) Write(payload.data(), payload.size());
-  }
-  void SendControl(const ControlMessage& message) {
-    SegmentHeader header{.type = poe::SegmentType::kControl, .comm = comm_.config.id};
-    const std::vector<std::byte> payload = poe::EncodeControl(message);
-    header.total = payload.size();
-    SendSegment(header, payload);
-  }
-  /// Reads exactly `size` bytes; false on EOF or error.
-  bool Read(void* data, size_t size) {
-    auto* out = static_cast<char*>(data);
-    while (size > 0) {
-      const ssize_t n = recv(fd_, out, size, 0);
-      if (n <= 0) return false;
-      out += n;
-      size -= n;
-    }
-    return true;
-  }
-  absl::StatusOr<ControlMessage> ReadControl() {
-    poe::EncodedHeader bytes;
-    if (!Read(bytes.data(), bytes.size())) return absl::UnavailableError("closed");
-    absl::StatusOr<SegmentHeader> header = poe::Decode(bytes.data(), bytes.size());
-    if (!header.ok()) return header.status();
-    std::vector<std::byte> payload(header->length);
-    if (!Read(payload.data(), payload.size())) return absl::UnavailableError("closed");
-    return poe::DecodeControl(payload.data(), payload.size());
-  }
-  /// Runs the connector's side up to and including RESPONSE; `secret` proves membership.
-  void Authenticate(const CommSecret& secret) {
-    const poe::Nonce nonce{9, 9, 9};
-    SendControl({.kind = ControlKind::kHello,
-                 .nonce = nonce,
-                 .segment_bytes = 64 << 10,
-                 .connector = kFakeAddress,
-                 .acceptor = device_address_});
-    absl::StatusOr<ControlMessage> challenge = ReadControl();
-    ASSERT_TRUE(challenge.ok()) << challenge.status();
-    ASSERT_EQ(challenge->kind, ControlKind::kChallenge);
-    const poe::Mac expected =
-        poe::HandshakeMac(comm_.config.secret, poe::HandshakeRole::kAcceptor, comm_.config.id,
-                          kFakeAddress, device_address_, nonce, challenge->nonce);
-    EXPECT_TRUE(poe::MacEqual(expected, challenge->mac));
-    SendControl({.kind = ControlKind::kResponse,
-                 .mac = poe::HandshakeMac(secret, poe::HandshakeRole::kConnector, comm_.config.id,
-                                          kFakeAddress, device_address_, nonce, challenge->nonce)});
-  }
-  /// A data segment from the fake's rank 0 to the device's rank 1, tag 1.
-  SegmentHeader Data(uint64_t offset, uint64_t total, uint64_t sequence = 0) const {
-    return {.type = poe::SegmentType::kEagerData,
-            .comm = comm_.config.id,
-            .src = 0,
-            .dst = 1,
-            .tag = 1,
-            .sequence = sequence,
-            .offset = offset,
-            .total = total};
-  }
-
- private:
-  std::string device_address_;
-  const TestComm& comm_;
-  int fd_ = -1;
-};
 
 class EmuWireTest : public ::testing::Test {
  protected:
@@ -193,6 +95,64 @@ TEST_F(EmuWireTest, DataFlowsAndBackPressureKeepsItIntact) {
   EXPECT_EQ(buffers.slots[2], message);
   EXPECT_EQ(device_->Stats().rx_pool_bytes_used, 0u);
   EXPECT_EQ(device_->Stats().bytes_received, message.size());
+}
+
+TEST_F(EmuWireTest, WhatAPeerSentBeforeItsByeIsReceivedEvenWhilePaused) {
+  EmuConfig config = TestConfig();
+  config.segment_bytes = 4096;
+  config.rx_pool_bytes = 2 * 4096;  // the session pauses after two segments
+  Start(config);
+  FakePeer peer(device_->DataAddress(), comm_);
+  Connect(peer);
+  const std::vector<std::byte> message = [] {
+    std::vector<std::byte> bytes(5 * 4096);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::byte(i * 29);
+    return bytes;
+  }();
+  for (uint64_t offset = 0; offset < message.size(); offset += 4096) {
+    peer.SendSegment(
+        peer.Data(offset, message.size()),
+        std::vector<std::byte>(message.begin() + offset, message.begin() + offset + 4096));
+  }
+  peer.SendControl({.kind = ControlKind::kBye, .reason = "tenant finished"});
+  // The pool is full, so the device stops reading at the third segment; only then does
+  // the peer hang up.
+  const absl::Time give_up = absl::Now() + kWait;
+  while (device_->Stats().rx_pool_bytes_used < 2 * 4096 && absl::Now() < give_up) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(device_->Stats().rx_pool_bytes_used, 2 * 4096u);
+  peer.Hangup();
+  RankBuffers buffers;
+  auto received = PostRecv(buffers, message.size() / 4);
+  Completion done = Wait(received);
+  EXPECT_TRUE(done.status.ok()) << done.status;
+  EXPECT_EQ(buffers.slots[2], message);
+  // Once the BYE is read, rank 0 has left; nothing more comes from it.
+  RankBuffers more;
+  auto next = PostRecv(more, 4);
+  EXPECT_EQ(Wait(next).status,
+            absl::UnavailableError("rank 0 on peer daemon 127.0.0.1:1 left: tenant finished"));
+  EXPECT_EQ(device_->Stats().rx_pool_bytes_used, 0u);
+  EXPECT_EQ(device_->Stats().wire_errors, 0u);
+}
+
+TEST_F(EmuWireTest, PeerVanishingMidMessageFailsTheReceiveAsLost) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  Connect(peer);
+  peer.SendSegment(peer.Data(0, 64, 0), std::vector<std::byte>(64, std::byte{1}));  // whole
+  peer.SendSegment(peer.Data(0, 64, 1), std::vector<std::byte>(32, std::byte{2}));  // half
+  peer.Hangup();
+  RankBuffers whole, half;
+  auto first = PostRecv(whole, 16);
+  EXPECT_TRUE(Wait(first).status.ok());
+  EXPECT_EQ(whole.slots[2], std::vector<std::byte>(64, std::byte{1}));
+  auto second = PostRecv(half, 16);
+  Completion lost = Wait(second);
+  EXPECT_EQ(lost.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lost.status.message(), HasSubstr("lost peer daemon 127.0.0.1:1 (rank 0)"));
+  EXPECT_THAT(lost.status.message(), HasSubstr("connection closed by peer"));
+  EXPECT_EQ(device_->Stats().rx_pool_bytes_used, 0u);
 }
 
 TEST_F(EmuWireTest, SegmentFromARankThePeerDoesNotHostBreaksTheCommunicator) {

@@ -198,5 +198,62 @@ TEST_F(RbmTest, DropForgetsACommunicator) {
   EXPECT_EQ(completed_, 0);
 }
 
+TEST_F(RbmTest, DropUnfinishedKeepsWholeMessagesOfALeavingRank) {
+  const std::vector<std::byte> data = Pattern(100);
+  ASSERT_TRUE(Arrive(0, 64, 100, data.data(), 0).ok());
+  ASSERT_TRUE(Arrive(64, 36, 100, data.data(), 0).ok());  // sequence 0: whole
+  ASSERT_TRUE(Arrive(0, 64, 100, data.data(), 1).ok());   // sequence 1: half
+  std::vector<std::byte> posted(100);
+  ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(posted)).ok());  // sequence 2: nothing yet
+  EXPECT_TRUE(rbm_.Arrived(Key(0)));
+  EXPECT_FALSE(rbm_.Arrived(Key(1)));
+  EXPECT_EQ(rbm_.used_bytes(), 3 * kBuffer);
+
+  rbm_.DropUnfinished(CommId{7}, {2});  // another rank left: nothing changes
+  EXPECT_EQ(rbm_.used_bytes(), 3 * kBuffer);
+  rbm_.DropUnfinished(CommId{7}, {1});
+  EXPECT_EQ(rbm_.used_bytes(), 2 * kBuffer);
+  EXPECT_TRUE(rbm_.Arrived(Key(0)));
+  EXPECT_FALSE(rbm_.Arrived(Key(1)));
+  std::vector<std::byte> out(100);
+  ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(out)).ok());
+  EXPECT_EQ(completed_, 1);
+  EXPECT_EQ(out, data);
+  ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(posted)).ok());  // the old post is gone
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
+TEST_F(RbmTest, AbandonedReceiveDiscardsTheRest) {
+  const std::vector<std::byte> data = Pattern(200);
+  std::vector<std::byte> out(200, std::byte{0x11});
+  ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
+  ASSERT_TRUE(Arrive(0, 64, 200, data.data()).ok());
+  // The next segment is landing in `out` when the receive is given up: `out` is free only
+  // once that segment is in, which on_complete tells.
+  absl::StatusOr<std::byte*> landing = rbm_.Land(Segment(64, 64, 200), scratch_.data());
+  ASSERT_TRUE(landing.ok());
+  EXPECT_EQ(*landing, out.data() + 64);
+  EXPECT_FALSE(rbm_.Abandon(Key()));
+  std::memcpy(*landing, data.data() + 64, 64);
+  ASSERT_TRUE(rbm_.Landed(Segment(64, 64, 200)).ok());
+  EXPECT_EQ(completed_, 1);
+  const std::vector<std::byte> snapshot = out;
+  ASSERT_TRUE(Arrive(128, 64, 200, data.data()).ok());  // discarded
+  ASSERT_TRUE(Arrive(192, 8, 200, data.data()).ok());
+  EXPECT_EQ(out, snapshot);
+  EXPECT_EQ(completed_, 1);
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+  EXPECT_TRUE(rbm_.Abandon(Key()));  // forgotten once whole
+
+  std::vector<std::byte> other(100, std::byte{0x22});
+  ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(other)).ok());
+  EXPECT_TRUE(rbm_.Abandon(Key(1)));  // nothing landing: free at once
+  ASSERT_TRUE(Arrive(0, 64, 100, data.data(), 1).ok());
+  ASSERT_TRUE(Arrive(64, 36, 100, data.data(), 1).ok());
+  EXPECT_EQ(other, std::vector<std::byte>(100, std::byte{0x22}));
+  EXPECT_EQ(completed_, 1);
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace cclo::hw::emu

@@ -1,0 +1,76 @@
+// The DMP when ranks leave (Communicator::departed): which calls can no longer finish, and
+// how a failing call lets go of its moves. A call fails once a move not yet done needs a
+// departed rank: a send to it, or a receive from it that is posted (so its message is
+// incomplete) or whose message is not all staged. The failing call starts no more moves
+// and gives up its posted receives (the RBM discards the rest of their messages); it
+// completes when none of its segments is still queued on a live session or landing in its
+// memory, so that memory is never touched after completion. Cost: O(moves) per call at
+// its start and at each departure; nothing while no rank has left.
+#include "hw/emu/dmp.h"
+
+namespace cclo::hw::emu {
+
+using Kind = Endpoint::Kind;
+
+absl::Status Dmp::Unreachable(const CallState& call) const {
+  const Communicator& comm = *call.comm;
+  if (comm.departed.empty()) return absl::OkStatus();
+  for (uint32_t i = 0; i < call.moves.size(); ++i) {
+    if (call.moves[i].done) continue;
+    const Move& move = call.program.moves[i];
+    if (move.result.kind == Kind::kNetwork) {
+      auto it = comm.departed.find(move.result.peer);
+      if (it != comm.departed.end()) return it->second;
+    } else if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
+      const MessageKey key = ReceiveKey(call, i);
+      auto it = comm.departed.find(key.src);
+      // A posted receive not done yet lacks data that can no longer come.
+      if (it != comm.departed.end() && (i < call.next_move || !rbm_.Arrived(key))) {
+        return it->second;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Dmp::Doom(CallState& call, const absl::Status& status) {
+  if (call.failure.ok()) call.failure = status;
+  for (uint32_t index : call.blocked) call.moves[index].done = true;
+  call.blocked.clear();
+  blocked_.erase(call.id);
+  for (uint32_t i = 0; i < call.next_move; ++i) {
+    const Move& move = call.program.moves[i];
+    const bool receive = move.result.kind != Kind::kNetwork &&
+                         (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork);
+    if (receive && !call.moves[i].done && rbm_.Abandon(ReceiveKey(call, i))) {
+      call.moves[i].done = true;
+    }
+  }
+  MarkReady(call.id);
+}
+
+bool Dmp::InFlight(const CallState& call) const {
+  for (uint32_t i = 0; i < call.next_move; ++i) {
+    if (call.moves[i].done) continue;
+    const Move& move = call.program.moves[i];
+    const Endpoint& net = move.result.kind == Kind::kNetwork ? move.result
+                          : move.op0.kind == Kind::kNetwork  ? move.op0
+                                                             : move.op1;
+    // Nothing is written to or lands from the session of a rank that left.
+    if (net.kind == Kind::kNetwork && call.comm->departed.contains(net.peer)) continue;
+    return true;
+  }
+  return false;
+}
+
+void Dmp::Depart(Communicator& comm) {
+  for (const auto& [rank, queue] : comm.queues) {
+    auto it = queue.empty() ? calls_.end() : calls_.find(queue.front());
+    if (it == calls_.end() || !it->second->running) continue;
+    CallState& call = *it->second;
+    const absl::Status status = call.failure.ok() ? Unreachable(call) : call.failure;
+    if (!status.ok()) Doom(call, status);
+  }
+}
+
+}  // namespace cclo::hw::emu

@@ -1,0 +1,229 @@
+// The DMP when ranks leave, driven by hand: rank 0 is local, ranks 1 and 2 sit behind fake
+// sessions whose queued segments the test writes when it likes, and arrivals go through
+// the RBM as the device would land them. A rank leaves as EmuDevice does it: marked
+// departed, its session closed, its unfinished messages dropped, then Dmp::Depart.
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "hw/emu/dmp.h"
+
+namespace cclo::hw::emu {
+namespace {
+
+constexpr uint64_t kSegment = 4096;
+
+/// A session that only queues: the test runs the on_written callbacks.
+class FakeSession final : public poe::Session {
+ public:
+  explicit FakeSession(std::string address) : address_(std::move(address)) {}
+  const CommId& comm() const override { return comm_; }
+  const std::string& peer_address() const override { return address_; }
+  uint64_t segment_bytes() const override { return kSegment; }
+  void Admit() override {}
+  void Send(const poe::SegmentHeader&, const std::byte*,
+            std::function<void()> on_written) override {
+    queued.push_back(std::move(on_written));
+  }
+  void Resume() override {}
+  void Close(const absl::Status&) override { queued.clear(); }
+
+  std::vector<std::function<void()>> queued;
+
+ private:
+  CommId comm_{};
+  std::string address_;
+};
+
+class DmpDepartureTest : public ::testing::Test {
+ protected:
+  DmpDepartureTest() {
+    comm_.id = CommId{5};
+    comm_.ranks = {{"here:1"}, {"one:1"}, {"two:1"}};
+    comm_.local = {true, false, false};
+    comm_.ready = true;
+  }
+
+  /// Submits a call of rank 0 with int32 elements; returns its slot in done_.
+  size_t Submit(std::vector<Move> moves, std::vector<int32_t>* op0, std::vector<int32_t>* result) {
+    auto call = std::make_unique<CallState>();
+    call->id = next_id_++;
+    call->desc.rank = 0;
+    call->desc.datatype = DataType::kInt32;
+    call->program.moves = std::move(moves);
+    if (op0 != nullptr) call->buffers.views[0] = {Bytes(*op0), op0->size() * 4};
+    if (result != nullptr) call->buffers.views[2] = {Bytes(*result), result->size() * 4};
+    call->deadline = absl::InfiniteFuture();
+    const size_t index = done_.size();
+    done_.emplace_back();
+    call->done = [this, index](Completion completion) { done_[index] = std::move(completion); };
+    call->comm = &comm_;
+    dmp_.Submit(std::move(call));
+    dmp_.Progress();
+    return index;
+  }
+
+  /// The whole message `data` from `src` to rank 0 arrives, as the device lands it.
+  void Arrive(uint32_t src, uint32_t tag, uint64_t sequence, std::vector<int32_t> data) {
+    poe::SegmentHeader header{.type = poe::SegmentType::kEagerData,
+                              .comm = comm_.id,
+                              .src = src,
+                              .dst = 0,
+                              .tag = tag,
+                              .length = static_cast<uint32_t>(data.size() * 4),
+                              .sequence = sequence,
+                              .total = data.size() * 4};
+    absl::StatusOr<std::byte*> landing = rbm_.Land(header, scratch_.data());
+    ASSERT_TRUE(landing.ok() && *landing != nullptr) << landing.status();
+    std::memcpy(*landing, data.data(), header.length);
+    ASSERT_TRUE(rbm_.Landed(header).ok());
+    dmp_.Progress();
+  }
+
+  void Depart(uint32_t rank) {
+    comm_.departed[rank] = absl::UnavailableError(absl::StrCat("rank ", rank, " left"));
+    (rank == 1 ? one_ : two_).Close(comm_.departed[rank]);
+    rbm_.DropUnfinished(comm_.id, {rank});
+    dmp_.Depart(comm_);
+    dmp_.Progress();
+  }
+
+  static std::byte* Bytes(std::vector<int32_t>& v) {
+    return reinterpret_cast<std::byte*>(v.data());
+  }
+  static Move Copy(Endpoint from, Endpoint to, uint64_t count) {
+    return {.op0 = from, .result = to, .count = count};
+  }
+  static Endpoint Mem(Slot slot) { return Endpoint::Memory(slot, 0); }
+
+  Communicator comm_;
+  Counters counters_;
+  uint64_t next_id_ = 1;
+  std::vector<std::optional<Completion>> done_;
+  std::vector<std::byte> scratch_ = std::vector<std::byte>(kSegment);
+  FakeSession one_{"one:1"}, two_{"two:1"};
+  Rbm rbm_{4 * kSegment, kSegment, [this] { dmp_.WakeBlocked(); }};
+  Dmp dmp_{
+      rbm_, kSegment, counters_,
+      Dmp::Hooks{
+          .session_for = [this](Communicator& comm, uint32_t rank) -> poe::Session* {
+            if (comm.departed.contains(rank)) return nullptr;
+            return rank == 1 ? &one_ : rank == 2 ? &two_ : nullptr;
+          },
+          .fail = [](Communicator&, absl::Status status) { ADD_FAILURE() << "broken: " << status; },
+          .invalid = [](Communicator&, uint32_t,
+                        absl::Status status) { ADD_FAILURE() << "invalid: " << status; },
+          .posted = [this] { dmp_.WakeBlocked(); }}};
+};
+
+TEST_F(DmpDepartureTest, FailingCallWaitsForItsSegmentsInFlightThenTheNextRuns) {
+  std::vector<int32_t> data = {1, 2, 3, 4}, out(4), later(4);
+  const size_t first = Submit({Copy(Mem(Slot::kOp0), Endpoint::Network(1, 1), 4),
+                               Copy(Endpoint::Network(2, 1), Mem(Slot::kResult), 4)},
+                              &data, &out);
+  const size_t second =
+      Submit({Copy(Endpoint::Network(1, 2), Mem(Slot::kResult), 4)}, nullptr, &later);
+  ASSERT_EQ(one_.queued.size(), 1u);
+  Depart(2);
+  // The send to rank 1 still reads `data`: the call must not complete before it is written.
+  EXPECT_FALSE(done_[first]);
+  std::exchange(one_.queued, {})[0]();
+  ASSERT_TRUE(done_[first]);
+  EXPECT_EQ(done_[first]->status, absl::UnavailableError("rank 2 left"));
+  EXPECT_FALSE(done_[second]);  // it runs now, needing only rank 1
+  Arrive(1, 2, 0, {5, 6, 7, 8});
+  ASSERT_TRUE(done_[second]);
+  EXPECT_TRUE(done_[second]->status.ok()) << done_[second]->status;
+  EXPECT_EQ(later, (std::vector<int32_t>{5, 6, 7, 8}));
+  EXPECT_EQ(counters_.calls_failed.load(), 1u);
+}
+
+TEST_F(DmpDepartureTest, FailingCallGivesUpItsOtherReceives) {
+  std::vector<int32_t> data = {1, 2, 3, 4}, out = {-1, -1, -1, -1};
+  const size_t call = Submit({Copy(Endpoint::Network(1, 1), Mem(Slot::kResult), 4),
+                              Copy(Mem(Slot::kOp0), Endpoint::Network(2, 1), 4)},
+                             &data, &out);
+  Depart(2);  // the send to rank 2 went with its session
+  ASSERT_TRUE(done_[call]);
+  EXPECT_EQ(done_[call]->status, absl::UnavailableError("rank 2 left"));
+  Arrive(1, 1, 0, {9, 9, 9, 9});  // rank 1 sends anyway: discarded
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1, -1, -1}));
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
+class LandingTest : public DmpDepartureTest {
+ protected:
+  /// A call receiving 8 ints from rank 1 and sending to rank 2; the first half of its
+  /// message from rank 1 is landing straight in `out_` when rank 2 leaves.
+  size_t StartLanding() {
+    const size_t call = Submit({Copy(Endpoint::Network(1, 1), Mem(Slot::kResult), 8),
+                                Copy(Mem(Slot::kOp0), Endpoint::Network(2, 1), 1)},
+                               &data_, &out_);
+    absl::StatusOr<std::byte*> landing = rbm_.Land(half_, scratch_.data());
+    EXPECT_TRUE(landing.ok() && *landing == Bytes(out_));
+    Depart(2);
+    return call;
+  }
+
+  std::vector<int32_t> data_ = {1}, out_ = std::vector<int32_t>(8);
+  const poe::SegmentHeader half_{.type = poe::SegmentType::kEagerData,
+                                 .comm = CommId{5},
+                                 .src = 1,
+                                 .tag = 1,
+                                 .length = 16,
+                                 .total = 32};
+};
+
+TEST_F(LandingTest, GivenUpReceiveHoldsTheCallWhileASegmentLandsInItsMemory) {
+  const size_t call = StartLanding();
+  EXPECT_FALSE(done_[call]);
+  ASSERT_TRUE(rbm_.Landed(half_).ok());
+  dmp_.Progress();
+  ASSERT_TRUE(done_[call]);
+  EXPECT_EQ(done_[call]->status, absl::UnavailableError("rank 2 left"));
+}
+
+TEST_F(LandingTest, GivenUpReceiveWhoseSenderLeavesToo) {
+  const size_t call = StartLanding();
+  EXPECT_FALSE(done_[call]);
+  Depart(1);  // its session, and the landing, end
+  ASSERT_TRUE(done_[call]);
+  EXPECT_EQ(done_[call]->status, absl::UnavailableError("rank 2 left"));
+}
+
+TEST_F(DmpDepartureTest, WholeStagedMessagesOfADepartedRankAreStillReceived) {
+  Arrive(2, 1, 0, {1, 2, 3, 4});
+  poe::SegmentHeader half{.type = poe::SegmentType::kEagerData,
+                          .comm = comm_.id,
+                          .src = 2,
+                          .tag = 1,
+                          .length = 8,
+                          .sequence = 1,
+                          .total = 16};
+  ASSERT_TRUE(rbm_.Land(half, scratch_.data()).ok());
+  ASSERT_TRUE(rbm_.Landed(half).ok());
+  EXPECT_EQ(rbm_.used_bytes(), 2 * kSegment);
+  Depart(2);
+  EXPECT_EQ(rbm_.used_bytes(), kSegment);  // the unfinished message is gone
+
+  std::vector<int32_t> out(4), more(4), data = {7};
+  const Move receive = Copy(Endpoint::Network(2, 1), Mem(Slot::kResult), 4);
+  const size_t whole = Submit({receive}, nullptr, &out);
+  const size_t unfinished = Submit({receive}, nullptr, &more);
+  const size_t send = Submit({Copy(Mem(Slot::kOp0), Endpoint::Network(2, 1), 1)}, &data, nullptr);
+  ASSERT_TRUE(done_[whole] && done_[unfinished] && done_[send]);
+  EXPECT_TRUE(done_[whole]->status.ok()) << done_[whole]->status;
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(done_[unfinished]->status, absl::UnavailableError("rank 2 left"));
+  EXPECT_EQ(done_[send]->status, absl::UnavailableError("rank 2 left"));
+  EXPECT_TRUE(two_.queued.empty());
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace cclo::hw::emu
