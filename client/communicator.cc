@@ -57,9 +57,13 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   v1::SubmitResponse response;
   grpc::ClientContext context;
   session_->Prepare(context, session_->rpc_timeout());
+  const absl::Time submitted_at = absl::Now();
   grpc::Status status = session_->stub().Submit(&context, request, &response);
   if (!status.ok()) return client::FromGrpc(status, "Submit");
-  return Request(session_, response.op_id());
+  // The daemon ends every op by its deadline; past that plus a grace, stop waiting.
+  const absl::Time report_by =
+      submitted_at + absl::Milliseconds(response.timeout_ms()) + Request::kReportGrace;
+  return Request(session_, response.op_id(), report_by);
 }
 
 absl::StatusOr<Request> Communicator::SendAsync(const Buffer& buffer, uint64_t offset,

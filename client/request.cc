@@ -31,19 +31,21 @@ absl::Status Request::Poll(absl::Duration slice) {
   return absl::OkStatus();
 }
 
-absl::Status Request::Wait() {
-  while (!done_) {
-    if (absl::Status polled = Poll(kWaitSlice); !polled.ok()) return polled;
-  }
-  return status_;
-}
+absl::Status Request::Wait() { return Wait(absl::InfiniteDuration()); }
 
 absl::Status Request::Wait(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (!done_) {
-    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+    const absl::Duration left = std::max(std::min(deadline, report_by_) - absl::Now(),
+                                         absl::ZeroDuration());
     if (absl::Status polled = Poll(std::min(left, kWaitSlice)); !polled.ok()) return polled;
-    if (!done_ && absl::Now() >= deadline) {
+    if (done_) break;
+    if (absl::Now() >= report_by_) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "daemon did not report op ", op_id_, " done by its deadline (plus ",
+          absl::FormatDuration(kReportGrace), "); it may be stuck"));
+    }
+    if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("op ", op_id_, " still running after ", absl::FormatDuration(timeout)));
     }

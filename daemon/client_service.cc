@@ -92,9 +92,9 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
                                    cclo::v1::SubmitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
-  absl::StatusOr<uint64_t> op_id = ops_->Submit(*session, *request);
-  if (!op_id.ok()) return ToGrpc(op_id.status());
-  response->set_op_id(*op_id);
+  absl::StatusOr<cclo::v1::SubmitResponse> submitted = ops_->Submit(*session, *request);
+  if (!submitted.ok()) return ToGrpc(submitted.status());
+  *response = *std::move(submitted);
   return grpc::Status::OK;
 }
 

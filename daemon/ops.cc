@@ -38,8 +38,8 @@ absl::Status ResolveBuffer(const Session& session, const char* name,
 
 }  // namespace
 
-absl::StatusOr<uint64_t> Ops::Submit(const SessionPtr& session,
-                                     const cclo::v1::SubmitRequest& request) {
+absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
+                                                     const cclo::v1::SubmitRequest& request) {
   if (request.collective() < 0 || request.collective() > kMaxCollective) {
     return absl::InvalidArgumentError(absl::StrCat("unknown collective ", request.collective()));
   }
@@ -109,7 +109,10 @@ absl::StatusOr<uint64_t> Ops::Submit(const SessionPtr& session,
                   communicators_->OpFinished(comm, completion.status);
                   session->FinishOp(op_id, {std::move(completion), absl::Now() - start});
                 });
-  return op_id;
+  cclo::v1::SubmitResponse response;
+  response.set_op_id(op_id);
+  response.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+  return response;
 }
 
 }  // namespace cclo::daemon

@@ -16,8 +16,8 @@ class Ops {
       : device_(device), communicators_(communicators), default_deadline_(default_deadline) {}
 
   /// Validates and starts the op; its result arrives through Session::WaitOp.
-  absl::StatusOr<uint64_t> Submit(const SessionPtr& session,
-                                  const cclo::v1::SubmitRequest& request);
+  absl::StatusOr<cclo::v1::SubmitResponse> Submit(const SessionPtr& session,
+                                                  const cclo::v1::SubmitRequest& request);
 
  private:
   hw::Device* const device_;

@@ -131,6 +131,17 @@ TEST_F(BadInputTest, PeerOutOfRangeOrSelf) {
   ExpectStillServing();
 }
 
+TEST_F(BadInputTest, SubmitReportsTheDeadlineItApplied) {
+  RawSession session(daemon_->runtime_dir());
+  cclo::v1::SubmitRequest request = AllreduceRequest(SoloComm(session), session.Alloc(4096), 16);
+  for (uint32_t asked : {0u, 1234u}) {
+    request.set_timeout_ms(asked);
+    cclo::v1::SubmitResponse response;
+    ASSERT_TRUE(session.stub().Submit(session.Context().get(), request, &response).ok());
+    EXPECT_EQ(response.timeout_ms(), asked == 0 ? 60'000u : asked);  // daemon default: 60 s
+  }
+}
+
 TEST_F(BadInputTest, CountOverflow) {
   RawSession session(daemon_->runtime_dir());
   uint64_t buffer = session.Alloc(4096);

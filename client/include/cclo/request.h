@@ -21,6 +21,9 @@ class Session;
 /// its result is kept and every further Wait/Test returns it without asking the daemon.
 class Request {
  public:
+  /// How long past an op's deadline Wait() still waits for the daemon's report.
+  static constexpr absl::Duration kReportGrace = absl::Seconds(10);
+
   Request(Request&&) noexcept = default;
   Request& operator=(Request&&) noexcept = default;
   Request(const Request&) = delete;
@@ -50,14 +53,17 @@ class Request {
 
  private:
   friend class Communicator;
-  Request(std::shared_ptr<client::Session> session, uint64_t op_id)
-      : session_(std::move(session)), op_id_(op_id) {}
+  /// `report_by`: when the daemon must have reported the op done (its deadline plus a
+  /// grace); Wait() gives up with DEADLINE_EXCEEDED after it.
+  Request(std::shared_ptr<client::Session> session, uint64_t op_id, absl::Time report_by)
+      : session_(std::move(session)), op_id_(op_id), report_by_(report_by) {}
 
   // One Wait RPC waiting at most `slice` at the daemon; records the result when done.
   absl::Status Poll(absl::Duration slice);
 
   std::shared_ptr<client::Session> session_;
   uint64_t op_id_ = 0;
+  absl::Time report_by_;
   bool done_ = false;
   absl::Status status_;  // the op's result once done_
   std::string algorithm_;
