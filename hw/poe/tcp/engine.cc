@@ -24,6 +24,10 @@ namespace {
 
 constexpr uint64_t kWakeId = 0;
 constexpr uint64_t kListenId = 1;
+/// How long accepting pauses when the process is out of descriptors.
+constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
+/// Most connections that may be in their handshake at once; more are closed at accept.
+constexpr size_t kMaxHandshakes = 256;
 
 std::string Errno(const std::string& what) {
   return absl::StrCat(what, ": ", std::strerror(errno));
@@ -172,6 +176,9 @@ void TcpEngine::Loop() {
     if (!handshake_deadlines_.empty()) {
       wake_at = std::min(wake_at, handshake_deadlines_.begin()->first);
     }
+    if (accept_paused_until_ != absl::InfinitePast()) {
+      wake_at = std::min(wake_at, accept_paused_until_);
+    }
     int timeout_ms = -1;
     if (wake_at != absl::InfiniteFuture()) {
       const absl::Duration left = wake_at - absl::Now();
@@ -195,6 +202,10 @@ void TcpEngine::Loop() {
       RunDeferred();
     }
     const absl::Time now = absl::Now();
+    if (accept_paused_until_ != absl::InfinitePast() && now >= accept_paused_until_) {
+      accept_paused_until_ = absl::InfinitePast();
+      WatchListener(true);
+    }
     ExpireHandshakes(now);
     handler_deadline_ = handler_->OnTimer(now);
     RunDeferred();
@@ -229,13 +240,32 @@ void TcpEngine::Accept() {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) spdlog::warn("{}", Errno("accept"));
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The pending connection stays queued and the socket stays readable: back off.
+        spdlog::warn("{}; not accepting data sessions for {}", Errno("accept"),
+                     absl::FormatDuration(kAcceptBackoff));
+        accept_paused_until_ = absl::Now() + kAcceptBackoff;
+        WatchListener(false);
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        spdlog::warn("{}", Errno("accept"));
+      }
       return;
+    }
+    if (handshake_deadlines_.size() >= kMaxHandshakes) {
+      // Unauthenticated connections are cheap to open; bound how many may wait.
+      close(fd);
+      CountWireError();
+      continue;
     }
     SetNoDelay(fd);
     const uint64_t id = next_id_++;
     Adopt(std::make_unique<TcpSession>(*this, id, fd), false);
   }
+}
+
+void TcpEngine::WatchListener(bool watch) {
+  epoll_event accept{.events = watch ? uint32_t{EPOLLIN} : 0u, .data = {.u64 = kListenId}};
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &accept);
 }
 
 absl::StatusOr<Session*> TcpEngine::Connect(const CommId& comm, const CommSecret& secret,

@@ -68,6 +68,9 @@ class TcpEngine final : public Engine {
   void Loop();
   void RunTasks();
   void Accept();
+  /// Stops (or resumes) watching the listening socket; used to back off while the
+  /// process is out of descriptors, instead of spinning on a socket that stays readable.
+  void WatchListener(bool watch);
   /// Registers a new session's socket and handshake deadline.
   void Adopt(std::unique_ptr<TcpSession> session, bool write);
   void RunDeferred();
@@ -97,6 +100,8 @@ class TcpEngine final : public Engine {
   std::set<std::pair<absl::Time, uint64_t>> handshake_deadlines_;
   absl::flat_hash_map<uint64_t, absl::Time> handshake_deadline_of_;
   absl::Time handler_deadline_ = absl::InfiniteFuture();
+  /// While in the future, accepting is paused (descriptors ran out).
+  absl::Time accept_paused_until_ = absl::InfinitePast();
 };
 
 }  // namespace cclo::hw::poe::tcp
