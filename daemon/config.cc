@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
 
@@ -67,7 +68,8 @@ const std::map<std::string, Setter>& Setters() {
       {"data_port", Number(&Config::data_port, 0, 65535)},
       {"metrics_port", Number(&Config::metrics_port, 0, 65535)},
       {"rx_pool_bytes", Number(&Config::rx_pool_bytes, 1 << 16, 1ull << 36)},
-      {"segment_bytes", Number(&Config::segment_bytes, 4096, 64ull << 20)},
+      {"segment_bytes",
+       Number(&Config::segment_bytes, hw::poe::kMinSegmentBytes, hw::poe::kMaxSegmentBytes)},
       {"max_buffer_bytes", Number(&Config::max_buffer_bytes, 4096, 1ull << 40)},
       {"op_deadline_ms", Millis(&Config::op_deadline)},
       {"join_timeout_ms", Millis(&Config::join_timeout)},
@@ -110,6 +112,11 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config key 'log_level': '", config.log_level,
         "' is not one of trace, debug, info, warn, error, critical, off"));
+  }
+  if (config.segment_bytes % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("config key 'segment_bytes': ",
+                                                   config.segment_bytes,
+                                                   " is not a multiple of 8"));
   }
   if (config.segment_bytes > config.rx_pool_bytes) {
     return absl::InvalidArgumentError(

@@ -69,6 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"runtime_dir: [a, b]", "'runtime_dir': expected a string"},
         BadConfig{"- a\n- b", "must be a YAML mapping"},
         BadConfig{"a: [", "not valid YAML"},
+        BadConfig{"segment_bytes: 33554432", "'33554432' is not a whole number in [4096, 16777216]"},
+        BadConfig{"segment_bytes: 4100", "'segment_bytes': 4100 is not a multiple of 8"},
         BadConfig{"rx_pool_bytes: 65536\nsegment_bytes: 131072",
                   "segment_bytes 131072 exceeds rx_pool_bytes 65536"}));
 
