@@ -57,11 +57,6 @@ bool Session::RemoveCommHandle(uint64_t handle) {
   return comm_handles_.erase(handle) > 0;
 }
 
-bool Session::OwnsCommHandle(uint64_t handle) const {
-  absl::MutexLock lock(&mu_);
-  return comm_handles_.count(handle) > 0;
-}
-
 std::vector<uint64_t> Session::CommHandles() const {
   absl::MutexLock lock(&mu_);
   return {comm_handles_.begin(), comm_handles_.end()};

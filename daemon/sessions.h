@@ -42,9 +42,6 @@ class Session {
   uint64_t id() const { return id_; }
   const std::string& token() const { return token_; }
   const PeerCredentials& credentials() const { return credentials_; }
-  /// The attach connection, owned by the attach server; used to send buffer fds.
-  int attach_fd() const { return attach_fd_; }
-
   /// Sends the buffer's fd to the client, then records the buffer. The send holds only
   /// `send_mu_` (never `mu_`, which op completions on the engine thread take) and is
   /// bounded by the attach socket's send timeout, so a client that stops reading fails
@@ -58,7 +55,6 @@ class Session {
 
   void AddCommHandle(uint64_t handle);
   bool RemoveCommHandle(uint64_t handle);
-  bool OwnsCommHandle(uint64_t handle) const;
   std::vector<uint64_t> CommHandles() const;
 
   /// Registers a new op and returns its id.

@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hw/emu/reduce.h"

@@ -8,7 +8,6 @@
 #include <string>
 #include <string_view>
 
-#include "absl/status/statusor.h"
 
 namespace cclo::hw {
 
@@ -45,14 +44,10 @@ enum class Collective : uint8_t {
 size_t DataTypeSize(DataType type);
 /// Lower-case name, e.g. "float32".
 std::string_view DataTypeName(DataType type);
-/// Parses a name produced by DataTypeName.
-absl::StatusOr<DataType> ParseDataType(std::string_view name);
 
 std::string_view ReduceOpName(ReduceOp op);
-absl::StatusOr<ReduceOp> ParseReduceOp(std::string_view name);
 
 std::string_view CollectiveName(Collective collective);
-absl::StatusOr<Collective> ParseCollective(std::string_view name);
 
 /// 128-bit communicator id, unique per communicator across the cluster.
 using CommId = std::array<uint8_t, 16>;
