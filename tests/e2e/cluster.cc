@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -108,7 +109,7 @@ std::string Process::Output() const {
   return output_;
 }
 
-Daemon::Daemon(const std::string& extra_config) {
+Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& launcher) {
   char dir_template[] = "/tmp/cclo.XXXXXX";
   dir_ = mkdtemp(dir_template);
   const std::string config_path = dir_ + "/cclod.yaml";
@@ -116,12 +117,17 @@ Daemon::Daemon(const std::string& extra_config) {
                              << "host: 127.0.0.1\npeer_port: 0\ndata_port: 0\nmetrics_port: 0\n"
                              << "log_level: debug\n"
                              << extra_config;
-  process_ = std::make_unique<Process>(
-      std::vector<std::string>{Runfile("daemon/cclod"), "--config", config_path});
+  std::vector<std::string> command = launcher;
+  command.insert(command.end(), {Runfile("daemon/cclod"), "--config", config_path});
+  process_ = std::make_unique<Process>(command);
   if (!process_->WaitForOutput("ready: peer", absl::Seconds(30))) {
     std::fprintf(stderr, "cclod did not become ready:\n%s\n", process_->Output().c_str());
     std::abort();
   }
+  const std::string output = process_->Output();
+  const size_t data = output.find(", data 127.0.0.1:");
+  if (data == std::string::npos) std::abort();
+  data_port_ = std::atoi(output.c_str() + data + std::strlen(", data 127.0.0.1:"));
   dir_ += "/run";
 }
 

@@ -53,14 +53,19 @@ class Process {
 /// One cclod with its own runtime dir and config.
 class Daemon {
  public:
-  /// Starts cclod with free ports and `extra_config` YAML lines; waits until ready.
-  explicit Daemon(const std::string& extra_config = "");
+  /// Starts cclod with free ports and `extra_config` YAML lines, behind `launcher`
+  /// (an absolute path, e.g. {"/usr/bin/prlimit", "--nofile=80"}) when given; waits until ready.
+  explicit Daemon(const std::string& extra_config = "",
+                  const std::vector<std::string>& launcher = {});
   ~Daemon();
   const std::string& runtime_dir() const { return dir_; }
+  /// The port the daemon's engine accepts data sessions on.
+  int data_port() const { return data_port_; }
   Process& process() { return *process_; }
 
  private:
   std::string dir_;
+  int data_port_ = 0;
   std::unique_ptr<Process> process_;
 };
 

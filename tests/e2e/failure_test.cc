@@ -1,7 +1,11 @@
 // Failure semantics across real daemons: a client killed mid-communicator, a peer daemon
 // stopped mid-op, and an op that can never complete. The survivors get a clear error,
 // fast, and keep serving.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <gtest/gtest.h>
@@ -126,6 +130,39 @@ TEST(FailureTest, StoppingDaemonEndsAPendingJoinAtOnce) {
   EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
   EXPECT_NE(joined.error_message().find("shutting down"), std::string::npos)
       << joined.error_message();
+}
+
+TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
+  Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
+  Daemon b;
+  // Hold more connections to a's data port than a has descriptors left.
+  std::vector<int> flood;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(a.data_port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < 120; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      close(fd);
+      break;
+    }
+    flood.push_back(fd);
+  }
+  EXPECT_TRUE(a.process().WaitForOutput("not accepting data sessions", absl::Seconds(20)))
+      << a.process().Output().substr(0, 4000);
+  for (int fd : flood) close(fd);
+
+  // Once the flood is gone, a works with other daemons again.
+  RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
+  auto [h0, h1] = JoinPair(rank0, rank1);
+  uint64_t buffer0 = rank0.Alloc(4096), buffer1 = rank1.Alloc(4096);
+  grpc::Status other;
+  std::thread peer([&] { other = rank1.Run(AllreduceRequest(h1, buffer1, 1024)); });
+  grpc::Status mine = rank0.Run(AllreduceRequest(h0, buffer0, 1024));
+  peer.join();
+  EXPECT_TRUE(mine.ok()) << mine.error_message();
+  EXPECT_TRUE(other.ok()) << other.error_message();
 }
 
 }  // namespace
