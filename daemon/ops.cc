@@ -9,7 +9,7 @@ namespace {
 
 constexpr int kMaxDataType = static_cast<int>(hw::DataType::kFloat64);
 constexpr int kMaxReduceOp = static_cast<int>(hw::ReduceOp::kMin);
-constexpr int kMaxCollective = static_cast<int>(hw::Collective::kAllreduce);
+constexpr int kMaxCollective = static_cast<int>(hw::kLastCollective);
 
 /// Resolves one buffer reference for `slot` if the collective uses that slot.
 absl::Status ResolveBuffer(const Session& session, const char* name,
@@ -62,6 +62,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   call.datatype = static_cast<hw::DataType>(request.datatype());
   call.reduce_op = static_cast<hw::ReduceOp>(request.reduce_op());
   call.count = request.count();
+  call.in_place = request.in_place();
   call.algorithm = request.algorithm();
   if (absl::Status valid = firmware::ValidateCall(call, member->size); !valid.ok()) {
     return valid;
@@ -69,8 +70,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
 
   const uint64_t element = hw::DataTypeSize(call.datatype);
   auto required_bytes = [&](hw::Slot slot) -> absl::StatusOr<uint64_t> {
-    uint64_t elements = firmware::RequiredElements(call.collective, slot, call.count,
-                                                   member->size);
+    uint64_t elements = firmware::RequiredElements(call, member->size, slot);
     if (elements > UINT64_MAX / element) {
       return absl::InvalidArgumentError(absl::StrCat("count ", call.count, " of ",
                                                      std::string(hw::DataTypeName(call.datatype)),

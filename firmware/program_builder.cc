@@ -37,8 +37,10 @@ uint32_t ProgramBuilder::Add(hw::Move move) {
   return index;
 }
 
-uint32_t ProgramBuilder::Copy(const hw::Endpoint& from, const hw::Endpoint& to, uint64_t count) {
+uint32_t ProgramBuilder::Copy(const hw::Endpoint& from, const hw::Endpoint& to, uint64_t count,
+                              std::vector<uint32_t> after) {
   hw::Move move;
+  move.deps = std::move(after);
   move.op0 = from;
   move.result = to;
   move.function = hw::Function::kCopy;
@@ -47,8 +49,10 @@ uint32_t ProgramBuilder::Copy(const hw::Endpoint& from, const hw::Endpoint& to, 
 }
 
 uint32_t ProgramBuilder::Reduce(const hw::Endpoint& op0, const hw::Endpoint& op1,
-                                const hw::Endpoint& to, uint64_t count) {
+                                const hw::Endpoint& to, uint64_t count,
+                                std::vector<uint32_t> after) {
   hw::Move move;
+  move.deps = std::move(after);
   move.op0 = op0;
   move.op1 = op1;
   move.result = to;

@@ -22,12 +22,17 @@ class ProgramBuilder {
   /// Appends `move` with its hazard dependencies added to move.deps; returns its index.
   uint32_t Add(hw::Move move);
 
-  /// result = op0 for `count` elements.
-  uint32_t Copy(const hw::Endpoint& from, const hw::Endpoint& to, uint64_t count);
+  /// result = op0 for `count` elements, after the moves in `after` besides its hazards.
+  uint32_t Copy(const hw::Endpoint& from, const hw::Endpoint& to, uint64_t count,
+                std::vector<uint32_t> after = {});
 
-  /// result = op0 (+) op1 for `count` elements, with the call's reduce op.
+  /// result = op0 (+) op1 for `count` elements, with the call's reduce op, after the moves
+  /// in `after` besides its hazards.
   uint32_t Reduce(const hw::Endpoint& op0, const hw::Endpoint& op1, const hw::Endpoint& to,
-                  uint64_t count);
+                  uint64_t count, std::vector<uint32_t> after = {});
+
+  /// Gives the program `elements` elements of scratch memory (hw::Slot::kScratch).
+  void SetScratch(uint64_t elements) { program_.scratch_elements = elements; }
 
   /// The program built so far.
   hw::Program Finish() &&;

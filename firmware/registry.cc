@@ -1,12 +1,19 @@
 #include "firmware/registry.h"
 
-#include <array>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "firmware/allreduce/allreduce_ring.h"
-#include "firmware/bcast/bcast_one_to_all.h"
-#include "firmware/sendrecv/sendrecv_direct.h"
+#include "firmware/allgather/allgather.h"
+#include "firmware/allreduce/allreduce.h"
+#include "firmware/alltoall/alltoall.h"
+#include "firmware/barrier/barrier.h"
+#include "firmware/bcast/bcast.h"
+#include "firmware/gather/gather.h"
+#include "firmware/reduce/reduce.h"
+#include "firmware/reduce_scatter/reduce_scatter.h"
+#include "firmware/scatter/scatter.h"
+#include "firmware/sendrecv/sendrecv.h"
 
 namespace cclo::firmware {
 namespace {
@@ -20,22 +27,19 @@ absl::StatusOr<hw::Program> GenerateNop(const hw::CallDescriptor& /*call*/,
   return program;
 }
 
-constexpr std::array kAlgorithms = {
-    Algorithm{"nop", Collective::kNop, "Does nothing; completes at once.", "none", &GenerateNop},
-    Algorithm{"direct", Collective::kSend, "One message of count elements from op0 to the peer.",
-              "peer != rank", &GenerateSendDirect},
-    Algorithm{"direct", Collective::kRecv,
-              "One message of count elements from the peer into result.", "peer != rank",
-              &GenerateRecvDirect},
-    Algorithm{"one_to_all", Collective::kBcast,
-              "The root sends result to every other rank: 1 step, (size-1)*count elements "
-              "leave the root.",
-              "none", &GenerateBcastOneToAll},
-    Algorithm{"ring", Collective::kAllreduce,
-              "Reduce-scatter ring then allgather ring over result: 2(size-1) steps, "
-              "2(size-1)/size*count elements sent per rank.",
-              "none; counts need not divide by the world size", &GenerateAllreduceRing},
-};
+constexpr Algorithm kNop{"nop", Collective::kNop, "Does nothing; completes at once.", "none",
+                         &GenerateNop};
+
+std::vector<Algorithm> Table() {
+  std::vector<Algorithm> table = {kNop};
+  for (absl::Span<const Algorithm> algorithms :
+       {SendRecvAlgorithms(), BcastAlgorithms(), ScatterAlgorithms(), GatherAlgorithms(),
+        AllgatherAlgorithms(), ReduceAlgorithms(), AllreduceAlgorithms(),
+        ReduceScatterAlgorithms(), AlltoallAlgorithms(), BarrierAlgorithms()}) {
+    table.insert(table.end(), algorithms.begin(), algorithms.end());
+  }
+  return table;
+}
 
 std::string Name(Collective collective) { return std::string(hw::CollectiveName(collective)); }
 
@@ -43,10 +47,13 @@ bool Known(Collective collective) { return !ForCollective(collective).empty(); }
 
 }  // namespace
 
-absl::Span<const Algorithm> AllAlgorithms() { return kAlgorithms; }
+absl::Span<const Algorithm> AllAlgorithms() {
+  static const std::vector<Algorithm>* const table = new std::vector<Algorithm>(Table());
+  return *table;
+}
 
 const Algorithm* Find(Collective collective, std::string_view name) {
-  for (const Algorithm& algorithm : kAlgorithms) {
+  for (const Algorithm& algorithm : AllAlgorithms()) {
     if (algorithm.collective == collective && algorithm.name == name) return &algorithm;
   }
   return nullptr;
@@ -54,7 +61,7 @@ const Algorithm* Find(Collective collective, std::string_view name) {
 
 std::vector<const Algorithm*> ForCollective(Collective collective) {
   std::vector<const Algorithm*> found;
-  for (const Algorithm& algorithm : kAlgorithms) {
+  for (const Algorithm& algorithm : AllAlgorithms()) {
     if (algorithm.collective == collective) found.push_back(&algorithm);
   }
   return found;
@@ -82,9 +89,18 @@ absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", call.rank, " out of range for world size ", world_size));
   }
-  if (call.collective == Collective::kBcast && call.root >= world_size) {
+  if (hw::HasRoot(call.collective) && call.root >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(call.collective), " root ", call.root,
+                                                   " out of range for world size ", world_size));
+  }
+  if (call.in_place && !hw::HasInPlace(call.collective)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bcast root ", call.root, " out of range for world size ", world_size));
+        absl::StrCat(Name(call.collective), " has no in-place variant"));
+  }
+  if (call.in_place && hw::HasRoot(call.collective) && call.rank != call.root) {
+    return absl::InvalidArgumentError(absl::StrCat(Name(call.collective),
+                                                   " in place applies only at the root (rank ",
+                                                   call.root, "), not at rank ", call.rank));
   }
   if (call.collective == Collective::kSend || call.collective == Collective::kRecv) {
     const std::string what = Name(call.collective);

@@ -16,7 +16,7 @@
 
 namespace cclo::firmware {
 
-/// Every algorithm, grouped by collective; the first of each collective is its default.
+/// Every algorithm, grouped by collective (the per-collective tables in firmware/<collective>/).
 absl::Span<const Algorithm> AllAlgorithms();
 
 /// The algorithm `name` of `collective`, or nullptr.
@@ -31,7 +31,9 @@ std::vector<const Algorithm*> ForCollective(hw::Collective collective);
 const Algorithm& DefaultFor(hw::Collective collective, uint64_t bytes, uint32_t world_size);
 
 /// Checks the call's fields against the communicator size: world_size >= 1, rank <
-/// world_size, a known collective, datatype and reduce op; bcast: root < world_size;
+/// world_size, a known collective, datatype and reduce op; rooted collectives (hw::HasRoot):
+/// root < world_size; in_place only where hw::HasInPlace holds, and for rooted
+/// collectives only at the root;
 /// send/recv: peer < world_size, peer != rank, tag != hw::kCollectiveTag. INVALID_ARGUMENT
 /// naming the field and its value otherwise.
 absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size);

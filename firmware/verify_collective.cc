@@ -1,5 +1,6 @@
 // VerifyCollective: random inputs, every rank's program through the registry, Execute,
 // and a reference computed by plain loops in double, independent of the reduce plugin.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -17,7 +18,7 @@ namespace {
 using hw::DataType;
 using hw::ReduceOp;
 using Values = std::vector<double>;
-using RankValues = std::array<Values, hw::kSlotCount>;
+using RankValues = std::array<Values, 3>;  // op0, op1, result
 
 constexpr uint32_t kPointToPointTag = 7;
 // No correct output takes this value: sums stay within [-52, 52], products are 0 or
@@ -131,38 +132,117 @@ double Combine(DataType type, ReduceOp op, double a, double b) {
   return result;
 }
 
-// Whether the collective writes this slot of this rank.
-bool IsOutput(const hw::CallDescriptor& call, hw::Slot slot) {
-  if (slot != hw::Slot::kResult) return false;
-  return call.collective == hw::Collective::kRecv ||
-         call.collective == hw::Collective::kAllreduce ||
-         (call.collective == hw::Collective::kBcast && call.rank != call.root);
+constexpr size_t kOp0 = static_cast<size_t>(hw::Slot::kOp0);
+constexpr size_t kResult = static_cast<size_t>(hw::Slot::kResult);
+
+// Whether element `index` of `slot` holds input (drawn at random) rather than waiting for
+// output (pre-filled with the sentinel).
+bool IsInput(const hw::CallDescriptor& call, size_t slot, uint64_t index) {
+  if (slot != kResult) return true;
+  const uint64_t chunk = call.count == 0 ? 0 : index / call.count;
+  const bool root = call.rank == call.root;
+  switch (call.collective) {
+    case hw::Collective::kBcast:
+      return root;
+    case hw::Collective::kGather:
+      return call.in_place && chunk == call.root;
+    case hw::Collective::kAllgather:
+      return call.in_place && chunk == call.rank;
+    case hw::Collective::kScatter:
+    case hw::Collective::kReduce:
+    case hw::Collective::kAllreduce:
+    case hw::Collective::kReduceScatter:
+    case hw::Collective::kAlltoall:
+      return call.in_place;
+    default:
+      return false;
+  }
 }
 
-// The expected final buffers, from the initial ones, by plain loops.
-std::vector<RankValues> Reference(hw::Collective collective, const hw::CallDescriptor& call,
+// The n elements of `values` starting at chunk * n.
+Values Chunk(const Values& values, uint64_t chunk, uint64_t n) {
+  return Values(values.begin() + static_cast<ptrdiff_t>(chunk * n),
+                values.begin() + static_cast<ptrdiff_t>((chunk + 1) * n));
+}
+
+void Place(Values& values, uint64_t chunk, const Values& part) {
+  std::copy(part.begin(), part.end(), values.begin() + static_cast<ptrdiff_t>(chunk * part.size()));
+}
+
+Values Combined(const VerifyCase& run, const std::vector<Values>& inputs) {
+  Values reduced = inputs[0];
+  for (size_t rank = 1; rank < inputs.size(); ++rank) {
+    for (size_t i = 0; i < reduced.size(); ++i) {
+      reduced[i] = Combine(run.datatype, run.op, reduced[i], inputs[rank][i]);
+    }
+  }
+  return reduced;
+}
+
+// The expected final buffers, from the initial ones, by plain loops. NaN marks an element
+// whose final value is not defined.
+std::vector<RankValues> Reference(const VerifyCase& run, const std::vector<RankRun>& runs,
                                   std::vector<RankValues> values) {
-  const size_t last = values.size() - 1;
-  const auto op0 = static_cast<size_t>(hw::Slot::kOp0);
-  const auto result = static_cast<size_t>(hw::Slot::kResult);
-  switch (collective) {
+  const uint64_t n = run.count;
+  const size_t size = values.size();
+  const uint32_t root = run.root;
+  // Each rank's input: op0, or the result buffer in place.
+  std::vector<Values> inputs(size);
+  for (size_t rank = 0; rank < size; ++rank) {
+    inputs[rank] = values[rank][runs[rank].call.in_place ? kResult : kOp0];
+  }
+  switch (run.collective) {
     case hw::Collective::kSend:
     case hw::Collective::kRecv:
-      values[last][result] = values[0][op0];
+      values[size - 1][kResult] = values[0][kOp0];
       break;
     case hw::Collective::kBcast:
-      for (RankValues& rank : values) rank[result] = values[call.root][result];
+      for (RankValues& rank : values) rank[kResult] = values[root][kResult];
       break;
-    case hw::Collective::kAllreduce: {
-      Values reduced = values[0][op0];
-      for (size_t rank = 1; rank < values.size(); ++rank) {
-        for (size_t i = 0; i < reduced.size(); ++i) {
-          reduced[i] = Combine(call.datatype, call.reduce_op, reduced[i], values[rank][op0][i]);
+    case hw::Collective::kScatter:
+      for (size_t rank = 0; rank < size; ++rank) {
+        if (rank == root && run.in_place) continue;
+        values[rank][kResult] = Chunk(inputs[root], rank, n);
+      }
+      break;
+    case hw::Collective::kGather:
+      for (size_t rank = 0; rank < size; ++rank) {
+        Place(values[root][kResult], rank,
+              rank == root && run.in_place ? Chunk(inputs[rank], rank, n) : inputs[rank]);
+      }
+      break;
+    case hw::Collective::kAllgather:
+      for (size_t to = 0; to < size; ++to) {
+        for (size_t from = 0; from < size; ++from) {
+          Place(values[to][kResult], from, run.in_place ? Chunk(inputs[from], from, n) : inputs[from]);
         }
       }
-      for (RankValues& rank : values) rank[result] = reduced;
+      break;
+    case hw::Collective::kReduce:
+      values[root][kResult] = Combined(run, inputs);
+      break;
+    case hw::Collective::kAllreduce: {
+      const Values reduced = Combined(run, inputs);
+      for (RankValues& rank : values) rank[kResult] = reduced;
       break;
     }
+    case hw::Collective::kReduceScatter: {
+      const Values reduced = Combined(run, inputs);
+      for (size_t rank = 0; rank < size; ++rank) {
+        Values& result = values[rank][kResult];
+        if (run.in_place) std::fill(result.begin() + static_cast<ptrdiff_t>(n), result.end(), NAN);
+        std::copy_n(reduced.begin() + static_cast<ptrdiff_t>(rank * n), n, result.begin());
+      }
+      break;
+    }
+    case hw::Collective::kAlltoall:
+      for (size_t to = 0; to < size; ++to) {
+        for (size_t from = 0; from < size; ++from) {
+          Place(values[to][kResult], from, Chunk(inputs[from], to, n));
+        }
+      }
+      break;
+    case hw::Collective::kBarrier:
     case hw::Collective::kNop:
       break;
   }
@@ -171,32 +251,33 @@ std::vector<RankValues> Reference(hw::Collective collective, const hw::CallDescr
 
 }  // namespace
 
-absl::Status VerifyCollective(hw::Collective collective, std::string_view algorithm,
-                              uint32_t world_size, uint64_t count, DataType datatype, ReduceOp op,
-                              uint32_t root, uint64_t seed) {
+absl::Status VerifyCollective(const VerifyCase& run) {
+  const uint32_t world_size = run.world_size;
   const bool point_to_point =
-      collective == hw::Collective::kSend || collective == hw::Collective::kRecv;
+      run.collective == hw::Collective::kSend || run.collective == hw::Collective::kRecv;
   if (point_to_point && world_size < 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("send/recv needs at least 2 ranks, got ", world_size));
   }
-  const std::string what =
-      absl::StrCat(std::string(hw::CollectiveName(collective)), " '", std::string(algorithm), "', ",
-                   world_size, " ranks, ", count, " ", std::string(hw::DataTypeName(datatype)),
-                   " elements, ", std::string(hw::ReduceOpName(op)), ", root ", root, ": ");
-  const size_t element_size = hw::DataTypeSize(datatype);
-  std::mt19937_64 rng(seed);
+  const std::string what = absl::StrCat(
+      std::string(hw::CollectiveName(run.collective)), " '", std::string(run.algorithm), "', ",
+      world_size, " ranks, ", run.count, " ", std::string(hw::DataTypeName(run.datatype)),
+      " elements, ", std::string(hw::ReduceOpName(run.op)), ", root ", run.root,
+      run.in_place ? ", in place" : "", ": ");
+  const size_t element_size = hw::DataTypeSize(run.datatype);
+  std::mt19937_64 rng(run.seed);
   std::vector<RankRun> runs(world_size);
   std::vector<RankValues> initial(world_size);
   for (uint32_t rank = 0; rank < world_size; ++rank) {
     hw::CallDescriptor& call = runs[rank].call;
-    call.collective = collective;
+    call.collective = run.collective;
     call.rank = rank;
-    call.root = root;
-    call.datatype = datatype;
-    call.reduce_op = op;
-    call.count = count;
-    call.algorithm = std::string(algorithm);
+    call.root = run.root;
+    call.datatype = run.datatype;
+    call.reduce_op = run.op;
+    call.count = run.count;
+    call.in_place = run.in_place && (!hw::HasRoot(run.collective) || rank == run.root);
+    call.algorithm = std::string(run.algorithm);
     if (point_to_point) {
       call.collective = rank == 0                ? hw::Collective::kSend
                         : rank == world_size - 1 ? hw::Collective::kRecv
@@ -215,14 +296,14 @@ absl::Status VerifyCollective(hw::Collective collective, std::string_view algori
           absl::StrCat(what, "rank ", rank, ": program says algorithm '", program->algorithm, "'"));
     }
     runs[rank].program = *std::move(program);
-    for (size_t slot = 0; slot < hw::kSlotCount; ++slot) {
-      const auto typed_slot = static_cast<hw::Slot>(slot);
-      const uint64_t elements = RequiredElements(call.collective, typed_slot, count, world_size);
+    for (size_t slot = 0; slot < kResult + 1; ++slot) {
+      const uint64_t elements =
+          RequiredElements(call, world_size, static_cast<hw::Slot>(slot));
       Values& values = initial[rank][slot];
       runs[rank].buffers[slot].resize(elements * element_size);
       for (uint64_t i = 0; i < elements; ++i) {
-        values.push_back(IsOutput(call, typed_slot) ? kSentinel : Draw(rng, datatype, op));
-        Encode(datatype, values.back(), runs[rank].buffers[slot].data() + i * element_size);
+        values.push_back(IsInput(call, slot, i) ? Draw(rng, run.datatype, run.op) : kSentinel);
+        Encode(run.datatype, values.back(), runs[rank].buffers[slot].data() + i * element_size);
       }
     }
   }
@@ -231,15 +312,16 @@ absl::Status VerifyCollective(hw::Collective collective, std::string_view algori
     return absl::Status(executed.code(), absl::StrCat(what, executed.message()));
   }
 
-  const std::vector<RankValues> expected = Reference(collective, runs[0].call, initial);
+  const std::vector<RankValues> expected = Reference(run, runs, initial);
   for (uint32_t rank = 0; rank < world_size; ++rank) {
-    for (size_t slot = 0; slot < hw::kSlotCount; ++slot) {
+    for (size_t slot = 0; slot < kResult + 1; ++slot) {
       for (size_t i = 0; i < expected[rank][slot].size(); ++i) {
-        const double got = Decode(datatype, runs[rank].buffers[slot].data() + i * element_size);
-        if (got != expected[rank][slot][i]) {
+        const double want = expected[rank][slot][i];
+        if (std::isnan(want)) continue;
+        const double got = Decode(run.datatype, runs[rank].buffers[slot].data() + i * element_size);
+        if (got != want) {
           return absl::InternalError(absl::StrCat(what, "rank ", rank, " slot ", slot, " [", i,
-                                                  "]: expected ", expected[rank][slot][i], ", got ",
-                                                  got));
+                                                  "]: expected ", want, ", got ", got));
         }
       }
     }

@@ -17,12 +17,16 @@ struct CallDescriptor {
   Collective collective = Collective::kNop;
   CommId comm{};          ///< communicator the call runs on
   uint32_t rank = 0;      ///< the calling rank in that communicator
-  uint32_t root = 0;      ///< bcast: the source rank
+  uint32_t root = 0;      ///< bcast, scatter: the source; gather, reduce: the destination
   uint32_t peer = 0;      ///< send: destination rank; recv: source rank
   uint32_t tag = 0;       ///< send/recv: message tag (not kCollectiveTag)
   DataType datatype = DataType::kFloat32;
   ReduceOp reduce_op = ReduceOp::kSum;
-  uint64_t count = 0;     ///< elements per rank contribution
+  uint64_t count = 0;     ///< elements per rank contribution (see firmware/contract.h)
+  /// MPI_IN_PLACE: the input is read from the result buffer where the output of this
+  /// rank would go (firmware/contract.h says where), and op0 is not used. Only for
+  /// collectives where hw::HasInPlace holds; for rooted ones it applies at the root only.
+  bool in_place = false;
   std::string algorithm;  ///< forced algorithm name; empty means the default selection
 };
 
@@ -32,8 +36,8 @@ struct BufferView {
   uint64_t bytes = 0;
 };
 
-/// The call's three buffers (indexed by Slot) and whatever keeps their mappings alive
-/// until the call completes.
+/// The call's buffers (indexed by Slot; the engine sets Slot::kScratch itself) and
+/// whatever keeps their mappings alive until the call completes.
 struct CallBuffers {
   std::array<BufferView, kSlotCount> views{};
   std::shared_ptr<const void> keepalive;

@@ -2,8 +2,8 @@
 // processor (DMP) of ACCL+. Firmware emits Programs; hw/emu executes them; the verifier
 // simulates them. A move has two operand slots and one result slot:
 //
-//   op0, op1 : nothing, memory (one of the call's three buffers at an element offset), or
-//              the network (arrival from a peer rank with a tag)
+//   op0, op1 : nothing, memory (one of the call's three buffers, or the program's scratch,
+//              at an element offset), or the network (arrival from a peer rank with a tag)
 //   result   : nothing, memory, or the network (to a peer rank with a tag)
 //   function : copy (op0 only) or reduce (op0 (+) op1, with the call's reduce op)
 //
@@ -11,6 +11,8 @@
 //  - Moves are started in program order; a move starts once every move in `deps` has
 //    completed. Completion may be out of order, so deps must cover every memory hazard.
 //  - A move with a network result completes when all its data has left the call's memory.
+//    It may not complete before the matching receive has started (rendezvous): firmware
+//    must be deadlock-free even when no send is buffered.
 //  - A move with a network operand completes when all its data has arrived and been
 //    written to the result.
 //  - The k-th network send from rank s to rank d with tag t (in program order, across the
@@ -24,13 +26,15 @@
 
 namespace cclo::hw {
 
-/// The call's three buffers, as in an ACCL call: two operands and a result.
+/// The call's three buffers, as in an ACCL call: two operands and a result; and the
+/// program's own scratch memory, which the engine provides for the call's duration.
 enum class Slot : uint8_t {
   kOp0 = 0,
   kOp1 = 1,
   kResult = 2,
+  kScratch = 3,
 };
-inline constexpr int kSlotCount = 3;
+inline constexpr int kSlotCount = 4;
 
 /// Where a move reads or writes.
 struct Endpoint {
@@ -70,6 +74,9 @@ struct Move {
 struct Program {
   std::string algorithm;  ///< registry name of the algorithm that produced it
   std::vector<Move> moves;
+  /// Elements of the call's datatype in Slot::kScratch (uninitialised at the start); at
+  /// most the call's count times the world size.
+  uint64_t scratch_elements = 0;
 };
 
 /// Tag reserved for the messages of collectives; point-to-point tags must differ.

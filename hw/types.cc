@@ -9,8 +9,9 @@ constexpr std::array<std::string_view, 8> kDataTypeNames = {
     "int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
 constexpr std::array<size_t, 8> kDataTypeSizes = {1, 1, 4, 8, 2, 2, 4, 8};
 constexpr std::array<std::string_view, 4> kReduceOpNames = {"sum", "prod", "max", "min"};
-constexpr std::array<std::string_view, 5> kCollectiveNames = {"nop", "send", "recv", "bcast",
-                                                              "allreduce"};
+constexpr std::array<std::string_view, 12> kCollectiveNames = {
+    "nop",       "send",   "recv",           "bcast",    "allreduce", "scatter",
+    "gather",    "allgather", "reduce",      "reduce_scatter", "alltoall", "barrier"};
 
 }  // namespace
 
@@ -24,6 +25,31 @@ std::string_view ReduceOpName(ReduceOp op) { return kReduceOpNames.at(static_cas
 
 std::string_view CollectiveName(Collective collective) {
   return kCollectiveNames.at(static_cast<size_t>(collective));
+}
+
+bool HasRoot(Collective collective) {
+  return collective == Collective::kBcast || collective == Collective::kScatter ||
+         collective == Collective::kGather || collective == Collective::kReduce;
+}
+
+bool Reduces(Collective collective) {
+  return collective == Collective::kReduce || collective == Collective::kAllreduce ||
+         collective == Collective::kReduceScatter;
+}
+
+bool HasInPlace(Collective collective) {
+  switch (collective) {
+    case Collective::kScatter:
+    case Collective::kGather:
+    case Collective::kAllgather:
+    case Collective::kReduce:
+    case Collective::kAllreduce:
+    case Collective::kReduceScatter:
+    case Collective::kAlltoall:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string CommIdHex(const CommId& id) { return Hex(id.data(), id.size()); }

@@ -38,7 +38,24 @@ enum class Collective : uint8_t {
   kRecv = 2,
   kBcast = 3,
   kAllreduce = 4,
+  kScatter = 5,
+  kGather = 6,
+  kAllgather = 7,
+  kReduce = 8,
+  kReduceScatter = 9,
+  kAlltoall = 10,
+  kBarrier = 11,
 };
+
+/// The largest Collective value.
+inline constexpr Collective kLastCollective = Collective::kBarrier;
+
+/// True for the collectives that have a root rank (bcast, scatter, gather, reduce).
+bool HasRoot(Collective collective);
+/// True for the collectives that reduce (reduce, allreduce, reduce_scatter).
+bool Reduces(Collective collective);
+/// True for the collectives that have an MPI_IN_PLACE variant (see CallDescriptor).
+bool HasInPlace(Collective collective);
 
 /// Size in bytes of one element of `type`.
 size_t DataTypeSize(DataType type);

@@ -30,6 +30,11 @@ void Dmp::Start(CallState& call) {
   Communicator& comm = *call.comm;
   const uint32_t rank = call.desc.rank;
   call.moves.resize(call.program.moves.size());
+  const uint64_t scratch_bytes = call.program.scratch_elements * DataTypeSize(call.desc.datatype);
+  if (scratch_bytes > 0) {
+    call.scratch = std::make_unique_for_overwrite<std::byte[]>(scratch_bytes);
+    call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {call.scratch.get(), scratch_bytes};
+  }
   for (size_t i = 0; i < call.moves.size(); ++i) {
     const Move& move = call.program.moves[i];
     if (move.result.kind == Kind::kNetwork) {

@@ -68,6 +68,7 @@ struct CallState {
   CompletionFn done;
   Communicator* comm = nullptr;  ///< outlives the call: a communicator fails its calls first
   std::vector<MoveState> moves;
+  std::unique_ptr<std::byte[]> scratch;  ///< Slot::kScratch, allocated when the call starts
   size_t next_move = 0;  ///< the next move to start, in program order
   size_t moves_done = 0;
   uint64_t bytes_sent = 0;

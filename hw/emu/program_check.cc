@@ -18,22 +18,29 @@ const char* SlotName(Slot slot) {
       return "op1";
     case Slot::kResult:
       return "result";
+    case Slot::kScratch:
+      return "scratch";
   }
   return "unknown";
 }
 
+/// The scratch slot is the program's (sized by scratch_elements); the others are the call's.
 absl::Status CheckMemory(const std::string& where, const char* role, const Endpoint& e,
-                         uint64_t count, uint64_t element, const CallBuffers& buffers) {
+                         uint64_t count, uint64_t element, const CallBuffers& buffers,
+                         const Program& program) {
   const size_t slot = static_cast<size_t>(e.slot);
   if (slot >= buffers.views.size()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", role, " names buffer slot ", slot));
   }
+  const bool scratch = e.slot == Slot::kScratch;
   const BufferView& view = buffers.views[slot];
-  const uint64_t capacity = view.bytes / element;
-  if (count > capacity || e.offset > capacity - count || (count > 0 && view.data == nullptr)) {
+  const uint64_t bytes = scratch ? program.scratch_elements * element : view.bytes;
+  const uint64_t capacity = bytes / element;
+  const bool mapped = scratch || view.data != nullptr;
+  if (count > capacity || e.offset > capacity - count || (count > 0 && !mapped)) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": ", role, " elements [", e.offset, ", ", e.offset + count, ") of ", element,
-        " bytes lie outside the ", SlotName(e.slot), " buffer of ", view.bytes, " bytes"));
+        " bytes lie outside the ", SlotName(e.slot), " buffer of ", bytes, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -46,7 +53,7 @@ bool ExactOrDisjoint(const Endpoint& a, const Endpoint& b, uint64_t count) {
 
 absl::Status CheckMove(const Move& move, uint32_t index, const std::string& where,
                        const CallDescriptor& call, const CallBuffers& buffers,
-                       uint32_t world_size) {
+                       const Program& program, uint32_t world_size) {
   auto invalid = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
   };
@@ -79,7 +86,8 @@ absl::Status CheckMove(const Move& move, uint32_t index, const std::string& wher
   const uint64_t element = DataTypeSize(call.datatype);
   for (int i = 0; i < 3; ++i) {
     if (endpoints[i]->kind != Kind::kMemory) continue;
-    absl::Status status = CheckMemory(where, roles[i], *endpoints[i], move.count, element, buffers);
+    absl::Status status =
+        CheckMemory(where, roles[i], *endpoints[i], move.count, element, buffers, program);
     if (!status.ok()) return status;
   }
   if (reduce && (!ExactOrDisjoint(move.op0, move.result, move.count) ||
@@ -93,10 +101,18 @@ absl::Status CheckMove(const Move& move, uint32_t index, const std::string& wher
 
 absl::Status CheckProgram(const Program& program, const CallDescriptor& call,
                           const CallBuffers& buffers, uint32_t world_size) {
+  const uint64_t scratch_limit =
+      call.count > UINT64_MAX / world_size ? UINT64_MAX : call.count * world_size;
+  if (program.scratch_elements > scratch_limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "program '", program.algorithm, "' asks for ", program.scratch_elements,
+        " scratch elements; at most count x world size = ", scratch_limit));
+  }
   for (uint32_t i = 0; i < program.moves.size(); ++i) {
     const std::string where = absl::StrCat("move ", i, " of program '", program.algorithm, "' for ",
                                            std::string(CollectiveName(call.collective)));
-    absl::Status status = CheckMove(program.moves[i], i, where, call, buffers, world_size);
+    absl::Status status =
+        CheckMove(program.moves[i], i, where, call, buffers, program, world_size);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

@@ -14,7 +14,8 @@ namespace cclo::hw::emu {
 /// depends only on earlier moves; has at most one network endpoint; is a copy with op0
 /// and no op1, or a reduce with both operands and a result; writes somewhere unless it
 /// receives; names peers below `world_size`; reads and writes memory inside the call's
-/// buffer views; and, for reduces, has each memory operand either exactly on or clear of
+/// buffer views or the program's scratch (at most count x world_size elements); and, for
+/// reduces, has each memory operand either exactly on or clear of
 /// its memory result.
 absl::Status CheckProgram(const Program& program, const CallDescriptor& call,
                           const CallBuffers& buffers, uint32_t world_size);

@@ -8,24 +8,74 @@ namespace {
 using hw::Collective;
 using hw::Slot;
 
+struct Expected {
+  uint64_t op0;
+  uint64_t result;
+};
+
+Expected Sizes(Collective collective, uint32_t rank, uint32_t root, bool in_place,
+               uint64_t count, uint32_t world_size) {
+  hw::CallDescriptor call;
+  call.collective = collective;
+  call.rank = rank;
+  call.root = root;
+  call.in_place = in_place;
+  call.count = count;
+  EXPECT_EQ(RequiredElements(call, world_size, Slot::kOp1), 0u);
+  EXPECT_EQ(RequiredElements(call, world_size, Slot::kScratch), 0u);
+  return {RequiredElements(call, world_size, Slot::kOp0),
+          RequiredElements(call, world_size, Slot::kResult)};
+}
+
+void ExpectSizes(Collective collective, uint32_t rank, uint32_t root, bool in_place,
+                 Expected expected) {
+  const Expected got = Sizes(collective, rank, root, in_place, 9, 4);
+  EXPECT_EQ(got.op0, expected.op0) << hw::CollectiveName(collective) << " rank " << rank;
+  EXPECT_EQ(got.result, expected.result) << hw::CollectiveName(collective) << " rank " << rank;
+}
+
 TEST(ContractTest, ElementsPerSlot) {
-  for (uint32_t world_size : {1u, 4u, 13u}) {
-    EXPECT_EQ(RequiredElements(Collective::kSend, Slot::kOp0, 9, world_size), 9u);
-    EXPECT_EQ(RequiredElements(Collective::kSend, Slot::kOp1, 9, world_size), 0u);
-    EXPECT_EQ(RequiredElements(Collective::kSend, Slot::kResult, 9, world_size), 0u);
-    EXPECT_EQ(RequiredElements(Collective::kRecv, Slot::kOp0, 9, world_size), 0u);
-    EXPECT_EQ(RequiredElements(Collective::kRecv, Slot::kResult, 9, world_size), 9u);
-    EXPECT_EQ(RequiredElements(Collective::kBcast, Slot::kOp0, 9, world_size), 0u);
-    EXPECT_EQ(RequiredElements(Collective::kBcast, Slot::kResult, 9, world_size), 9u);
-    EXPECT_EQ(RequiredElements(Collective::kAllreduce, Slot::kOp0, 9, world_size), 9u);
-    EXPECT_EQ(RequiredElements(Collective::kAllreduce, Slot::kOp1, 9, world_size), 0u);
-    EXPECT_EQ(RequiredElements(Collective::kAllreduce, Slot::kResult, 9, world_size), 9u);
-    for (Slot slot : {Slot::kOp0, Slot::kOp1, Slot::kResult}) {
-      EXPECT_EQ(RequiredElements(Collective::kNop, slot, 9, world_size), 0u);
-      EXPECT_EQ(RequiredElements(static_cast<Collective>(200), slot, 9, world_size), 0u);
-    }
-  }
-  EXPECT_EQ(RequiredElements(Collective::kAllreduce, Slot::kResult, 0, 3), 0u);
+  // 4 ranks, count 9, root 2; the caller is rank 2 (the root) or rank 1.
+  ExpectSizes(Collective::kSend, 1, 2, false, {9, 0});
+  ExpectSizes(Collective::kRecv, 1, 2, false, {0, 9});
+  ExpectSizes(Collective::kBcast, 1, 2, false, {0, 9});
+  ExpectSizes(Collective::kBcast, 2, 2, false, {0, 9});
+  ExpectSizes(Collective::kScatter, 2, 2, false, {36, 9});
+  ExpectSizes(Collective::kScatter, 1, 2, false, {0, 9});
+  ExpectSizes(Collective::kGather, 2, 2, false, {9, 36});
+  ExpectSizes(Collective::kGather, 1, 2, false, {9, 0});
+  ExpectSizes(Collective::kAllgather, 1, 2, false, {9, 36});
+  ExpectSizes(Collective::kReduce, 2, 2, false, {9, 9});
+  ExpectSizes(Collective::kReduce, 1, 2, false, {9, 0});
+  ExpectSizes(Collective::kAllreduce, 1, 2, false, {9, 9});
+  ExpectSizes(Collective::kReduceScatter, 1, 2, false, {36, 9});
+  ExpectSizes(Collective::kAlltoall, 1, 2, false, {36, 36});
+  ExpectSizes(Collective::kBarrier, 1, 2, false, {0, 0});
+  ExpectSizes(Collective::kNop, 1, 2, false, {0, 0});
+}
+
+TEST(ContractTest, InPlaceReadsTheResultBuffer) {
+  ExpectSizes(Collective::kScatter, 2, 2, true, {0, 36});
+  ExpectSizes(Collective::kGather, 2, 2, true, {0, 36});
+  ExpectSizes(Collective::kAllgather, 1, 2, true, {0, 36});
+  ExpectSizes(Collective::kReduce, 2, 2, true, {0, 9});
+  ExpectSizes(Collective::kAllreduce, 1, 2, true, {0, 9});
+  ExpectSizes(Collective::kReduceScatter, 1, 2, true, {0, 36});
+  ExpectSizes(Collective::kAlltoall, 1, 2, true, {0, 36});
+}
+
+TEST(ContractTest, CountZeroNeedsNothingAndHugeCountsSaturate) {
+  const Expected zero = Sizes(Collective::kAlltoall, 0, 0, false, 0, 13);
+  EXPECT_EQ(zero.op0, 0u);
+  EXPECT_EQ(zero.result, 0u);
+  const Expected huge = Sizes(Collective::kAllgather, 0, 0, false, UINT64_MAX / 2, 3);
+  EXPECT_EQ(huge.result, UINT64_MAX);
+}
+
+TEST(ContractTest, UnknownCollectiveNeedsNothing) {
+  const Expected got = Sizes(static_cast<Collective>(200), 0, 0, false, 9, 4);
+  EXPECT_EQ(got.op0, 0u);
+  EXPECT_EQ(got.result, 0u);
 }
 
 }  // namespace

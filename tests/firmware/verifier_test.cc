@@ -124,9 +124,35 @@ TEST(ExecuteTest, CatchesOutOfBounds) {
 }
 
 TEST(ExecuteTest, CatchesUnmatchedSend) {
+  // Nothing is buffered: a send nobody receives never completes.
   std::vector<RankRun> runs = {Rank(0, {Copy(Mem(Slot::kOp0), Net(1), 4)}), Rank(1, {})};
-  EXPECT_THAT(Fails(runs), HasSubstr("1 message(s) never received; first: rank 0 move 0 sent "
-                                     "4 elements to rank 1 with tag 3"));
+  EXPECT_THAT(Fails(runs), HasSubstr("deadlock: rank 0 (move 0 waits for rank 1 to receive "
+                                     "message 0 tag 3)"));
+}
+
+TEST(ExecuteTest, SendsAreNotBuffered) {
+  // Each rank sends, then receives into the buffer it sends from. With buffered sends this
+  // works; under rendezvous the sends wait for receives that wait for the sends.
+  std::vector<RankRun> runs;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    hw::Move receive = Copy(Net(1 - rank), Mem(Slot::kOp0), 4);
+    receive.deps = {0};
+    runs.push_back(Rank(rank, {Copy(Mem(Slot::kOp0), Net(1 - rank), 4), receive}));
+  }
+  EXPECT_THAT(Fails(runs), HasSubstr("deadlock"));
+}
+
+TEST(ExecuteTest, ScratchIsTheProgramsOwn) {
+  // Bounded by count x world size, and sized from the program.
+  std::vector<RankRun> runs = {Rank(0, {Copy(Mem(Slot::kOp0), Mem(Slot::kScratch), 4),
+                                        Copy(Mem(Slot::kScratch), Mem(Slot::kResult), 4)})};
+  runs[0].call.count = 4;
+  runs[0].program.moves[1].deps = {0};
+  runs[0].program.scratch_elements = 4;
+  ASSERT_TRUE(Execute(runs).ok());
+  EXPECT_EQ(runs[0].buffers[static_cast<size_t>(Slot::kScratch)].size(), 4 * sizeof(int32_t));
+  runs[0].program.scratch_elements = 5;
+  EXPECT_THAT(Fails(runs), HasSubstr("rank 0 asks for 5 scratch elements; at most 4"));
 }
 
 TEST(ExecuteTest, CatchesDeadlock) {

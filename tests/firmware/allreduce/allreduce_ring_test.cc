@@ -1,42 +1,11 @@
 #include "firmware/allreduce/allreduce_ring.h"
 
 #include <string>
-#include <tuple>
 
-#include "firmware/verifier.h"
 #include "gtest/gtest.h"
 
 namespace cclo::firmware {
 namespace {
-
-using hw::DataType;
-using hw::ReduceOp;
-using Param = std::tuple<DataType, ReduceOp, uint32_t, uint64_t>;
-
-class AllreduceRingTest : public ::testing::TestWithParam<Param> {};
-
-TEST_P(AllreduceRingTest, EveryDatatypeAndOp) {
-  const auto [datatype, op, world_size, count] = GetParam();
-  const absl::Status status = VerifyCollective(hw::Collective::kAllreduce, "ring", world_size,
-                                               count, datatype, op, 0, /*seed=*/count + 17);
-  EXPECT_TRUE(status.ok()) << status;
-}
-
-std::string Name(const ::testing::TestParamInfo<Param>& info) {
-  const auto [datatype, op, world_size, count] = info.param;
-  return std::string(hw::DataTypeName(datatype)) + "_" + std::string(hw::ReduceOpName(op)) + "_" +
-         std::to_string(world_size) + "ranks_" + std::to_string(count);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Product, AllreduceRingTest,
-    ::testing::Combine(::testing::Values(DataType::kInt8, DataType::kUint8, DataType::kInt32,
-                                         DataType::kInt64, DataType::kFloat16, DataType::kBfloat16,
-                                         DataType::kFloat32, DataType::kFloat64),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax,
-                                         ReduceOp::kMin),
-                       ::testing::Values(3u, 8u), ::testing::Values(7u, 1000u)),
-    Name);
 
 hw::Program Generate(uint32_t rank, uint32_t world_size, uint64_t count) {
   hw::CallDescriptor call;

@@ -1,0 +1,12 @@
+// The allreduce algorithms: the table the registry lists, the default first.
+#pragma once
+
+#include "absl/types/span.h"
+#include "firmware/algorithm.h"
+
+namespace cclo::firmware {
+
+/// Every allreduce algorithm, in the order the registry lists them.
+absl::Span<const Algorithm> AllreduceAlgorithms();
+
+}  // namespace cclo::firmware

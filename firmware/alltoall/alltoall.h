@@ -1,0 +1,12 @@
+// The alltoall algorithms: the table the registry lists, the default first.
+#pragma once
+
+#include "absl/types/span.h"
+#include "firmware/algorithm.h"
+
+namespace cclo::firmware {
+
+/// Every alltoall algorithm, in the order the registry lists them.
+absl::Span<const Algorithm> AlltoallAlgorithms();
+
+}  // namespace cclo::firmware

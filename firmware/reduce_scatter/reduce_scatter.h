@@ -1,0 +1,12 @@
+// The reduce_scatter algorithms: the table the registry lists, the default first.
+#pragma once
+
+#include "absl/types/span.h"
+#include "firmware/algorithm.h"
+
+namespace cclo::firmware {
+
+/// Every reduce_scatter algorithm, in the order the registry lists them.
+absl::Span<const Algorithm> ReduceScatterAlgorithms();
+
+}  // namespace cclo::firmware
