@@ -67,10 +67,6 @@ std::vector<const Algorithm*> ForCollective(Collective collective) {
   return found;
 }
 
-const Algorithm& DefaultFor(Collective collective, uint64_t /*bytes*/, uint32_t /*world_size*/) {
-  return *ForCollective(collective).front();
-}
-
 absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size) {
   if (!Known(call.collective)) {
     return absl::InvalidArgumentError(

@@ -25,9 +25,10 @@ const Algorithm* Find(hw::Collective collective, std::string_view name);
 /// The algorithms of `collective`, in table order; empty for an unknown collective.
 std::vector<const Algorithm*> ForCollective(hw::Collective collective);
 
-/// The algorithm used when a call names none. `collective` must be one of hw::Collective's
-/// enumerators (each has at least one algorithm). `bytes` (count times datatype size) and
-/// `world_size` are for size-dependent choices.
+/// The algorithm used when a call names none: the built-in default selection
+/// (selection.cc) by `bytes` (one rank's contribution, count times datatype size) and
+/// `world_size`. `collective` must be one of hw::Collective's enumerators (each has at
+/// least one algorithm).
 const Algorithm& DefaultFor(hw::Collective collective, uint64_t bytes, uint32_t world_size);
 
 /// Checks the call's fields against the communicator size: world_size >= 1, rank <

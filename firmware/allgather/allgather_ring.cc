@@ -1,10 +1,13 @@
 #include "firmware/allgather/allgather_ring.h"
 
+#include <utility>
+
 #include "firmware/patterns/ring.h"
 
 namespace cclo::firmware {
 
 using hw::Endpoint;
+using hw::Slot;
 using patterns::Chunk;
 using patterns::RingChunk;
 using patterns::RingRank;
@@ -28,6 +31,21 @@ void AppendAllgatherRing(ProgramBuilder& program, uint32_t rank, uint32_t world_
       program.Copy(Endpoint::Memory(slot, outgoing.offset), to_right, outgoing.count);
     }
   }
+}
+
+absl::StatusOr<hw::Program> GenerateAllgatherRing(const hw::CallDescriptor& call,
+                                                  uint32_t world_size) {
+  ProgramBuilder program("ring");
+  if (call.count == 0) return std::move(program).Finish();
+  // 1. Our contribution goes to chunk `rank` of the result (already there in place).
+  if (!call.in_place) {
+    program.Copy(Endpoint::Memory(Slot::kOp0, 0),
+                 Endpoint::Memory(Slot::kResult, uint64_t{call.rank} * call.count), call.count);
+  }
+  // 2. The ring over the whole result: its ring chunk i is [i*count, (i+1)*count).
+  AppendAllgatherRing(program, call.rank, world_size, Slot::kResult,
+                      uint64_t{world_size} * call.count);
+  return std::move(program).Finish();
 }
 
 }  // namespace cclo::firmware

@@ -2,10 +2,28 @@
 
 #include <array>
 
+#include "firmware/reduce/reduce_all_to_one.h"
+#include "firmware/reduce/reduce_binary_tree.h"
+#include "firmware/reduce/reduce_ring.h"
+
 namespace cclo::firmware {
 namespace {
 
-constexpr std::array<Algorithm, 0> kAlgorithms{};
+constexpr std::array kAlgorithms = {
+    Algorithm{"all_to_one", hw::Collective::kReduce,
+              "Every rank sends its input to the root, which receives all at once into scratch "
+              "and reduces: one step, (size-1)*count elements into the root.",
+              "none; the root holds (size-1)*count elements of scratch", &GenerateReduceAllToOne},
+    Algorithm{"binary_tree", hw::Collective::kReduce,
+              "Each rank reduces its children's partial results with its input and sends them "
+              "to its parent: floor(log2(size)) hops of count elements.",
+              "none; inner ranks hold count elements of scratch", &GenerateReduceBinaryTree},
+    Algorithm{"ring", hw::Collective::kReduce,
+              "Pipelined chain ending at the root, in pieces of about 64 KiB: size-1 hops, "
+              "count elements sent and reduced per rank.",
+              "none; ranks between the chain's ends hold count elements of scratch",
+              &GenerateReduceRing},
+};
 
 }  // namespace
 

@@ -5,11 +5,20 @@
 // Cost: size-1 steps of count/size elements each, so (size-1)/size * count elements sent
 // and reduced per rank; latency grows linearly with size. Chunks of 0 elements are skipped
 // on both sides.
+//
+// The reduce_scatter collective ("ring") runs these steps over all size*count input
+// elements, whose ring chunks are then exactly the contract's chunks of `count` elements,
+// and copies chunk `rank` to result[0, count). The input is op0, copied to scratch first so
+// that it stays unchanged; in place the input is the result buffer itself, which the ring
+// may overwrite. Cost: size-1 steps of count elements, (size-1) * count elements sent and
+// reduced per rank, plus local copies of size*count (not in place) and count elements.
 #pragma once
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
 #include "firmware/program_builder.h"
+#include "hw/call.h"
 #include "hw/program.h"
 
 namespace cclo::firmware {
@@ -20,5 +29,10 @@ namespace cclo::firmware {
 /// other chunks hold partial results.
 void AppendReduceScatterRing(ProgramBuilder& program, uint32_t rank, uint32_t world_size,
                              hw::Slot slot, uint64_t count);
+
+/// Rank call.rank's program reducing chunk r = [r*count, (r+1)*count) of op0 over every
+/// rank into result[0, count) of rank r (in place: the input is result[0, size*count)).
+absl::StatusOr<hw::Program> GenerateReduceScatterRing(const hw::CallDescriptor& call,
+                                                      uint32_t world_size);
 
 }  // namespace cclo::firmware

@@ -38,11 +38,33 @@ TEST(RegistryTest, EveryCollectiveHasAnAlgorithmAndNamesAreUnique) {
     EXPECT_FALSE(algorithm.constraints.empty()) << algorithm.name;
     EXPECT_NE(algorithm.generate, nullptr) << algorithm.name;
   }
-  for (Collective collective : {Collective::kNop, Collective::kSend, Collective::kRecv,
-                                Collective::kBcast, Collective::kAllreduce}) {
+  for (int value = 0; value <= static_cast<int>(hw::kLastCollective); ++value) {
+    const auto collective = static_cast<Collective>(value);
     EXPECT_FALSE(ForCollective(collective).empty()) << hw::CollectiveName(collective);
-    EXPECT_EQ(&DefaultFor(collective, 1 << 20, 8), ForCollective(collective).front());
   }
+}
+
+TEST(RegistryTest, DefaultSelectionBySizeAndWorld) {
+  // Every choice is a registered algorithm of the collective.
+  for (int value = 0; value <= static_cast<int>(hw::kLastCollective); ++value) {
+    const auto collective = static_cast<Collective>(value);
+    for (uint64_t bytes : {0ull, 4ull << 10, 64ull << 10, 1ull << 20, 1ull << 30}) {
+      for (uint32_t world_size : {1u, 2u, 3u, 4u, 5u, 8u, 13u}) {
+        const Algorithm& chosen = DefaultFor(collective, bytes, world_size);
+        EXPECT_EQ(chosen.collective, collective);
+        EXPECT_EQ(Find(collective, chosen.name), &chosen);
+      }
+    }
+  }
+  // Latency-bound small messages take few steps; large ones spread bytes over all links.
+  EXPECT_EQ(DefaultFor(Collective::kAllreduce, 1024, 8).name, "recursive_doubling");
+  EXPECT_EQ(DefaultFor(Collective::kAllreduce, 16 << 20, 8).name, "ring");
+  EXPECT_EQ(DefaultFor(Collective::kBcast, 1024, 8).name, "binomial_tree");
+  EXPECT_EQ(DefaultFor(Collective::kBcast, 16 << 20, 8).name, "chain");
+  EXPECT_EQ(DefaultFor(Collective::kAllgather, 1024, 8).name, "recursive_doubling");
+  EXPECT_EQ(DefaultFor(Collective::kAllgather, 1024, 6).name, "ring");
+  EXPECT_EQ(DefaultFor(Collective::kAlltoall, 16 << 20, 8).name, "pairwise");
+  EXPECT_EQ(DefaultFor(Collective::kBarrier, 0, 8).name, "dissemination");
 }
 
 TEST(RegistryTest, FindsByCollectiveAndName) {
@@ -60,7 +82,7 @@ TEST(RegistryTest, DefaultAndForcedAlgorithm) {
   hw::CallDescriptor call = Call(Collective::kAllreduce, 1);
   absl::StatusOr<hw::Program> program = Generate(call, 4);
   ASSERT_TRUE(program.ok()) << program.status();
-  EXPECT_EQ(program->algorithm, "ring");
+  EXPECT_EQ(program->algorithm, "recursive_doubling");  // 10 elements: latency-bound
   call.algorithm = "ring";
   program = Generate(call, 4);
   ASSERT_TRUE(program.ok()) << program.status();
@@ -76,10 +98,12 @@ TEST(RegistryTest, NopIsEmpty) {
 TEST(RegistryTest, UnknownAlgorithmListsValidNames) {
   hw::CallDescriptor call = Call(Collective::kAllreduce, 0);
   call.algorithm = "butterfly";
-  ExpectInvalid(call, 4, "unknown allreduce algorithm 'butterfly'; valid: ring");
-  call = Call(Collective::kBcast, 0);
+  ExpectInvalid(call, 4,
+                "unknown allreduce algorithm 'butterfly'; valid: ring, recursive_doubling, "
+                "reduce_bcast");
+  call = Call(Collective::kBarrier, 0);
   call.algorithm = "ring";
-  ExpectInvalid(call, 4, "unknown bcast algorithm 'ring'; valid: one_to_all");
+  ExpectInvalid(call, 4, "unknown barrier algorithm 'ring'; valid: dissemination");
 }
 
 TEST(RegistryTest, RejectsBadRankRootAndSizes) {
@@ -88,8 +112,31 @@ TEST(RegistryTest, RejectsBadRankRootAndSizes) {
   hw::CallDescriptor call = Call(Collective::kBcast, 0);
   call.root = 7;
   ExpectInvalid(call, 3, "bcast root 7 out of range for world size 3");
+  for (Collective rooted : {Collective::kScatter, Collective::kGather, Collective::kReduce}) {
+    call = Call(rooted, 0);
+    call.root = 3;
+    ExpectInvalid(call, 3, std::string(hw::CollectiveName(rooted)) + " root 3 out of range");
+  }
   call = Call(Collective::kAllreduce, 0);
   call.root = 7;  // ignored by allreduce
+  EXPECT_TRUE(Generate(call, 3).ok());
+}
+
+TEST(RegistryTest, InPlaceOnlyWhereMpiHasIt) {
+  hw::CallDescriptor call = Call(Collective::kBcast, 0);
+  call.in_place = true;
+  ExpectInvalid(call, 3, "bcast has no in-place variant");
+  call = Call(Collective::kBarrier, 0);
+  call.in_place = true;
+  ExpectInvalid(call, 3, "barrier has no in-place variant");
+  call = Call(Collective::kGather, 1);
+  call.root = 2;
+  call.in_place = true;
+  ExpectInvalid(call, 3, "gather in place applies only at the root (rank 2), not at rank 1");
+  call.rank = 2;
+  EXPECT_TRUE(Generate(call, 3).ok());
+  call = Call(Collective::kAlltoall, 1);
+  call.in_place = true;
   EXPECT_TRUE(Generate(call, 3).ok());
 }
 

@@ -1,6 +1,7 @@
 #include "firmware/allgather/allgather_ring.h"
 
 #include <cstring>
+#include <vector>
 
 #include "firmware/patterns/ring.h"
 #include "firmware/verifier.h"
@@ -46,6 +47,42 @@ TEST(AllgatherRingTest, EveryRankGetsEveryChunk) {
       }
     }
   }
+}
+
+hw::CallDescriptor Call(uint32_t rank, uint64_t count, bool in_place) {
+  hw::CallDescriptor call;
+  call.collective = hw::Collective::kAllgather;
+  call.rank = rank;
+  call.count = count;
+  call.in_place = in_place;
+  return call;
+}
+
+// The contribution is copied to chunk `rank`, then the ring runs over size*count elements
+// in chunks of exactly count.
+TEST(AllgatherRingShapeTest, CopyThenRingOverWholeChunks) {
+  absl::StatusOr<hw::Program> program = GenerateAllgatherRing(Call(2, 5, false), 4);
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(program->algorithm, "ring");
+  EXPECT_EQ(program->scratch_elements, 0u);
+  ASSERT_EQ(program->moves.size(), 1u + 2 * 3);
+  EXPECT_EQ(program->moves[0].op0, hw::Endpoint::Memory(hw::Slot::kOp0, 0));
+  EXPECT_EQ(program->moves[0].result, hw::Endpoint::Memory(hw::Slot::kResult, 10));
+  // Step 0: chunk 1 from the left, our chunk 2 (after the copy) to the right.
+  EXPECT_EQ(program->moves[1].op0, hw::Endpoint::Network(1, hw::kCollectiveTag));
+  EXPECT_EQ(program->moves[1].result, hw::Endpoint::Memory(hw::Slot::kResult, 5));
+  EXPECT_EQ(program->moves[2].op0, hw::Endpoint::Memory(hw::Slot::kResult, 10));
+  EXPECT_EQ(program->moves[2].result, hw::Endpoint::Network(3, hw::kCollectiveTag));
+  EXPECT_EQ(program->moves[2].deps, std::vector<uint32_t>{0});
+  for (const hw::Move& move : program->moves) EXPECT_EQ(move.count, 5u);
+  // In place the contribution is there already.
+  program = GenerateAllgatherRing(Call(2, 5, true), 4);
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(program->moves.size(), 2u * 3);
+  // One rank: the copy only; count 0: nothing.
+  EXPECT_EQ(GenerateAllgatherRing(Call(0, 5, false), 1)->moves.size(), 1u);
+  EXPECT_TRUE(GenerateAllgatherRing(Call(0, 5, true), 1)->moves.empty());
+  EXPECT_TRUE(GenerateAllgatherRing(Call(1, 0, false), 4)->moves.empty());
 }
 
 }  // namespace

@@ -1,0 +1,23 @@
+// Reduce, all to one: every rank but the root sends its whole input to the root in one
+// message; the root posts a receive for each of them at once, each into its own chunk of
+// scratch, and then folds them one by one into the result, starting from its own input.
+// Cost: one step; the root receives (size-1) * count elements over its one link and reduces
+// (size-1) * count elements, and holds (size-1) * count elements of scratch; every other
+// rank sends count elements. Good for small messages and few ranks; the root's link is the
+// bottleneck for large ones.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "hw/call.h"
+#include "hw/program.h"
+
+namespace cclo::firmware {
+
+/// Rank call.rank's program reducing op0[0, count) of every rank (result[0, count) at the
+/// root in place) into result[0, count) of call.root.
+absl::StatusOr<hw::Program> GenerateReduceAllToOne(const hw::CallDescriptor& call,
+                                                   uint32_t world_size);
+
+}  // namespace cclo::firmware
