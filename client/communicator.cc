@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/session.h"
+#include "firmware/contract.h"
 
 namespace cclo {
 namespace {
@@ -29,6 +30,14 @@ absl::Status SetRange(const Buffer& buffer, uint64_t offset, uint64_t count, Dat
   return absl::OkStatus();
 }
 
+// Whether `options.in_place` goes to the daemon: rooted collectives have it at the root only,
+// so it is dropped elsewhere and every rank may pass the same options.
+bool InPlaceHere(hw::Collective collective, uint32_t rank, uint32_t root,
+                 const OpOptions& options) {
+  if (!options.in_place) return false;
+  return !(hw::HasInPlace(collective) && hw::HasRoot(collective) && rank != root);
+}
+
 // Blocking form of an op: submit, then wait for the result.
 absl::Status WaitFor(absl::StatusOr<Request> request) {
   if (!request.ok()) return request.status();
@@ -51,9 +60,27 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   }
   request.set_comm_handle(handle_);
   request.set_algorithm(options.algorithm);
+  request.set_in_place(InPlaceHere(static_cast<hw::Collective>(request.collective()), rank_,
+                                   request.root(), options));
   absl::StatusOr<uint32_t> timeout_ms = client::TimeoutMillis(options.timeout, "op");
   if (!timeout_ms.ok()) return timeout_ms.status();
   request.set_timeout_ms(*timeout_ms);
+  for (const Request* dependency : options.after) {
+    if (dependency == nullptr) return absl::InvalidArgumentError("after: a null request");
+    if (dependency->session_ != session_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("after: op ", dependency->op_id_, " belongs to another Client"));
+    }
+    // The daemon forgets an op once its result was collected; this process knows it.
+    if (!dependency->done_) {
+      request.add_after(dependency->op_id_);
+    } else if (!dependency->status_.ok()) {
+      return absl::AbortedError(absl::StrCat(
+          "op ", dependency->op_id_,
+          " that this op waits for failed: ", absl::StatusCodeToString(dependency->status_.code()),
+          ": ", std::string(dependency->status_.message())));
+    }
+  }
   v1::SubmitResponse response;
   grpc::ClientContext context;
   session_->Prepare(context, session_->rpc_timeout());
@@ -64,6 +91,41 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   const absl::Time report_by =
       submitted_at + absl::Milliseconds(response.timeout_ms()) + Request::kReportGrace;
   return Request(session_, response.op_id(), report_by);
+}
+
+absl::StatusOr<Request> Communicator::SubmitCollective(hw::Collective collective,
+                                                       const Buffer* send, Buffer* recv,
+                                                       uint64_t count, DataType type, ReduceOp op,
+                                                       uint32_t root, const OpOptions& options) {
+  hw::CallDescriptor call;
+  call.collective = collective;
+  call.rank = rank_;
+  call.root = root;
+  call.count = count;
+  call.datatype = type;
+  call.in_place = InPlaceHere(collective, rank_, root, options);
+  v1::SubmitRequest request;
+  request.set_collective(static_cast<v1::Collective>(collective));
+  request.set_count(count);
+  request.set_datatype(static_cast<v1::DataType>(type));
+  request.set_reduce_op(static_cast<v1::ReduceOp>(op));
+  request.set_root(root);
+  const std::string name(hw::CollectiveName(collective));
+  const uint64_t send_count = firmware::RequiredElements(call, size_, hw::Slot::kOp0);
+  if (send_count > 0) {
+    if (absl::Status range = SetRange(*send, 0, send_count, type, *request.mutable_send());
+        !range.ok()) {
+      return absl::Status(range.code(), absl::StrCat(name, " send: ", range.message()));
+    }
+  }
+  const uint64_t recv_count = firmware::RequiredElements(call, size_, hw::Slot::kResult);
+  if (recv_count > 0) {
+    if (absl::Status range = SetRange(*recv, 0, recv_count, type, *request.mutable_recv());
+        !range.ok()) {
+      return absl::Status(range.code(), absl::StrCat(name, " recv: ", range.message()));
+    }
+  }
+  return Submit(request, options);
 }
 
 absl::StatusOr<Request> Communicator::SendAsync(const Buffer& buffer, uint64_t offset,
@@ -113,21 +175,56 @@ absl::StatusOr<Request> Communicator::BcastAsync(Buffer& buffer, uint64_t offset
   return Submit(request, options);
 }
 
+absl::StatusOr<Request> Communicator::ScatterAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                                   DataType type, uint32_t root,
+                                                   const OpOptions& options) {
+  return SubmitCollective(hw::Collective::kScatter, &send, &recv, count, type, ReduceOp::kSum, root,
+                          options);
+}
+
+absl::StatusOr<Request> Communicator::GatherAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                                  DataType type, uint32_t root,
+                                                  const OpOptions& options) {
+  return SubmitCollective(hw::Collective::kGather, &send, &recv, count, type, ReduceOp::kSum, root,
+                          options);
+}
+
+absl::StatusOr<Request> Communicator::AllgatherAsync(const Buffer& send, Buffer& recv,
+                                                     uint64_t count, DataType type,
+                                                     const OpOptions& options) {
+  return SubmitCollective(hw::Collective::kAllgather, &send, &recv, count, type, ReduceOp::kSum, 0,
+                          options);
+}
+
+absl::StatusOr<Request> Communicator::ReduceAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                                  DataType type, ReduceOp op, uint32_t root,
+                                                  const OpOptions& options) {
+  return SubmitCollective(hw::Collective::kReduce, &send, &recv, count, type, op, root, options);
+}
+
 absl::StatusOr<Request> Communicator::AllreduceAsync(const Buffer& send, Buffer& recv,
                                                      uint64_t count, DataType type, ReduceOp op,
                                                      const OpOptions& options) {
-  v1::SubmitRequest request;
-  request.set_collective(v1::ALLREDUCE);
-  request.set_count(count);
-  request.set_datatype(static_cast<v1::DataType>(type));
-  request.set_reduce_op(static_cast<v1::ReduceOp>(op));
-  if (absl::Status range = SetRange(send, 0, count, type, *request.mutable_send()); !range.ok()) {
-    return range;
-  }
-  if (absl::Status range = SetRange(recv, 0, count, type, *request.mutable_recv()); !range.ok()) {
-    return range;
-  }
-  return Submit(request, options);
+  return SubmitCollective(hw::Collective::kAllreduce, &send, &recv, count, type, op, 0, options);
+}
+
+absl::StatusOr<Request> Communicator::ReduceScatterAsync(const Buffer& send, Buffer& recv,
+                                                         uint64_t count, DataType type, ReduceOp op,
+                                                         const OpOptions& options) {
+  return SubmitCollective(hw::Collective::kReduceScatter, &send, &recv, count, type, op, 0,
+                          options);
+}
+
+absl::StatusOr<Request> Communicator::AlltoallAsync(const Buffer& send, Buffer& recv,
+                                                    uint64_t count, DataType type,
+                                                    const OpOptions& options) {
+  return SubmitCollective(hw::Collective::kAlltoall, &send, &recv, count, type, ReduceOp::kSum, 0,
+                          options);
+}
+
+absl::StatusOr<Request> Communicator::BarrierAsync(const OpOptions& options) {
+  return SubmitCollective(hw::Collective::kBarrier, nullptr, nullptr, 0, DataType::kInt8,
+                          ReduceOp::kSum, 0, options);
 }
 
 absl::Status Communicator::Send(const Buffer& buffer, uint64_t offset, uint64_t count,
@@ -146,9 +243,43 @@ absl::Status Communicator::Bcast(Buffer& buffer, uint64_t offset, uint64_t count
   return WaitFor(BcastAsync(buffer, offset, count, type, root, options));
 }
 
+absl::Status Communicator::Scatter(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                                   uint32_t root, const OpOptions& options) {
+  return WaitFor(ScatterAsync(send, recv, count, type, root, options));
+}
+
+absl::Status Communicator::Gather(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                                  uint32_t root, const OpOptions& options) {
+  return WaitFor(GatherAsync(send, recv, count, type, root, options));
+}
+
+absl::Status Communicator::Allgather(const Buffer& send, Buffer& recv, uint64_t count,
+                                     DataType type, const OpOptions& options) {
+  return WaitFor(AllgatherAsync(send, recv, count, type, options));
+}
+
+absl::Status Communicator::Reduce(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                                  ReduceOp op, uint32_t root, const OpOptions& options) {
+  return WaitFor(ReduceAsync(send, recv, count, type, op, root, options));
+}
+
 absl::Status Communicator::Allreduce(const Buffer& send, Buffer& recv, uint64_t count,
                                      DataType type, ReduceOp op, const OpOptions& options) {
   return WaitFor(AllreduceAsync(send, recv, count, type, op, options));
+}
+
+absl::Status Communicator::ReduceScatter(const Buffer& send, Buffer& recv, uint64_t count,
+                                         DataType type, ReduceOp op, const OpOptions& options) {
+  return WaitFor(ReduceScatterAsync(send, recv, count, type, op, options));
+}
+
+absl::Status Communicator::Alltoall(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                                    const OpOptions& options) {
+  return WaitFor(AlltoallAsync(send, recv, count, type, options));
+}
+
+absl::Status Communicator::Barrier(const OpOptions& options) {
+  return WaitFor(BarrierAsync(options));
 }
 
 absl::Status Communicator::Destroy() {

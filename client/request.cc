@@ -36,14 +36,14 @@ absl::Status Request::Wait() { return Wait(absl::InfiniteDuration()); }
 absl::Status Request::Wait(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (!done_) {
-    const absl::Duration left = std::max(std::min(deadline, report_by_) - absl::Now(),
-                                         absl::ZeroDuration());
+    const absl::Duration left =
+        std::max(std::min(deadline, report_by_) - absl::Now(), absl::ZeroDuration());
     if (absl::Status polled = Poll(std::min(left, kWaitSlice)); !polled.ok()) return polled;
     if (done_) break;
     if (absl::Now() >= report_by_) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "daemon did not report op ", op_id_, " done by its deadline (plus ",
-          absl::FormatDuration(kReportGrace), "); it may be stuck"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("daemon did not report op ", op_id_, " done by its deadline (plus ",
+                       absl::FormatDuration(kReportGrace), "); it may be stuck"));
     }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
@@ -60,6 +60,16 @@ absl::StatusOr<bool> Request::Test() {
   if (!done_) return false;
   if (!status_.ok()) return status_;
   return true;
+}
+
+absl::Status Request::Cancel() {
+  if (done_) return absl::FailedPreconditionError(absl::StrCat("op ", op_id_, " already finished"));
+  v1::CancelRequest request;
+  request.set_op_id(op_id_);
+  v1::CancelResponse response;
+  grpc::ClientContext context;
+  session_->Prepare(context, session_->rpc_timeout());
+  return client::FromGrpc(session_->stub().Cancel(&context, request, &response), "Cancel");
 }
 
 }  // namespace cclo

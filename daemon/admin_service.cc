@@ -1,4 +1,5 @@
 #include "daemon/services.h"
+#include "daemon/status.h"
 #include "daemon/version.h"
 
 namespace cclo::daemon {
@@ -45,6 +46,16 @@ grpc::Status AdminService::ListCommunicators(grpc::ServerContext*,
   for (cclo::v1::CommunicatorInfo& info : communicators_->List()) {
     *response->add_communicators() = std::move(info);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ShowCommunicator(grpc::ServerContext*,
+                                            const cclo::v1::ShowCommunicatorRequest* request,
+                                            cclo::v1::ShowCommunicatorResponse* response) {
+  absl::StatusOr<cclo::v1::ShowCommunicatorResponse> show =
+      communicators_->Show(request->comm_id());
+  if (!show.ok()) return ToGrpc(show.status());
+  *response = *std::move(show);
   return grpc::Status::OK;
 }
 

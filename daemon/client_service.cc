@@ -64,13 +64,13 @@ grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
                                              cclo::v1::JoinCommunicatorResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
-  absl::Duration timeout = request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms())
-                                                     : config_->join_timeout;
+  absl::Duration timeout =
+      request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : config_->join_timeout;
   absl::StatusOr<Communicators::Joined> joined = communicators_->Join(
       *session, request->token(), request->rank(), request->size(), absl::Now() + timeout);
   if (!joined.ok()) {
-    spdlog::info("session {}: join as rank {} of {} failed: {}", (*session)->id(),
-                 request->rank(), request->size(), std::string(joined.status().message()));
+    spdlog::info("session {}: join as rank {} of {} failed: {}", (*session)->id(), request->rank(),
+                 request->size(), std::string(joined.status().message()));
     return ToGrpc(joined.status());
   }
   response->set_comm_handle(joined->handle);
@@ -98,8 +98,7 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::Wait(grpc::ServerContext* context,
-                                 const cclo::v1::WaitRequest* request,
+grpc::Status ClientService::Wait(grpc::ServerContext* context, const cclo::v1::WaitRequest* request,
                                  cclo::v1::WaitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
@@ -117,6 +116,14 @@ grpc::Status ClientService::Wait(grpc::ServerContext* context,
   response->set_algorithm(done.completion.algorithm);
   response->set_elapsed_us(static_cast<uint64_t>(absl::ToInt64Microseconds(done.elapsed)));
   return grpc::Status::OK;
+}
+
+grpc::Status ClientService::Cancel(grpc::ServerContext* context,
+                                   const cclo::v1::CancelRequest* request,
+                                   cclo::v1::CancelResponse*) {
+  absl::StatusOr<SessionPtr> session = Authenticate(*context);
+  if (!session.ok()) return ToGrpc(session.status());
+  return ToGrpc((*session)->CancelOp(request->op_id()));
 }
 
 }  // namespace cclo::daemon

@@ -1,6 +1,7 @@
 #include "daemon/communicators.h"
 
-
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -50,6 +51,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
     if (inserted) {
       comm.secret = token->secret;
       comm.size = size;
+      comm.created = absl::Now();
     } else if (comm.secret != token->secret) {
       return absl::PermissionDeniedError(absl::StrCat(
           "token secret does not match communicator ", hw::CommIdHex(id), " joined here"));
@@ -64,6 +66,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
                                                  " is broken: ", comm.error));
     }
     comm.local_ranks.insert(rank);
+    comm.departed.erase(rank);
   }
   auto fail = [&](absl::Status status) {
     absl::MutexLock lock(&mu_);
@@ -117,7 +120,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   }
   if (comm.state == State::kJoining) comm.state = State::kReady;
   uint64_t handle = next_handle_++;
-  handles_[handle] = {session->id(), id, rank};
+  handles_[handle] = {session->id(), session->credentials().pid, id, rank};
   session->AddCommHandle(handle);
   spdlog::info("session {} joined communicator {} as rank {} of {}", session->id(),
                hw::CommIdHex(id), rank, size);
@@ -179,14 +182,28 @@ absl::StatusOr<Member> Communicators::Resolve(const SessionPtr& session, uint64_
   return Member{found->second.comm, found->second.rank, comm.size};
 }
 
-void Communicators::OpFinished(const hw::CommId& id, const absl::Status& status) {
+void Communicators::OpStarted(const hw::CommId& id) {
+  absl::MutexLock lock(&mu_);
+  auto found = comms_.find(id);
+  if (found != comms_.end()) ++found->second.ops_in_flight;
+}
+
+void Communicators::OpFinished(const hw::CommId& id, const absl::Status& status,
+                               uint64_t bytes_sent) {
   absl::MutexLock lock(&mu_);
   auto found = comms_.find(id);
   if (found == comms_.end()) return;
+  Comm& comm = found->second;
+  // Saturates: an op whose start was not reported must not wrap the count.
+  if (comm.ops_in_flight > 0) --comm.ops_in_flight;
+  comm.bytes_sent += bytes_sent;
   if (status.ok()) {
-    ++found->second.ops_completed;
-  } else if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
-    BreakLocked(id, found->second, std::string(status.message()));
+    ++comm.ops_completed;
+    return;
+  }
+  ++comm.ops_failed;
+  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
+    BreakLocked(id, comm, std::string(status.message()));
   }
 }
 
@@ -234,14 +251,87 @@ std::vector<cclo::v1::CommunicatorInfo> Communicators::List() const {
     info.set_comm_id(hw::CommIdHex(id));
     info.set_size(comm.size);
     for (uint32_t rank : comm.local_ranks) info.add_local_ranks(rank);
-    info.set_state(comm.state == State::kJoining ? "joining"
-                   : comm.state == State::kReady ? "ready"
-                                                 : "broken");
+    info.set_state(StateName(comm.state));
     info.set_error(comm.error);
     info.set_ops_completed(comm.ops_completed);
     for (const cclo::v1::RankInfo& rank : comm.table) *info.add_ranks() = rank;
   }
   return list;
+}
+
+absl::StatusOr<cclo::v1::ShowCommunicatorResponse> Communicators::Show(
+    const std::string& id_prefix) const {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::map<hw::CommId, Comm>::const_iterator> found = FindByPrefix(id_prefix);
+  if (!found.ok()) return found.status();
+  const auto& [id, comm] = **found;
+  std::map<uint32_t, const Handle*> holders;
+  for (const auto& [number, handle] : handles_) {
+    if (handle.comm == id) holders[handle.rank] = &handle;
+  }
+  cclo::v1::ShowCommunicatorResponse show;
+  show.set_comm_id(hw::CommIdHex(id));
+  show.set_size(comm.size);
+  show.set_state(StateName(comm.state));
+  show.set_error(comm.error);
+  for (const cclo::v1::RankInfo& rank : comm.table) {
+    cclo::v1::MemberInfo& member = *show.add_members();
+    member.set_rank(rank.rank());
+    member.set_daemon_address(rank.daemon_address());
+    member.set_data_address(rank.data_address());
+    member.set_local(comm.local_ranks.count(rank.rank()) > 0);
+    auto holder = holders.find(rank.rank());
+    if (holder != holders.end()) {
+      member.set_session_id(holder->second->session_id);
+      member.set_client_pid(static_cast<uint32_t>(holder->second->client_pid));
+    }
+  }
+  for (const auto& [rank, reason] : comm.departed) {
+    cclo::v1::DepartedRank& departed = *show.add_departed();
+    departed.set_rank(rank);
+    departed.set_reason(reason);
+  }
+  show.set_ops_completed(comm.ops_completed);
+  show.set_ops_failed(comm.ops_failed);
+  show.set_ops_in_flight(comm.ops_in_flight);
+  show.set_bytes_sent(comm.bytes_sent);
+  show.set_created_unix_ms(static_cast<uint64_t>(absl::ToUnixMillis(comm.created)));
+  return show;
+}
+
+absl::StatusOr<std::map<hw::CommId, Communicators::Comm>::const_iterator>
+Communicators::FindByPrefix(const std::string& id_prefix) const {
+  const std::string prefix = absl::AsciiStrToLower(id_prefix);
+  if (prefix.empty() || prefix.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("communicator id '", id_prefix, "' is not a hex id or prefix"));
+  }
+  auto match = comms_.end();
+  for (auto it = comms_.begin(); it != comms_.end(); ++it) {
+    if (!absl::StartsWith(hw::CommIdHex(it->first), prefix)) continue;
+    if (match != comms_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("communicator id prefix '", id_prefix,
+                                                     "' matches ", hw::CommIdHex(match->first),
+                                                     " and ", hw::CommIdHex(it->first)));
+    }
+    match = it;
+  }
+  if (match == comms_.end()) {
+    return absl::NotFoundError(absl::StrCat("no communicator ", id_prefix, " on this daemon"));
+  }
+  return match;
+}
+
+const char* Communicators::StateName(State state) {
+  switch (state) {
+    case State::kJoining:
+      return "joining";
+    case State::kReady:
+      return "ready";
+    case State::kBroken:
+      return "broken";
+  }
+  return "unknown";
 }
 
 size_t Communicators::Count() const {
@@ -266,7 +356,10 @@ void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank,
   if (found == comms_.end()) return;
   Comm& comm = found->second;
   comm.local_ranks.erase(rank);
-  if (!comm.local_ranks.empty()) return;
+  if (!comm.local_ranks.empty()) {
+    comm.departed[rank] = reason;
+    return;
+  }
   if (!comm.device_removed) device_->RemoveCommunicator(id, absl::UnavailableError(reason));
   comms_.erase(found);
 }

@@ -2,6 +2,8 @@
 // handles naming a local rank, leaving, breaking, and the view for ccloctl.
 #pragma once
 
+#include <sys/types.h>
+
 #include <map>
 #include <set>
 #include <string>
@@ -10,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "cclo/v1/admin.pb.h"
 #include "daemon/peer_client.h"
 #include "daemon/root_gather.h"
@@ -52,8 +55,14 @@ class Communicators {
   /// UNAVAILABLE (with the reason) once the communicator broke.
   absl::StatusOr<Member> Resolve(const SessionPtr& session, uint64_t handle) const;
 
-  /// Records an op's end; an UNAVAILABLE or DEADLINE_EXCEEDED op breaks the communicator.
-  void OpFinished(const hw::CommId& comm, const absl::Status& status);
+  /// Records an op of a local rank that Submit accepted; it counts as in flight until its
+  /// OpFinished. Ops calls this once per accepted op and OpFinished once per op, however
+  /// it ends.
+  void OpStarted(const hw::CommId& comm);
+
+  /// Records an op's end and the bytes it sent; an UNAVAILABLE or DEADLINE_EXCEEDED op
+  /// breaks the communicator.
+  void OpFinished(const hw::CommId& comm, const absl::Status& status, uint64_t bytes_sent = 0);
 
   /// The rank leaves (a collective decision of all ranks, like MPI_Comm_free).
   absl::Status Destroy(const SessionPtr& session, uint64_t handle);
@@ -67,6 +76,13 @@ class Communicators {
   void Stop();
 
   std::vector<cclo::v1::CommunicatorInfo> List() const;
+
+  /// The communicator whose hex id is `id_prefix` or starts with it (case-insensitive):
+  /// members and which sessions hold the local ranks, state, departed local ranks, op
+  /// counters. NOT_FOUND if none matches; INVALID_ARGUMENT if the prefix is empty, not hex
+  /// or matches several.
+  absl::StatusOr<cclo::v1::ShowCommunicatorResponse> Show(const std::string& id_prefix) const;
+
   size_t Count() const;
 
  private:
@@ -81,13 +97,25 @@ class Communicators {
     bool configure_started = false;
     std::optional<absl::Status> configured;
     bool device_removed = false;
+    absl::Time created;
+    /// Local ranks that left while others stayed, with the reason.
+    std::map<uint32_t, std::string> departed;
     uint64_t ops_completed = 0;
+    uint64_t ops_failed = 0;
+    uint64_t ops_in_flight = 0;
+    uint64_t bytes_sent = 0;
   };
   struct Handle {
     uint64_t session_id = 0;
+    pid_t client_pid = 0;
     hw::CommId comm{};
     uint32_t rank = 0;
   };
+
+  static const char* StateName(State state);
+  /// The communicator `id_prefix` names, or why none does.
+  absl::StatusOr<std::map<hw::CommId, Comm>::const_iterator> FindByPrefix(
+      const std::string& id_prefix) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   /// Marks the communicator broken and takes it out of the engine, which fails its
   /// pending calls and tells the other daemons `reason`.

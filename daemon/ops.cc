@@ -1,5 +1,7 @@
 #include "daemon/ops.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "firmware/contract.h"
 #include "firmware/registry.h"
@@ -12,9 +14,9 @@ constexpr int kMaxReduceOp = static_cast<int>(hw::ReduceOp::kMin);
 constexpr int kMaxCollective = static_cast<int>(hw::kLastCollective);
 
 /// Resolves one buffer reference for `slot` if the collective uses that slot.
-absl::Status ResolveBuffer(const Session& session, const char* name,
-                           const cclo::v1::BufferRef& ref, uint64_t required_bytes,
-                           hw::BufferView& view, std::vector<SharedBufferPtr>& keep) {
+absl::Status ResolveBuffer(const Session& session, const char* name, const cclo::v1::BufferRef& ref,
+                           uint64_t required_bytes, hw::BufferView& view,
+                           std::vector<SharedBufferPtr>& keep) {
   if (required_bytes == 0) return absl::OkStatus();
   absl::StatusOr<SharedBufferPtr> buffer = session.FindBuffer(ref.buffer_id());
   if (!buffer.ok()) {
@@ -22,14 +24,14 @@ absl::Status ResolveBuffer(const Session& session, const char* name,
   }
   const uint64_t size = (*buffer)->bytes();
   if (ref.offset() > size || ref.length() > size - ref.offset()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " range [", ref.offset(), ", +", ref.length(),
-                     ") is outside buffer ", ref.buffer_id(), " of ", size, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(name, " range [", ref.offset(), ", +",
+                                                   ref.length(), ") is outside buffer ",
+                                                   ref.buffer_id(), " of ", size, " bytes"));
   }
   if (ref.length() < required_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(name, " range of ", ref.length(),
-                                                   " bytes is smaller than the ",
-                                                   required_bytes, " bytes the op needs"));
+                                                   " bytes is smaller than the ", required_bytes,
+                                                   " bytes the op needs"));
   }
   view = {(*buffer)->data() + ref.offset(), ref.length()};
   keep.push_back(*std::move(buffer));
@@ -37,6 +39,21 @@ absl::Status ResolveBuffer(const Session& session, const char* name,
 }
 
 }  // namespace
+
+Ops::Ops(hw::Device* device, Communicators* communicators, absl::Duration default_deadline)
+    : device_(device),
+      communicators_(communicators),
+      default_deadline_(default_deadline),
+      expire_thread_([this] { ExpireLoop(); }) {}
+
+Ops::~Ops() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_.Signal();
+  }
+  expire_thread_.join();
+}
 
 absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
                                                      const cclo::v1::SubmitRequest& request) {
@@ -87,8 +104,8 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   auto keep = std::make_shared<std::vector<SharedBufferPtr>>();
   const auto op0 = static_cast<size_t>(hw::Slot::kOp0);
   const auto result = static_cast<size_t>(hw::Slot::kResult);
-  if (absl::Status status = ResolveBuffer(*session, "send", request.send(), *send_bytes,
-                                          buffers.views[op0], *keep);
+  if (absl::Status status =
+          ResolveBuffer(*session, "send", request.send(), *send_bytes, buffers.views[op0], *keep);
       !status.ok()) {
     return status;
   }
@@ -99,20 +116,84 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   }
   buffers.keepalive = keep;
 
-  const absl::Duration timeout = request.timeout_ms() > 0
-                                     ? absl::Milliseconds(request.timeout_ms())
-                                     : default_deadline_;
-  const absl::Time start = absl::Now();
-  const uint64_t op_id = session->StartOp();
-  device_->Call(call, std::move(buffers), start + timeout,
-                [session, op_id, start, comm = call.comm, this](hw::Completion completion) {
-                  communicators_->OpFinished(comm, completion.status);
-                  session->FinishOp(op_id, {std::move(completion), absl::Now() - start});
-                });
+  const absl::Duration timeout =
+      request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms()) : default_deadline_;
+  const absl::Time submitted = absl::Now();
+  const absl::Time deadline = submitted + timeout;
+  NewOp op;
+  op.comm_handle = request.comm_handle();
+  op.after.assign(request.after().begin(), request.after().end());
+  op.what = absl::StrCat(std::string(hw::CollectiveName(call.collective)), " on rank ", call.rank,
+                         " of communicator ", hw::CommIdHex(call.comm));
+  // Communicators counts every accepted op as in flight until it ends, however it ends.
+  op.accepted = [this, comm = call.comm] { communicators_->OpStarted(comm); };
+  op.ended = [this, comm = call.comm](const absl::Status& status) {
+    communicators_->OpFinished(comm, status);
+  };
+  op.held = [this, deadline, session](uint64_t op_id) { Watch({deadline, op_id}, session); };
+  // The session calls this when the op may start; it holds only a weak reference, so that
+  // the op kept in the session does not keep the session alive.
+  op.start = [this, weak = std::weak_ptr<Session>(session), handle = request.comm_handle(), call,
+              buffers = std::move(buffers), submitted, deadline,
+              what = op.what](uint64_t op_id) -> absl::Status {
+    Unwatch({deadline, op_id});
+    SessionPtr owner = weak.lock();
+    if (!owner) return absl::UnavailableError("session is closing");
+    // The communicator may have broken or gone while the op waited.
+    if (absl::StatusOr<Member> member = communicators_->Resolve(owner, handle); !member.ok()) {
+      return member.status();
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, " did not finish by its deadline: the ops it waited for took all its time"));
+    }
+    device_->Call(call, buffers, deadline,
+                  [this, owner, op_id, submitted, comm = call.comm](hw::Completion completion) {
+                    communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
+                    owner->FinishOp(op_id, {std::move(completion), absl::Now() - submitted});
+                  });
+    return absl::OkStatus();
+  };
+  absl::StatusOr<uint64_t> op_id = session->AddOp(std::move(op));
+  if (!op_id.ok()) return op_id.status();
   cclo::v1::SubmitResponse response;
-  response.set_op_id(op_id);
+  response.set_op_id(*op_id);
   response.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
   return response;
+}
+
+void Ops::Watch(WatchKey key, const SessionPtr& session) {
+  absl::MutexLock lock(&mu_);
+  auto [entry, inserted] = watched_.emplace(key, session);
+  if (inserted && entry == watched_.begin()) wake_.Signal();
+}
+
+void Ops::Unwatch(WatchKey key) {
+  absl::MutexLock lock(&mu_);
+  watched_.erase(key);
+}
+
+void Ops::ExpireLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    if (watched_.empty()) {
+      wake_.Wait(&mu_);
+      continue;
+    }
+    auto first = watched_.begin();
+    if (absl::Now() < first->first.first) {
+      wake_.WaitWithDeadline(&mu_, first->first.first);
+      continue;
+    }
+    const uint64_t op_id = first->first.second;
+    std::weak_ptr<Session> due = std::move(first->second);
+    watched_.erase(first);
+    // The session is called without mu_: expiring settles other ops, whose start may
+    // Unwatch. The op's OpEnded reports the expiry, which breaks its communicator.
+    mu_.Unlock();
+    if (SessionPtr session = due.lock()) session->ExpireOp(op_id);
+    mu_.Lock();
+  }
 }
 
 }  // namespace cclo::daemon

@@ -1,8 +1,20 @@
 // Turns a client's Submit into an engine call: checks every field, the communicator
-// handle and each buffer reference (ownership, bounds, count overflow), then runs it.
+// handle and each buffer reference (ownership, bounds, count overflow), registers the op
+// with its session (which holds it while it waits for the ops in its `after` list) and
+// hands it to the engine when the session lets it start. One thread ends held ops at their
+// deadlines; nothing else runs per op.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "cclo/v1/client.pb.h"
 #include "daemon/communicators.h"
 #include "daemon/sessions.h"
@@ -12,17 +24,40 @@ namespace cclo::daemon {
 
 class Ops {
  public:
-  Ops(hw::Device* device, Communicators* communicators, absl::Duration default_deadline)
-      : device_(device), communicators_(communicators), default_deadline_(default_deadline) {}
+  Ops(hw::Device* device, Communicators* communicators, absl::Duration default_deadline);
+  /// Stops the deadline thread; ops still held are left to their sessions.
+  ~Ops();
+  Ops(const Ops&) = delete;
+  Ops& operator=(const Ops&) = delete;
 
-  /// Validates and starts the op; its result arrives through Session::WaitOp.
+  /// Validates the op and registers it; it starts once its `after` ops finished OK (at once
+  /// without any) and its result arrives through Session::WaitOp. The deadline counts from
+  /// now, waiting included: an op still held then ends with DEADLINE_EXCEEDED and breaks
+  /// its communicator, as an engine call past its deadline does.
   absl::StatusOr<cclo::v1::SubmitResponse> Submit(const SessionPtr& session,
                                                   const cclo::v1::SubmitRequest& request);
 
  private:
+  /// Key of a watched op: its deadline, then its (daemon-unique) id.
+  using WatchKey = std::pair<absl::Time, uint64_t>;
+
+  /// Watches an op held by `session` until its deadline.
+  void Watch(WatchKey key, const SessionPtr& session);
+  /// Stops watching an op that started.
+  void Unwatch(WatchKey key);
+  /// The deadline thread: expires each watched op at its deadline if it is still held.
+  void ExpireLoop();
+
   hw::Device* const device_;
   Communicators* const communicators_;
   const absl::Duration default_deadline_;
+
+  absl::Mutex mu_;
+  absl::CondVar wake_;
+  /// Held ops by deadline, with the session holding each.
+  std::map<WatchKey, std::weak_ptr<Session>> watched_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread expire_thread_;  // runs ExpireLoop; joined by the destructor
 };
 
 }  // namespace cclo::daemon

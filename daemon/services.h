@@ -41,6 +41,8 @@ class ClientService final : public cclo::v1::Client::Service {
                       cclo::v1::SubmitResponse* response) override;
   grpc::Status Wait(grpc::ServerContext* context, const cclo::v1::WaitRequest* request,
                     cclo::v1::WaitResponse* response) override;
+  grpc::Status Cancel(grpc::ServerContext* context, const cclo::v1::CancelRequest* request,
+                      cclo::v1::CancelResponse* response) override;
 
  private:
   absl::StatusOr<SessionPtr> Authenticate(const grpc::ServerContext& context) const;
@@ -83,6 +85,9 @@ class AdminService final : public cclo::v1::Admin::Service {
   grpc::Status ListCommunicators(grpc::ServerContext* context,
                                  const cclo::v1::ListCommunicatorsRequest* request,
                                  cclo::v1::ListCommunicatorsResponse* response) override;
+  grpc::Status ShowCommunicator(grpc::ServerContext* context,
+                                const cclo::v1::ShowCommunicatorRequest* request,
+                                cclo::v1::ShowCommunicatorResponse* response) override;
 
  private:
   const std::string peer_address_;

@@ -1,5 +1,9 @@
 #include "daemon/sessions.h"
 
+#include <algorithm>
+#include <atomic>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/attach.h"
 #include "hw/crypto.h"
@@ -62,48 +66,257 @@ std::vector<uint64_t> Session::CommHandles() const {
   return {comm_handles_.begin(), comm_handles_.end()};
 }
 
-uint64_t Session::StartOp() {
-  absl::MutexLock lock(&mu_);
-  uint64_t id = next_op_id_++;
-  ops_.emplace(id, std::nullopt);
+namespace {
+
+/// Op ids are unique within the daemon, so an id of another session never names an op here.
+uint64_t NextOpId() {
+  static std::atomic<uint64_t> next_op_id{1};
+  return next_op_id.fetch_add(1, std::memory_order_relaxed);
+}
+
+/// The result of an op that ends without reaching the engine.
+OpResult Unstarted(absl::Time submitted, absl::Status status) {
+  return {hw::Completion{std::move(status), "", 0}, absl::Now() - submitted};
+}
+
+/// Why an op ends when op `dependency`, which it waits for, failed with `status`.
+absl::Status DependencyFailed(uint64_t dependency, const absl::Status& status) {
+  return absl::AbortedError(absl::StrCat("op ", dependency, " that this op waits for failed: ",
+                                         absl::StatusCodeToString(status.code()), ": ",
+                                         std::string(status.message())));
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Session::AddOp(NewOp new_op) {
+  if (new_op.after.size() > kMaxAfter) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("after lists ", new_op.after.size(), " ops; at most ", kMaxAfter));
+  }
+  absl::MutexLock launch_lock(&launch_mu_);
+  const uint64_t id = NextOpId();
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::UnavailableError("session is closing");
+    std::set<uint64_t> after;
+    for (uint64_t dependency : new_op.after) {
+      if (!after.insert(dependency).second) {
+        return absl::InvalidArgumentError(absl::StrCat("after lists op ", dependency, " twice"));
+      }
+      if (ops_.find(dependency) == ops_.end()) {
+        return absl::NotFoundError(
+            absl::StrCat("after: no op ", dependency,
+                         " in this session (never issued here, or already collected by Wait)"));
+      }
+    }
+    Op op;
+    op.comm_handle = new_op.comm_handle;
+    op.submitted = absl::Now();
+    op.what = std::move(new_op.what);
+    op.start = std::move(new_op.start);
+    op.ended = std::move(new_op.ended);
+    std::optional<absl::Status> failed;
+    for (uint64_t dependency : after) {
+      Op& waited = ops_.at(dependency);
+      if (waited.state != OpState::kDone) {
+        op.waiting_for.insert(dependency);
+        waited.dependents.push_back(id);
+      } else if (!waited.result->completion.status.ok() && !failed) {
+        failed = DependencyFailed(dependency, waited.result->completion.status);
+      }
+    }
+    const absl::Time submitted = op.submitted;
+    ops_.emplace(id, std::move(op));
+    waiting_by_handle_[new_op.comm_handle].push_back(id);
+    if (failed) EndLocked(id, Unstarted(submitted, *std::move(failed)));
+  }
+  // Still under launch_mu_: nothing reports the op's start or end before this.
+  if (new_op.accepted) new_op.accepted();
+  Pump();
+  bool waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = ops_.find(id);
+    waiting = found != ops_.end() && found->second.state == OpState::kWaiting;
+  }
+  // Still under launch_mu_: `held` runs before anything can start the op.
+  if (waiting && new_op.held) new_op.held(id);
   return id;
 }
 
 void Session::FinishOp(uint64_t op_id, OpResult result) {
-  absl::MutexLock lock(&mu_);
-  auto found = ops_.find(op_id);
-  if (found != ops_.end()) found->second = std::move(result);
+  absl::MutexLock launch_lock(&launch_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = ops_.find(op_id);
+    if (found == ops_.end() || found->second.state != OpState::kStarted) return;
+    EndLocked(op_id, std::move(result));
+  }
+  Pump();
 }
 
-absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id,
-                                                        absl::Duration timeout) {
+absl::Status Session::CancelOp(uint64_t op_id) {
+  absl::MutexLock launch_lock(&launch_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = ops_.find(op_id);
+    if (found == ops_.end()) {
+      return absl::NotFoundError(absl::StrCat("no op ", op_id, " pending in this session"));
+    }
+    switch (found->second.state) {
+      case OpState::kStarted:
+        return absl::FailedPreconditionError(
+            absl::StrCat("op ", op_id,
+                         " already went to the engine, where it runs with the other ranks; "
+                         "it cannot be cancelled and goes on"));
+      case OpState::kDone:
+        return absl::FailedPreconditionError(absl::StrCat("op ", op_id, " already finished"));
+      case OpState::kWaiting:
+        EndLocked(op_id, Unstarted(found->second.submitted,
+                                   absl::CancelledError(absl::StrCat(
+                                       "op ", op_id, " was cancelled before it started"))));
+        break;
+    }
+  }
+  Pump();
+  return absl::OkStatus();
+}
+
+std::optional<absl::Status> Session::ExpireOp(uint64_t op_id) {
+  absl::MutexLock launch_lock(&launch_mu_);
+  absl::Status expired;
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = ops_.find(op_id);
+    if (found == ops_.end() || found->second.state != OpState::kWaiting) return std::nullopt;
+    const Op& op = found->second;
+    // A waiting op with nothing left to wait for is queued behind the front of its handle.
+    const std::string reason =
+        op.waiting_for.empty()
+            ? absl::StrCat("queued behind op ", waiting_by_handle_.at(op.comm_handle).front(),
+                           " on the same communicator")
+            : absl::StrCat("waiting for op ", *op.waiting_for.begin());
+    expired = absl::DeadlineExceededError(
+        absl::StrCat(op.what, " did not finish by its deadline: it was still ", reason));
+    EndLocked(op_id, Unstarted(op.submitted, expired));
+  }
+  Pump();
+  return expired;
+}
+
+void Session::Pump() {
+  while (true) {
+    std::vector<std::pair<OpEnded, absl::Status>> ends;
+    std::optional<ReadyOp> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      ends.swap(unstarted_ends_);
+      if (!closed_) ready = TakeReadyLocked();
+    }
+    for (auto& [ended, status] : ends) ended(status);
+    if (!ready) return;
+    absl::Status started = ready->start(ready->id);
+    if (started.ok()) continue;
+    {
+      absl::MutexLock lock(&mu_);
+      auto found = ops_.find(ready->id);
+      if (found != ops_.end() && found->second.state == OpState::kStarted) {
+        EndLocked(ready->id, Unstarted(found->second.submitted, started));
+      }
+    }
+    if (ready->ended) ready->ended(started);
+  }
+}
+
+std::optional<Session::ReadyOp> Session::TakeReadyLocked() {
+  for (auto& entry : waiting_by_handle_) {
+    std::deque<uint64_t>& queue = entry.second;
+    const uint64_t op_id = queue.front();
+    Op& op = ops_.at(op_id);
+    if (!op.waiting_for.empty()) continue;
+    queue.pop_front();
+    if (queue.empty()) waiting_by_handle_.erase(op.comm_handle);
+    op.state = OpState::kStarted;
+    return ReadyOp{op_id, std::exchange(op.start, nullptr), std::exchange(op.ended, nullptr)};
+  }
+  return std::nullopt;
+}
+
+void Session::EndLocked(uint64_t op_id, OpResult result) {
+  // Ending an op may abort the ops waiting for it, and theirs in turn: a work list, not
+  // recursion, so that long chains cannot exhaust the stack.
+  std::vector<std::pair<uint64_t, OpResult>> ending;
+  ending.emplace_back(op_id, std::move(result));
+  while (!ending.empty()) {
+    auto [id, outcome] = std::move(ending.back());
+    ending.pop_back();
+    auto found = ops_.find(id);
+    if (found == ops_.end() || found->second.state == OpState::kDone) continue;
+    Op& op = found->second;
+    const absl::Status status = outcome.completion.status;
+    if (op.state == OpState::kWaiting) {
+      std::deque<uint64_t>& queue = waiting_by_handle_.at(op.comm_handle);
+      queue.erase(std::find(queue.begin(), queue.end(), id));
+      if (queue.empty()) waiting_by_handle_.erase(op.comm_handle);
+      op.start = nullptr;  // never starts: releases its buffers now
+      if (op.ended) unstarted_ends_.emplace_back(std::exchange(op.ended, nullptr), status);
+    }
+    op.state = OpState::kDone;
+    op.result = std::move(outcome);
+    for (uint64_t dependent_id : std::exchange(op.dependents, {})) {
+      auto dependent = ops_.find(dependent_id);
+      if (dependent == ops_.end() || dependent->second.state != OpState::kWaiting) continue;
+      if (status.ok()) {
+        dependent->second.waiting_for.erase(id);
+      } else {
+        ending.emplace_back(dependent_id,
+                            Unstarted(dependent->second.submitted, DependencyFailed(id, status)));
+      }
+    }
+  }
+}
+
+absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto not_found = [op_id] {
     return absl::NotFoundError(absl::StrCat("no op ", op_id, " pending in this session"));
   };
+  if (closed_) return absl::UnavailableError("session is closing");
   if (ops_.find(op_id) == ops_.end()) return not_found();
   // Look the op up afresh on every check: a concurrent Wait may collect and erase it.
   auto done = [this, op_id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     auto op = ops_.find(op_id);
-    return closed_ || op == ops_.end() || op->second.has_value();
+    return closed_ || op == ops_.end() || op->second.state == OpState::kDone;
   };
   mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  if (closed_) return absl::UnavailableError("session is closing");
   auto found = ops_.find(op_id);
   if (found == ops_.end()) return not_found();
-  if (!found->second.has_value()) {
-    if (closed_) return absl::UnavailableError("session is closing");
-    return std::optional<OpResult>();
-  }
-  std::optional<OpResult> result = std::move(found->second);
+  if (found->second.state != OpState::kDone) return std::optional<OpResult>();
+  std::optional<OpResult> result = std::move(found->second.result);
   ops_.erase(found);
   return result;
 }
 
 void Session::Close() {
-  absl::MutexLock send_lock(&send_mu_);  // no frame is being sent once this returns
-  absl::MutexLock lock(&mu_);
-  closed_ = true;
-  buffers_.clear();
+  std::vector<std::pair<OpEnded, absl::Status>> ends;
+  {
+    absl::MutexLock send_lock(&send_mu_);  // no frame is being sent once this returns
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    buffers_.clear();
+    // Waiting ops never start; started ones finish in the engine and find nothing to update.
+    ends.swap(unstarted_ends_);
+    for (auto& [id, op] : ops_) {
+      if (op.state == OpState::kWaiting && op.ended) {
+        ends.emplace_back(std::move(op.ended), absl::CancelledError(absl::StrCat(
+                                                   "op ", id, " dropped: session closed")));
+      }
+    }
+    ops_.clear();
+    waiting_by_handle_.clear();
+  }
+  for (auto& [ended, status] : ends) ended(status);
 }
 
 bool Session::closed() const {
@@ -115,8 +328,8 @@ SessionPtr SessionRegistry::Create(PeerCredentials credentials, int attach_fd) {
   uint8_t secret[32];
   hw::RandomBytes(secret, sizeof(secret));
   absl::MutexLock lock(&mu_);
-  auto session = std::make_shared<Session>(next_id_++, hw::Hex(secret, sizeof(secret)),
-                                           credentials, attach_fd);
+  auto session = std::make_shared<Session>(next_id_++, hw::Hex(secret, sizeof(secret)), credentials,
+                                           attach_fd);
   by_token_[session->token()] = session;
   by_id_[session->id()] = session;
   return session;

@@ -4,6 +4,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,7 +35,38 @@ struct OpResult {
   absl::Duration elapsed;
 };
 
+/// Hands an op that may start to the engine. Called once, outside the session's lock but
+/// under its launch lock (so ops of one communicator handle reach the engine in submission
+/// order); must not call the session's op methods except through a later completion. An
+/// error means the op could not start: it ends with that status.
+using OpStart = std::function<absl::Status(uint64_t op_id)>;
+
+/// Told how an op ended that never reached the engine (aborted, cancelled, expired, its
+/// start failed, or its session closed: CANCELLED). Called once, outside the session's lock.
+using OpEnded = std::function<void(const absl::Status& status)>;
+
+/// An op as Submit registers it. The hooks may be empty; all run outside the session's lock.
+struct NewOp {
+  uint64_t comm_handle = 0;     ///< ops of one handle start in submission order
+  std::vector<uint64_t> after;  ///< ops of this session it waits for (at most kMaxAfter)
+  std::string what;             ///< e.g. "allreduce on rank 0 of communicator 1a2b", for messages
+  OpStart start;
+  /// Called once the op is registered, before it can start or end.
+  std::function<void()> accepted;
+  /// Called once, before AddOp returns and before `start` can run, if the op has to wait.
+  std::function<void(uint64_t op_id)> held;
+  OpEnded ended;
+};
+
+/// Most ops one op may wait for.
+inline constexpr size_t kMaxAfter = 64;
+
 /// One client session. Thread-safe.
+///
+/// Ops: an op waits (held here, no thread of its own) until every op in its `after` list
+/// finished OK and every op submitted before it on the same communicator handle started;
+/// then OpStart hands it to the engine and its completion arrives through FinishOp. A
+/// finished op's result stays until WaitOp collects it; Close() drops everything.
 class Session {
  public:
   Session(uint64_t id, std::string token, PeerCredentials credentials, int attach_fd)
@@ -57,15 +90,27 @@ class Session {
   bool RemoveCommHandle(uint64_t handle);
   std::vector<uint64_t> CommHandles() const;
 
-  /// Registers a new op and returns its id.
-  uint64_t StartOp();
-  /// Stores an op's result and wakes its waiters.
+  /// Registers an op and returns its id (unique within the daemon). The op starts through
+  /// `op.start` as soon as it may, possibly before this returns; an op in `op.after` that
+  /// already failed ends it at once with ABORTED. INVALID_ARGUMENT for more than kMaxAfter
+  /// ids or an id listed twice, NOT_FOUND for an id naming no op of this session that is
+  /// still known (never issued here, or collected by WaitOp); then nothing is registered.
+  absl::StatusOr<uint64_t> AddOp(NewOp op);
+  /// Records the engine's result of a started op, wakes its waiters, and starts or aborts
+  /// (ABORTED naming this op) the ops waiting for it.
   void FinishOp(uint64_t op_id, OpResult result);
+  /// Ends an op that has not started with CANCELLED (its dependents end with ABORTED).
+  /// FAILED_PRECONDITION once it started or finished, NOT_FOUND for an unknown id.
+  absl::Status CancelOp(uint64_t op_id);
+  /// At an op's deadline: if it has not started, ends it with DEADLINE_EXCEEDED saying
+  /// what it still waited for, and returns that status; nullopt otherwise.
+  std::optional<absl::Status> ExpireOp(uint64_t op_id);
   /// Waits until the op is done or `timeout` passes. Done ops are released on return.
   /// NOT_FOUND for ids this session never issued or already collected (also when a
   /// concurrent Wait collected it first).
   absl::StatusOr<std::optional<OpResult>> WaitOp(uint64_t op_id, absl::Duration timeout);
-  /// Marks the session closed; pending waits wake and fail.
+  /// Marks the session closed and drops its ops (waiting ones never start and end
+  /// CANCELLED through their OpEnded); pending waits wake and fail.
   void Close();
   /// Whether Close() was called (the client is gone).
   bool closed() const;
@@ -76,14 +121,50 @@ class Session {
   const PeerCredentials credentials_;
   const int attach_fd_;
 
+  enum class OpState { kWaiting, kStarted, kDone };
+  struct Op {
+    OpState state = OpState::kWaiting;
+    uint64_t comm_handle = 0;
+    absl::Time submitted;
+    std::string what;
+    std::set<uint64_t> waiting_for;    ///< kWaiting: ops of `after` not finished yet
+    std::vector<uint64_t> dependents;  ///< ops whose `after` names this one
+    OpStart start;                     ///< kWaiting: hands it to the engine
+    OpEnded ended;                     ///< kWaiting: told if it never reaches the engine
+    std::optional<OpResult> result;    ///< kDone
+  };
+  /// An op taken out of its queue to start.
+  struct ReadyOp {
+    uint64_t id = 0;
+    OpStart start;
+    OpEnded ended;
+  };
+
+  /// Reports unstarted ends and starts every op that may start, one at a time, until
+  /// none is left.
+  void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(launch_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Takes the next op that may start (front of its handle's queue, nothing left to wait
+  /// for) out of the queue and marks it started; nullopt if there is none.
+  std::optional<ReadyOp> TakeReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Ends a waiting or started op with `result` and settles the ops waiting for it: an OK
+  /// end lets them go on, any other aborts them (ABORTED naming it), transitively. Waiting
+  /// ops' OpEnded calls are queued in `unstarted_ends_` for Pump to make.
+  void EndLocked(uint64_t op_id, OpResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   /// Serialises frames on the attach socket and orders them before Close().
   absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  /// Held while ops are registered, settled and started, so that ops of one handle reach
+  /// the engine in submission order.
+  absl::Mutex launch_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::map<uint64_t, SharedBufferPtr> buffers_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> comm_handles_ ABSL_GUARDED_BY(mu_);
-  /// Op id -> result once finished (nullopt while running).
-  std::map<uint64_t, std::optional<OpResult>> ops_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_op_id_ ABSL_GUARDED_BY(mu_) = 1;
+  /// Every op not collected yet, by id.
+  std::map<uint64_t, Op> ops_ ABSL_GUARDED_BY(mu_);
+  /// Waiting ops per communicator handle, in submission order.
+  std::map<uint64_t, std::deque<uint64_t>> waiting_by_handle_ ABSL_GUARDED_BY(mu_);
+  /// Ends of ops that never reached the engine, to report outside the lock.
+  std::vector<std::pair<OpEnded, absl::Status>> unstarted_ends_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -38,4 +38,16 @@ absl::StatusOr<v1::ListCommunicatorsResponse> AdminRpc::ListCommunicators() {
   return response;
 }
 
+absl::StatusOr<v1::ShowCommunicatorResponse> AdminRpc::ShowCommunicator(
+    const std::string& comm_id) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  v1::ShowCommunicatorRequest request;
+  request.set_comm_id(comm_id);
+  v1::ShowCommunicatorResponse response;
+  grpc::Status status = stub_->ShowCommunicator(&context, request, &response);
+  if (!status.ok()) return Failure(status, "ShowCommunicator");
+  return response;
+}
+
 }  // namespace cclo::ccloctl

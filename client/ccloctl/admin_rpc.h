@@ -21,6 +21,9 @@ class AdminRpc {
   absl::StatusOr<v1::StatusResponse> Status();
   /// Communicators the daemon takes part in.
   absl::StatusOr<v1::ListCommunicatorsResponse> ListCommunicators();
+  /// One communicator by hex id or unique prefix; NOT_FOUND or INVALID_ARGUMENT (with the
+  /// daemon's reason) when the id names none or several.
+  absl::StatusOr<v1::ShowCommunicatorResponse> ShowCommunicator(const std::string& comm_id);
 
  private:
   // Converts an RPC failure, saying which daemon could not be reached.

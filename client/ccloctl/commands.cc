@@ -49,12 +49,25 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   app.require_subcommand(1);
   app.fallthrough();
   CLI::App* status = app.add_subcommand("status", "daemon identity, uptime and engine counters");
-  app.add_subcommand(
+  CLI::App* comms = app.add_subcommand(
       "comms", "communicators this daemon takes part in: id, size, local ranks, state, ops, error");
+  comms->require_subcommand(0, 1);
+  std::string comm_id;
+  CLI::App* show = comms->add_subcommand(
+      "show",
+      "one communicator: members (addresses, local ranks and the sessions holding them), state, "
+      "departed ranks, ops completed/failed/in flight, bytes sent, creation time");
+  show->add_option("id", comm_id,
+                   "communicator id in hex as `ccloctl comms` prints it, or a "
+                   "prefix of it that names one communicator")
+      ->required();
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
 
   AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
   if (status->parsed()) return Show(admin.Status(), options.json, &StatusTable, out, err);
+  if (show->parsed()) {
+    return Show(admin.ShowCommunicator(comm_id), options.json, &CommunicatorTable, out, err);
+  }
   return Show(admin.ListCommunicators(), options.json, &CommunicatorsTable, out, err);
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "client/table.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -33,6 +34,9 @@ std::string FieldText(const google::protobuf::Message& message, const FieldDescr
   return text.empty() ? "-" : text;
 }
 
+// A number, or "-" for zero (ids and pids that are not set).
+std::string OrDash(uint64_t value) { return value == 0 ? "-" : absl::StrCat(value); }
+
 }  // namespace
 
 std::string StatusTable(const v1::StatusResponse& status) {
@@ -54,6 +58,39 @@ std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicator
                     info.error().empty() ? "-" : info.error()});
   }
   return client::RenderTable({"id", "size", "local_ranks", "state", "ops", "error"}, rows);
+}
+
+std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator) {
+  const absl::Time created =
+      absl::FromUnixMillis(static_cast<int64_t>(communicator.created_unix_ms()));
+  std::string out = client::RenderTable(
+      {"key", "value"},
+      {{"id", communicator.comm_id()},
+       {"size", absl::StrCat(communicator.size())},
+       {"state", communicator.state()},
+       {"error", communicator.error().empty() ? "-" : communicator.error()},
+       {"created", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", created, absl::UTCTimeZone())},
+       {"ops_completed", absl::StrCat(communicator.ops_completed())},
+       {"ops_failed", absl::StrCat(communicator.ops_failed())},
+       {"ops_in_flight", absl::StrCat(communicator.ops_in_flight())},
+       {"bytes_sent", absl::StrCat(communicator.bytes_sent())}});
+  std::vector<std::vector<std::string>> members;
+  for (const v1::MemberInfo& member : communicator.members()) {
+    members.push_back({absl::StrCat(member.rank()), member.daemon_address(), member.data_address(),
+                       member.local() ? "yes" : "no", OrDash(member.session_id()),
+                       OrDash(member.client_pid())});
+  }
+  absl::StrAppend(
+      &out, "\n",
+      client::RenderTable(
+          {"rank", "daemon_address", "data_address", "local", "session", "client_pid"}, members));
+  if (communicator.departed().empty()) return out;
+  std::vector<std::vector<std::string>> departed;
+  for (const v1::DepartedRank& rank : communicator.departed()) {
+    departed.push_back({absl::StrCat(rank.rank()), rank.reason()});
+  }
+  absl::StrAppend(&out, "\n", client::RenderTable({"departed_rank", "reason"}, departed));
+  return out;
 }
 
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {

@@ -15,6 +15,11 @@ std::string StatusTable(const v1::StatusResponse& status);
 /// One line per communicator: id, size, local ranks, state, ops, error.
 std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicators);
 
+/// One communicator: `key value` lines (id, size, state, error, created, op counters), a
+/// blank line and one line per member (rank, addresses, local, session, client pid), then,
+/// if local ranks left, a blank line and one line per departed rank with the reason.
+std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator);
+
 /// `message` as one line of JSON with the proto field names, fields at their default value
 /// included (proto3 JSON mapping: 64-bit integers are strings), ending in a newline.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);

@@ -51,20 +51,29 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       ->required();
   run->add_option("--rank", arguments.rank, "this process's rank, 0 <= rank < size")->required();
   run->add_option("--size", arguments.size, "number of ranks")->required();
-  run->add_option("--ops", arguments.ops, "comma-separated ops: sendrecv, bcast, allreduce")
+  run->add_option("--ops", arguments.ops,
+                  "comma-separated ops: sendrecv, bcast, scatter, gather, allgather, reduce, "
+                  "allreduce, reduce_scatter, alltoall, barrier; or all")
       ->capture_default_str();
   run->add_option("--sizes", arguments.sizes,
-                  "comma-separated bytes per rank, with K, M or G suffixes; rounded down to whole "
-                  "elements")
+                  "comma-separated bytes per rank (what one rank contributes or receives, as "
+                  "MPI counts), with K, M or G suffixes; rounded down to whole elements")
       ->capture_default_str();
-  run->add_option("--datatype", arguments.datatype, "int32, int64, float32 or float64")
+  run->add_option("--datatype", arguments.datatype,
+                  "int8, uint8, int32, int64, float16, bfloat16, float32 or float64")
       ->capture_default_str();
-  run->add_option("--reduce-op", arguments.reduce_op, "allreduce reduction: sum, max or min")
+  run->add_option("--reduce-op", arguments.reduce_op,
+                  "reduction of reduce, allreduce and reduce_scatter: sum, max or min")
       ->capture_default_str();
   run->add_option("--iters", arguments.iters, "runs of each op and size")->capture_default_str();
-  run->add_option("--root", arguments.root, "bcast root rank")->capture_default_str();
+  run->add_option("--root", arguments.root,
+                  "root rank of bcast, scatter, gather and reduce, or 'all' to run them with "
+                  "every root in turn")
+      ->capture_default_str();
+  run->add_flag("--in-place", arguments.in_place,
+                "run the in-place form (MPI_IN_PLACE) of every op that has one");
   run->add_option("--algorithm", arguments.algorithm,
-                  "algorithm to force for bcast and allreduce (default: the daemon's policy)");
+                  "algorithm to force for every op but sendrecv (default: the daemon's policy)");
   run->add_option("--join-timeout", arguments.join_timeout_seconds,
                   "seconds to wait for all ranks to join")
       ->capture_default_str();
@@ -72,7 +81,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                   "op deadline in seconds (0: the daemon's default)")
       ->capture_default_str();
   run->add_flag("--table", arguments.table,
-                "rank 0 prints `op bytes time_us GB/s ok` (ok: rank 0's own checks)");
+                "rank 0 prints `op root bytes time_us GB/s ok` (ok: rank 0's own checks)");
 
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
   const absl::Duration attach_timeout = absl::Seconds(attach_timeout_seconds);

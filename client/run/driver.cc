@@ -15,13 +15,20 @@ namespace {
 
 constexpr uint32_t kSendRecvTag = 1;
 
-// One row of the result table: an op at one size, over all iterations.
+// One row of the result table: an op at one size (and root), over all iterations.
 struct Row {
   Op op;
+  std::optional<uint32_t> root;  // rooted ops
   uint64_t bytes;
   absl::Duration total;  // sum of the iterations' times
   bool ok = true;        // this rank's checks
 };
+
+// "allreduce 64 bytes", "bcast 64 bytes at root 1": an op run in messages.
+std::string Label(Op op, std::optional<uint32_t> root, uint64_t bytes) {
+  return absl::StrCat(OpName(op), " ", bytes, " bytes",
+                      root ? absl::StrCat(" at root ", *root) : std::string());
+}
 
 // The communicator, the two buffers every op uses and the run's settings.
 class Runner {
@@ -29,30 +36,32 @@ class Runner {
   Runner(const RunOptions& options, Communicator& comm, Buffer& send, Buffer& recv)
       : options_(options), comm_(comm), send_(send), recv_(recv) {}
 
-  // Runs `op` on `bytes` once with inputs of run number `salt`; records the first mismatch.
-  absl::StatusOr<absl::Duration> RunOnce(Op op, uint64_t bytes, uint64_t salt, bool& ok) {
-    const uint64_t count = bytes / hw::DataTypeSize(options_.datatype);
-    const OpShape shape{op, options_.rank, options_.size, options_.root, options_.reduce_op};
-    Buffer& input = op == Op::kBcast ? recv_ : send_;
-    if (op != Op::kBcast || options_.rank == options_.root) {
-      FillPattern(options_.datatype, input.data(), count, options_.rank, salt);
-    }
-    if (op != Op::kBcast || options_.rank != options_.root) {
-      FillValue(options_.datatype, recv_.data(), count, kSentinel);
-    }
+  // Runs `op` on `bytes` per rank once with inputs of run number `salt`; records the first
+  // mismatch.
+  absl::StatusOr<absl::Duration> RunOnce(Op op, std::optional<uint32_t> root, uint64_t bytes,
+                                         uint64_t salt, bool& ok) {
+    OpShape shape{op,
+                  options_.datatype,
+                  options_.rank,
+                  options_.size,
+                  root.value_or(0),
+                  options_.reduce_op,
+                  bytes / hw::DataTypeSize(options_.datatype),
+                  ShapeInPlace(op, options_.rank, root.value_or(0), options_.in_place)};
+    FillBuffers(shape, salt, send_.data(), recv_.data());
     const absl::Time start = absl::Now();
-    if (absl::Status status = Execute(op, count); !status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("rank ", options_.rank, ": ", OpName(op), " ",
-                                                      bytes, " bytes: ", status.message()));
+    if (absl::Status status = Execute(shape); !status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("rank ", options_.rank, ": ", Label(op, root, bytes), ": ",
+                                       status.message()));
     }
     const absl::Duration elapsed = absl::Now() - start;
-    std::optional<Mismatch> mismatch =
-        FindMismatch(options_.datatype, recv_.data(), count, shape, salt);
+    std::optional<Mismatch> mismatch = FindMismatch(shape, recv_.data(), salt);
     if (mismatch) {
       ok = false;
       if (first_mismatch_.empty()) {
-        first_mismatch_ = absl::StrCat("rank ", options_.rank, ": ", OpName(op), " ", bytes,
-                                       " bytes: mismatch at index ", mismatch->index, ": expected ",
+        first_mismatch_ = absl::StrCat("rank ", options_.rank, ": ", Label(op, root, bytes),
+                                       ": mismatch at index ", mismatch->index, ": expected ",
                                        mismatch->expected, " got ", mismatch->got);
       }
     }
@@ -63,18 +72,35 @@ class Runner {
   const std::string& first_mismatch() const { return first_mismatch_; }
 
  private:
-  absl::Status Execute(Op op, uint64_t count) {
+  absl::Status Execute(const OpShape& shape) {
     OpOptions collective;
     collective.algorithm = options_.algorithm;
     collective.timeout = options_.op_timeout;
-    switch (op) {
+    collective.in_place = shape.in_place;
+    const uint64_t count = shape.count;
+    const hw::DataType type = shape.datatype;
+    const hw::ReduceOp reduce = shape.reduce_op;
+    switch (shape.op) {
       case Op::kSendRecv:
         return SendRecv(count);
       case Op::kBcast:
-        return comm_.Bcast(recv_, 0, count, options_.datatype, options_.root, collective);
+        return comm_.Bcast(recv_, 0, count, type, shape.root, collective);
+      case Op::kScatter:
+        return comm_.Scatter(send_, recv_, count, type, shape.root, collective);
+      case Op::kGather:
+        return comm_.Gather(send_, recv_, count, type, shape.root, collective);
+      case Op::kAllgather:
+        return comm_.Allgather(send_, recv_, count, type, collective);
+      case Op::kReduce:
+        return comm_.Reduce(send_, recv_, count, type, reduce, shape.root, collective);
       case Op::kAllreduce:
-        return comm_.Allreduce(send_, recv_, count, options_.datatype, options_.reduce_op,
-                               collective);
+        return comm_.Allreduce(send_, recv_, count, type, reduce, collective);
+      case Op::kReduceScatter:
+        return comm_.ReduceScatter(send_, recv_, count, type, reduce, collective);
+      case Op::kAlltoall:
+        return comm_.Alltoall(send_, recv_, count, type, collective);
+      case Op::kBarrier:
+        return comm_.Barrier(collective);
     }
     return absl::InternalError("unknown op");
   }
@@ -112,15 +138,52 @@ class Runner {
   std::string first_mismatch_;
 };
 
+// The roots `op` runs with: every one asked for if it is rooted, else only "no root".
+std::vector<std::optional<uint32_t>> RootsOf(const RunOptions& options, Op op) {
+  if (!hw::HasRoot(CollectiveOf(op))) return {std::nullopt};
+  return {options.roots.begin(), options.roots.end()};
+}
+
+// The sizes `op` runs at: a barrier moves no data, so it runs once, at 0 bytes.
+std::vector<uint64_t> SizesOf(const RunOptions& options, Op op) {
+  if (op == Op::kBarrier) return {0};
+  return options.sizes;
+}
+
+// Bytes each of the send and receive buffers needs for every run of `options` at this rank.
+uint64_t BufferBytes(const RunOptions& options) {
+  const uint64_t element = hw::DataTypeSize(options.datatype);
+  uint64_t most = 1;  // the daemon does not make empty buffers
+  for (Op op : options.ops) {
+    for (std::optional<uint32_t> root : RootsOf(options, op)) {
+      for (uint64_t bytes : SizesOf(options, op)) {
+        const uint32_t at = root.value_or(0);
+        const OpShape shape{op,
+                            options.datatype,
+                            options.rank,
+                            options.size,
+                            at,
+                            options.reduce_op,
+                            bytes / element,
+                            ShapeInPlace(op, options.rank, at, options.in_place)};
+        const BufferElements elements = ElementsOf(shape);
+        most = std::max({most, elements.send, elements.recv});
+      }
+    }
+  }
+  return most * element;
+}
+
 std::string RenderRows(const std::vector<Row>& rows, uint32_t iters) {
   std::vector<std::vector<std::string>> cells;
   for (const Row& row : rows) {
     const double micros = absl::ToDoubleMicroseconds(row.total) / iters;
     const double gigabytes_per_second = micros > 0 ? row.bytes / micros / 1e3 : 0;
-    cells.push_back({OpName(row.op), absl::StrCat(row.bytes), absl::StrFormat("%.1f", micros),
+    cells.push_back({OpName(row.op), row.root ? absl::StrCat(*row.root) : "-",
+                     absl::StrCat(row.bytes), absl::StrFormat("%.1f", micros),
                      absl::StrFormat("%.3f", gigabytes_per_second), row.ok ? "yes" : "no"});
   }
-  return client::RenderTable({"op", "bytes", "time_us", "GB/s", "ok"}, cells);
+  return client::RenderTable({"op", "root", "bytes", "time_us", "GB/s", "ok"}, cells);
 }
 
 }  // namespace
@@ -142,10 +205,7 @@ absl::Status RunChecks(const RunOptions& options, absl::Duration attach_timeout,
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       (*client)->Join(options.token, options.rank, options.size, options.join_timeout);
   if (!comm.ok()) return comm.status();
-  // Buffers hold at least one element: the daemon does not make empty buffers.
-  const uint64_t bytes =
-      std::max<uint64_t>(*std::max_element(options.sizes.begin(), options.sizes.end()),
-                         hw::DataTypeSize(options.datatype));
+  const uint64_t bytes = BufferBytes(options);
   absl::StatusOr<Buffer> send = (*client)->AllocBuffer(bytes);
   if (!send.ok()) return send.status();
   absl::StatusOr<Buffer> recv = (*client)->AllocBuffer(bytes);
@@ -155,14 +215,16 @@ absl::Status RunChecks(const RunOptions& options, absl::Duration attach_timeout,
   std::vector<Row> rows;
   uint64_t salt = 0;
   for (Op op : options.ops) {
-    for (uint64_t size : options.sizes) {
-      Row row{op, size, absl::ZeroDuration()};
-      for (uint32_t iter = 0; iter < options.iters; ++iter) {
-        absl::StatusOr<absl::Duration> elapsed = runner.RunOnce(op, size, ++salt, row.ok);
-        if (!elapsed.ok()) return elapsed.status();
-        row.total += *elapsed;
+    for (std::optional<uint32_t> root : RootsOf(options, op)) {
+      for (uint64_t size : SizesOf(options, op)) {
+        Row row{op, root, size, absl::ZeroDuration()};
+        for (uint32_t iter = 0; iter < options.iters; ++iter) {
+          absl::StatusOr<absl::Duration> elapsed = runner.RunOnce(op, root, size, ++salt, row.ok);
+          if (!elapsed.ok()) return elapsed.status();
+          row.total += *elapsed;
+        }
+        rows.push_back(row);
       }
-      rows.push_back(row);
     }
   }
   if (options.table && options.rank == 0) out << RenderRows(rows, options.iters);

@@ -1,6 +1,7 @@
 #include "client/run/options.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/numbers.h"
@@ -10,15 +11,35 @@
 namespace cclo::run {
 namespace {
 
-constexpr Op kOps[] = {Op::kSendRecv, Op::kBcast, Op::kAllreduce};
+constexpr Op kOps[] = {Op::kSendRecv,  Op::kBcast,  Op::kScatter,   Op::kGather,
+                       Op::kAllgather, Op::kReduce, Op::kAllreduce, Op::kReduceScatter,
+                       Op::kAlltoall,  Op::kBarrier};
 
-// The datatypes whose small-integer patterns and sums are exact.
-constexpr hw::DataType kRunDataTypes[] = {hw::DataType::kInt32, hw::DataType::kInt64,
+// Every datatype: the patterns are small integers, exact in each (see check.h).
+constexpr hw::DataType kRunDataTypes[] = {hw::DataType::kInt8,    hw::DataType::kUint8,
+                                          hw::DataType::kInt32,   hw::DataType::kInt64,
+                                          hw::DataType::kFloat16, hw::DataType::kBfloat16,
                                           hw::DataType::kFloat32, hw::DataType::kFloat64};
 
 // The reductions whose results stay exact on the patterns (prod would overflow).
 constexpr hw::ReduceOp kRunReduceOps[] = {hw::ReduceOp::kSum, hw::ReduceOp::kMax,
                                           hw::ReduceOp::kMin};
+
+// Largest magnitude of a pattern value (check.h).
+constexpr int64_t kPatternMagnitude = 30;
+
+// The largest integer up to which `type` holds every integer, for the float types whose
+// range a sum over many ranks can leave; 0 for the others (integers wrap like the reference).
+int64_t ExactIntegerLimit(hw::DataType type) {
+  switch (type) {
+    case hw::DataType::kFloat16:
+      return 2048;
+    case hw::DataType::kBfloat16:
+      return 256;
+    default:
+      return 0;
+  }
+}
 
 absl::Status FlagError(const std::string& flag, const std::string& problem) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", problem));
@@ -41,15 +62,34 @@ std::string ReduceOpText(hw::ReduceOp op) { return std::string(hw::ReduceOpName(
 }  // namespace
 
 std::string OpName(Op op) {
+  if (op == Op::kSendRecv) return "sendrecv";
+  return std::string(hw::CollectiveName(CollectiveOf(op)));
+}
+
+hw::Collective CollectiveOf(Op op) {
   switch (op) {
     case Op::kSendRecv:
-      return "sendrecv";
+      return hw::Collective::kRecv;
     case Op::kBcast:
-      return "bcast";
+      return hw::Collective::kBcast;
+    case Op::kScatter:
+      return hw::Collective::kScatter;
+    case Op::kGather:
+      return hw::Collective::kGather;
+    case Op::kAllgather:
+      return hw::Collective::kAllgather;
+    case Op::kReduce:
+      return hw::Collective::kReduce;
     case Op::kAllreduce:
-      return "allreduce";
+      return hw::Collective::kAllreduce;
+    case Op::kReduceScatter:
+      return hw::Collective::kReduceScatter;
+    case Op::kAlltoall:
+      return hw::Collective::kAlltoall;
+    case Op::kBarrier:
+      return hw::Collective::kBarrier;
   }
-  return "unknown";
+  return hw::Collective::kNop;
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
@@ -95,6 +135,7 @@ absl::StatusOr<std::vector<uint64_t>> ParseByteSizes(const std::string& text) {
 }
 
 absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text) {
+  if (text == "all") return std::vector<Op>(std::begin(kOps), std::end(kOps));
   std::vector<Op> ops;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     absl::StatusOr<Op> op = ParseChoice("ops", std::string(item), kOps, &OpName);
@@ -102,6 +143,21 @@ absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text) {
     ops.push_back(*op);
   }
   return ops;
+}
+
+absl::StatusOr<std::vector<uint32_t>> ParseRoots(const std::string& text, uint32_t size) {
+  std::vector<uint32_t> roots;
+  if (text == "all") {
+    for (uint32_t root = 0; root < size; ++root) roots.push_back(root);
+    return roots;
+  }
+  uint32_t root = 0;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(text, &root) || root >= size) {
+    return FlagError("root", absl::StrCat("'", text, "' is not a rank in [0, ", size,
+                                          ") for --size ", size, " or 'all'"));
+  }
+  return std::vector<uint32_t>{root};
 }
 
 absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
@@ -113,10 +169,6 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   }
   if (arguments.rank < 0 || arguments.rank >= arguments.size) {
     return FlagError("rank", absl::StrCat(arguments.rank, " is not in [0, ", arguments.size,
-                                          ") for --size ", arguments.size));
-  }
-  if (arguments.root < 0 || arguments.root >= arguments.size) {
-    return FlagError("root", absl::StrCat(arguments.root, " is not in [0, ", arguments.size,
                                           ") for --size ", arguments.size));
   }
   if (arguments.iters < 1 || arguments.iters > std::numeric_limits<uint32_t>::max()) {
@@ -143,6 +195,20 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   absl::StatusOr<hw::ReduceOp> reduce_op =
       ParseChoice("reduce-op", arguments.reduce_op, kRunReduceOps, &ReduceOpText);
   if (!reduce_op.ok()) return reduce_op.status();
+  absl::StatusOr<std::vector<uint32_t>> roots =
+      ParseRoots(arguments.root, static_cast<uint32_t>(arguments.size));
+  if (!roots.ok()) return roots.status();
+  const bool sums =
+      *reduce_op == hw::ReduceOp::kSum &&
+      std::any_of(ops->begin(), ops->end(), [](Op op) { return hw::Reduces(CollectiveOf(op)); });
+  const int64_t limit = ExactIntegerLimit(*datatype);
+  if (sums && limit > 0 && kPatternMagnitude * arguments.size > limit) {
+    return FlagError(
+        "datatype",
+        absl::StrCat(arguments.datatype, " sums over ", arguments.size, " ranks may exceed ", limit,
+                     ", beyond which ", arguments.datatype, " misses integers; use at most ",
+                     limit / kPatternMagnitude, " ranks or --reduce-op max or min"));
+  }
   const uint64_t element = hw::DataTypeSize(*datatype);
   for (uint64_t& bytes : *sizes) bytes -= bytes % element;
   options.runtime_dir = arguments.runtime_dir;
@@ -154,7 +220,8 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   options.datatype = *datatype;
   options.reduce_op = *reduce_op;
   options.iters = static_cast<uint32_t>(arguments.iters);
-  options.root = static_cast<uint32_t>(arguments.root);
+  options.roots = *std::move(roots);
+  options.in_place = arguments.in_place;
   options.algorithm = arguments.algorithm;
   options.join_timeout = absl::Seconds(arguments.join_timeout_seconds);
   options.op_timeout = absl::Seconds(arguments.op_timeout_seconds);

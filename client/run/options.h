@@ -13,13 +13,23 @@ namespace cclo::run {
 
 /// The ops cclo-run can check.
 enum class Op {
-  kSendRecv,   ///< every rank sends to rank + 1 and receives from rank - 1 (ring; size >= 2)
-  kBcast,      ///< from the root to all ranks
-  kAllreduce,  ///< over all ranks' inputs
+  kSendRecv,       ///< every rank sends to rank + 1 and receives from rank - 1 (ring; size >= 2)
+  kBcast,          ///< from the root to all ranks
+  kScatter,        ///< the root's chunk i to rank i
+  kGather,         ///< rank i's input to chunk i at the root
+  kAllgather,      ///< rank i's input to chunk i at every rank
+  kReduce,         ///< over all ranks' inputs, to the root
+  kAllreduce,      ///< over all ranks' inputs, to every rank
+  kReduceScatter,  ///< over all ranks' inputs, chunk i to rank i
+  kAlltoall,       ///< chunk j of rank i to chunk i of rank j
+  kBarrier,        ///< no data; completes once every rank entered it
 };
 
-/// Name on the command line and in the table, e.g. "sendrecv".
+/// Name on the command line and in the table, e.g. "sendrecv", "reduce_scatter".
 std::string OpName(Op op);
+
+/// The engine collective of `op` (sendrecv: the receive, whose output is checked).
+hw::Collective CollectiveOf(Op op);
 
 /// A validated `cclo-run run` invocation.
 struct RunOptions {
@@ -28,12 +38,13 @@ struct RunOptions {
   uint32_t rank = 0;
   uint32_t size = 1;
   std::vector<Op> ops;
-  std::vector<uint64_t> sizes;  ///< bytes per rank, rounded down to whole elements
+  std::vector<uint64_t> sizes;  ///< bytes per rank (MPI count), rounded down to whole elements
   hw::DataType datatype = hw::DataType::kFloat32;
   hw::ReduceOp reduce_op = hw::ReduceOp::kSum;
   uint32_t iters = 1;
-  uint32_t root = 0;
-  std::string algorithm;  ///< forced for bcast and allreduce
+  std::vector<uint32_t> roots = {0};  ///< rooted ops run once per root, in this order
+  bool in_place = false;              ///< the in-place form of every op that has one
+  std::string algorithm;              ///< forced for every op but sendrecv
   absl::Duration join_timeout = absl::Seconds(60);
   absl::Duration op_timeout = absl::ZeroDuration();  ///< zero: the daemon's default
   bool table = false;
@@ -50,7 +61,8 @@ struct RunArguments {
   std::string datatype = "float32";
   std::string reduce_op = "sum";
   int64_t iters = 1;
-  int64_t root = 0;
+  std::string root = "0";
+  bool in_place = false;
   std::string algorithm;
   double join_timeout_seconds = 60;
   double op_timeout_seconds = 0;
@@ -63,8 +75,12 @@ absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
 /// Parses a comma-separated list of byte sizes, e.g. "1K,64K,1M,16M".
 absl::StatusOr<std::vector<uint64_t>> ParseByteSizes(const std::string& text);
 
-/// Parses a comma-separated list of op names, e.g. "sendrecv,allreduce".
+/// Parses a comma-separated list of op names, e.g. "sendrecv,allreduce", or "all" (every
+/// op in the order of Op).
 absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text);
+
+/// Parses --root: a rank below `size`, or "all" (every rank in turn).
+absl::StatusOr<std::vector<uint32_t>> ParseRoots(const std::string& text, uint32_t size);
 
 /// Checks every argument and combination; errors name the flag and the bad value.
 absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments);

@@ -3,12 +3,16 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "cclo/client.h"
 #include "client/ccloctl/commands.h"
@@ -51,6 +55,32 @@ v1::ListCommunicatorsResponse SampleCommunicators() {
   return list;
 }
 
+v1::ShowCommunicatorResponse SampleCommunicator() {
+  v1::ShowCommunicatorResponse show;
+  show.set_comm_id("00112233445566778899aabbccddeeff");
+  show.set_size(3);
+  show.set_state("broken");
+  show.set_error("rank 2 left: its client (pid 42) exited");
+  show.set_created_unix_ms(1714557600123);
+  show.set_ops_completed(17);
+  show.set_ops_failed(1);
+  show.set_bytes_sent(4096);
+  for (uint32_t rank : {0, 1, 2}) {
+    v1::MemberInfo* member = show.add_members();
+    member->set_rank(rank);
+    const std::string host = rank == 1 ? "10.0.0.2" : "10.0.0.1";
+    member->set_daemon_address(host + ":7000");
+    member->set_data_address(host + ":7001");
+  }
+  show.mutable_members(0)->set_local(true);
+  show.mutable_members(0)->set_session_id(3);
+  show.mutable_members(0)->set_client_pid(41);
+  v1::DepartedRank* departed = show.add_departed();
+  departed->set_rank(2);
+  departed->set_reason("rank 2 left: its client (pid 42) exited");
+  return show;
+}
+
 // Runs ccloctl with `args`; returns the exit code and fills `out` and `err`.
 int Ccloctl(std::vector<std::string> args, std::string& out, std::string& err) {
   args.insert(args.begin(), "ccloctl");
@@ -82,6 +112,34 @@ TEST(FormatTest, CommunicatorsTable) {
             "00112233445566778899aabbccddeeff  4     0,2          ready   17   -\n"
             "ffeeddccbbaa99887766554433221100  2     -            broken  0    peer 10.0.0.2:7000 "
             "lost\n");
+}
+
+TEST(FormatTest, CommunicatorTable) {
+  EXPECT_EQ(CommunicatorTable(SampleCommunicator()),
+            "key            value\n"
+            "id             00112233445566778899aabbccddeeff\n"
+            "size           3\n"
+            "state          broken\n"
+            "error          rank 2 left: its client (pid 42) exited\n"
+            "created        2024-05-01T10:00:00.123Z\n"
+            "ops_completed  17\n"
+            "ops_failed     1\n"
+            "ops_in_flight  0\n"
+            "bytes_sent     4096\n"
+            "\n"
+            "rank  daemon_address  data_address   local  session  client_pid\n"
+            "0     10.0.0.1:7000   10.0.0.1:7001  yes    3        41\n"
+            "1     10.0.0.2:7000   10.0.0.2:7001  no     -        -\n"
+            "2     10.0.0.1:7000   10.0.0.1:7001  no     -        -\n"
+            "\n"
+            "departed_rank  reason\n"
+            "2              rank 2 left: its client (pid 42) exited\n");
+  // Without departures the table ends after the members.
+  v1::ShowCommunicatorResponse ready = SampleCommunicator();
+  ready.clear_departed();
+  const std::string table = CommunicatorTable(ready);
+  EXPECT_TRUE(absl::EndsWith(table, "\n2     10.0.0.1:7000   10.0.0.1:7001  no     -        -\n"))
+      << table;
 }
 
 TEST(FormatTest, JsonIsOneLineWithEveryFieldAndParsesBack) {
@@ -183,6 +241,164 @@ TEST(CommandsTest, StatusAndCommsAgainstADaemon) {
   EXPECT_EQ(err, "");
 }
 
+// The daemon's own status, through `ccloctl status --json`.
+v1::StatusResponse DaemonStatus(const testing::Daemon& daemon) {
+  std::string out, err;
+  EXPECT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "status", "--json"}, out, err), 0)
+      << err;
+  v1::StatusResponse status;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(out, &status).ok()) << out;
+  return status;
+}
+
+// `ccloctl comms show id --json` parsed, after checking that the table says the same.
+v1::ShowCommunicatorResponse ShowCommunicator(const testing::Daemon& daemon,
+                                              const std::string& id) {
+  std::string out, err;
+  EXPECT_EQ(
+      Ccloctl({"--runtime-dir", daemon.runtime_dir(), "comms", "show", id, "--json"}, out, err), 0)
+      << err;
+  v1::ShowCommunicatorResponse show;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(out, &show).ok()) << out;
+  EXPECT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "comms", "show", id}, out, err), 0)
+      << err;
+  EXPECT_EQ(out, CommunicatorTable(show));
+  return show;
+}
+
+TEST(CommandsTest, CommsShowMembersSessionsOpsAndDepartures) {
+  // Ranks 0 and 2 on daemon a (two sessions), rank 1 on daemon b.
+  testing::Daemon a, b;
+  absl::StatusOr<std::unique_ptr<Client>> client0 = Client::Attach(a.runtime_dir());
+  absl::StatusOr<std::unique_ptr<Client>> client1 = Client::Attach(b.runtime_dir());
+  absl::StatusOr<std::unique_ptr<Client>> client2 = Client::Attach(a.runtime_dir());
+  ASSERT_TRUE(client0.ok() && client1.ok() && client2.ok());
+  std::vector<Client*> clients = {client0->get(), client1->get(), client2->get()};
+  absl::StatusOr<std::string> token = clients[0]->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  const absl::Time before_join = absl::Now();
+  std::vector<std::unique_ptr<Communicator>> comms(3);
+  std::vector<std::thread> ranks;
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    ranks.emplace_back([&, rank] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = clients[rank]->Join(*token, rank, 3);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      comms[rank] = *std::move(comm);
+      absl::StatusOr<Buffer> buffer = clients[rank]->AllocBuffer(4096);
+      ASSERT_TRUE(buffer.ok()) << buffer.status();
+      EXPECT_TRUE(
+          comms[rank]->Allreduce(*buffer, *buffer, 8, DataType::kInt32, ReduceOp::kSum).ok());
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  ASSERT_TRUE(comms[0] && comms[1] && comms[2]);
+  // An op the engine refuses counts as failed without breaking the communicator.
+  absl::StatusOr<Buffer> scratch = clients[0]->AllocBuffer(4096);
+  ASSERT_TRUE(scratch.ok()) << scratch.status();
+  EXPECT_EQ(comms[0]->Bcast(*scratch, 0, 8, DataType::kInt32, 0, {.algorithm = "none"}).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  const v1::StatusResponse status_a = DaemonStatus(a), status_b = DaemonStatus(b);
+  const std::string& id = comms[0]->id_hex();
+  v1::ShowCommunicatorResponse show = ShowCommunicator(a, id);
+  EXPECT_EQ(show.comm_id(), id);
+  EXPECT_EQ(show.size(), 3u);
+  EXPECT_EQ(show.state(), "ready");
+  EXPECT_EQ(show.error(), "");
+  EXPECT_EQ(show.ops_completed(), 2u);
+  EXPECT_EQ(show.ops_failed(), 1u);
+  EXPECT_EQ(show.ops_in_flight(), 0u);
+  EXPECT_GE(show.created_unix_ms(), absl::ToUnixMillis(before_join - absl::Seconds(1)));
+  EXPECT_LE(show.created_unix_ms(), absl::ToUnixMillis(absl::Now()));
+  EXPECT_EQ(show.departed_size(), 0);
+  ASSERT_EQ(show.members_size(), 3) << show.DebugString();
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    const v1::MemberInfo& member = show.members(rank);
+    const v1::StatusResponse& host = rank == 1 ? status_b : status_a;
+    EXPECT_EQ(member.rank(), rank);
+    EXPECT_EQ(member.daemon_address(), host.peer_address());
+    EXPECT_EQ(member.data_address(), host.data_address());
+    EXPECT_EQ(member.local(), rank != 1);
+    EXPECT_EQ(member.session_id(), rank == 1 ? 0 : clients[rank]->session_id());
+    EXPECT_EQ(member.client_pid(), rank == 1 ? 0u : static_cast<uint32_t>(getpid()));
+  }
+  const v1::ShowCommunicatorResponse on_b = ShowCommunicator(b, id);
+  EXPECT_EQ(on_b.ops_completed(), 1u);
+  EXPECT_EQ(on_b.ops_failed(), 0u);
+  ASSERT_EQ(on_b.members_size(), 3);
+  EXPECT_TRUE(on_b.members(1).local());
+  EXPECT_EQ(on_b.members(1).session_id(), clients[1]->session_id());
+  EXPECT_FALSE(on_b.members(0).local());
+
+  // Rank 2's client exits: a still hosts rank 0, so the communicator is broken there and
+  // rank 2 is listed as departed. An upper-case prefix names it too.
+  comms[2].reset();
+  client2->reset();
+  const std::string reason = absl::StrCat("rank 2 left: its client (pid ", getpid(), ") exited");
+  ASSERT_TRUE(a.process().WaitForOutput(absl::StrCat("communicator ", id, " broken: ", reason),
+                                        absl::Seconds(10)));
+  show = ShowCommunicator(a, absl::AsciiStrToUpper(id.substr(0, 12)));
+  EXPECT_EQ(show.comm_id(), id);
+  EXPECT_EQ(show.state(), "broken");
+  EXPECT_EQ(show.error(), reason);
+  ASSERT_EQ(show.departed_size(), 1);
+  EXPECT_EQ(show.departed(0).rank(), 2u);
+  EXPECT_EQ(show.departed(0).reason(), reason);
+  ASSERT_EQ(show.members_size(), 3);
+  EXPECT_TRUE(show.members(0).local());
+  EXPECT_FALSE(show.members(2).local());
+  EXPECT_EQ(show.members(2).session_id(), 0u);
+}
+
+TEST(CommandsTest, CommsShowRefusesUnknownAmbiguousAndBadIds) {
+  testing::Daemon daemon;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Seventeen communicators: two of them share their first hex digit.
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::map<char, int> first_digits;
+  std::set<std::string> two_digits;
+  for (int i = 0; i < 17; ++i) {
+    absl::StatusOr<std::string> token = (*client)->CreateCommunicatorId();
+    ASSERT_TRUE(token.ok()) << token.status();
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = (*client)->Join(*token, 0, 1);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    ++first_digits[(*comm)->id_hex()[0]];
+    two_digits.insert((*comm)->id_hex().substr(0, 2));
+    comms.push_back(*std::move(comm));
+  }
+  const char shared = std::find_if(first_digits.begin(), first_digits.end(), [](const auto& digit) {
+                        return digit.second > 1;
+                      })->first;
+  std::string unused;
+  for (int prefix = 0; unused.empty() || two_digits.count(unused); ++prefix) {
+    unused = absl::StrFormat("%02x", prefix);
+  }
+
+  std::string out, err;
+  const std::string dir = daemon.runtime_dir();
+  EXPECT_EQ(Ccloctl({"--runtime-dir", dir, "comms", "show", std::string(1, shared)}, out, err), 1);
+  EXPECT_EQ(out, "");
+  EXPECT_NE(err.find(absl::StrCat("ccloctl: ShowCommunicator at unix:", dir,
+                                  "/admin.sock: communicator id prefix '", std::string(1, shared),
+                                  "' matches ")),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(Ccloctl({"--runtime-dir", dir, "comms", "show", unused, "--json"}, out, err), 1);
+  EXPECT_EQ(out, "");
+  EXPECT_NE(err.find(absl::StrCat("no communicator ", unused, " on this daemon")),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(Ccloctl({"--runtime-dir", dir, "comms", "show", "0x12"}, out, err), 1);
+  EXPECT_NE(err.find("communicator id '0x12' is not a hex id or prefix"), std::string::npos) << err;
+  EXPECT_EQ(Ccloctl({"--runtime-dir", dir, "comms", "show"}, out, err), 2);
+  EXPECT_NE(err.find("id"), std::string::npos) << err;
+  // The full id of every one of them answers.
+  for (const std::unique_ptr<Communicator>& comm : comms) {
+    EXPECT_EQ(ShowCommunicator(daemon, comm->id_hex()).comm_id(), comm->id_hex());
+  }
+}
+
 TEST(CommandsTest, UnreachableDaemonExitsOneWithTheReason) {
   std::string out, err;
   EXPECT_EQ(Ccloctl({"--runtime-dir", "/tmp/no-such-cclod-dir", "status"}, out, err), 1);
@@ -198,6 +414,8 @@ TEST(CommandsTest, HelpAndUsageErrors) {
   EXPECT_NE(out.find("--runtime-dir"), std::string::npos) << out;
   EXPECT_EQ(Ccloctl({"comms", "--help"}, out, err), 0);
   EXPECT_NE(out.find("Usage: ccloctl comms"), std::string::npos) << out;
+  EXPECT_EQ(Ccloctl({"comms", "show", "--help"}, out, err), 0);
+  EXPECT_NE(out.find("Usage: ccloctl comms show"), std::string::npos) << out;
   EXPECT_EQ(Ccloctl({}, out, err), 2);
   EXPECT_EQ(Ccloctl({"status", "--bogus"}, out, err), 2);
   EXPECT_NE(err.find("--bogus"), std::string::npos) << err;

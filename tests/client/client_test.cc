@@ -306,14 +306,17 @@ TEST_F(ClientTest, FailedOpReportsTheDaemonsError) {
   absl::Status status = comm->Allreduce(*buffer, *buffer, 4, DataType::kFloat32, ReduceOp::kSum,
                                         {.algorithm = "fail"});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "unknown allreduce algorithm 'fail'; valid: ring");
+  // The valid names follow; the firmware tables grow, so only the first is checked.
+  EXPECT_THAT(std::string(status.message()),
+              StartsWith("unknown allreduce algorithm 'fail'; valid: ring"));
 
   absl::StatusOr<Request> request =
       comm->BcastAsync(*buffer, 0, 4, DataType::kFloat32, 0, {.algorithm = "fail"});
   ASSERT_TRUE(request.ok()) << request.status();
   status = request->Wait();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "unknown bcast algorithm 'fail'; valid: one_to_all");
+  EXPECT_THAT(std::string(status.message()),
+              StartsWith("unknown bcast algorithm 'fail'; valid: one_to_all"));
   EXPECT_EQ(request->Test().status(), status);
   // A refused algorithm is the op's own error: the communicator still works.
   EXPECT_TRUE(comm->Bcast(*buffer, 0, 4, DataType::kFloat32, 0).ok());

@@ -17,9 +17,8 @@
 namespace cclo::run {
 namespace {
 
-// A rank's client leaves when its run ends, and cclod then breaks the communicator for the
-// ranks still running. Ending with allreduce keeps every rank until all have their data;
-// ending with bcast or sendrecv would let a sender leave before its peers have received.
+// A rank's client leaves when its run ends. Ending with allreduce (or barrier) keeps every
+// rank until all have their data.
 constexpr char kOpsEndingInAllreduce[] = "sendrecv,bcast,allreduce";
 
 struct Outcome {
@@ -100,20 +99,44 @@ TEST_F(RunDriverTest, TokenIsPrintedOnItsOwnLine) {
       << daemon_->process().Output();
 }
 
-TEST_F(RunDriverTest, EveryOpPassesAtEveryWorldSize) {
+TEST_F(RunDriverTest, EveryOpPassesAtEveryWorldSizeAndRootInPlaceOrNot) {
+  // "all" ends with barrier, which keeps every rank until all are done.
   for (uint32_t size : {1u, 2u, 3u, 4u}) {
-    for (const char* datatype : {"float32", "int32", "float64"}) {
-      const std::string ops = size == 1 ? "bcast,allreduce" : kOpsEndingInAllreduce;
-      std::vector<Outcome> outcomes =
-          RunAllRanks(size, {"--ops", ops, "--sizes", "0,8,1K,64K", "--datatype", datatype,
-                             "--iters", "2", "--root", std::to_string(size - 1)});
+    for (bool in_place : {false, true}) {
+      const std::string ops = size == 1 ? "bcast,scatter,gather,allgather,reduce,allreduce,"
+                                          "reduce_scatter,alltoall,barrier"
+                                        : "all";
+      std::vector<std::string> args = {"--ops", ops, "--sizes", "0,8,1K,64K", "--root", "all"};
+      if (in_place) args.push_back("--in-place");
+      std::vector<Outcome> outcomes = RunAllRanks(size, args);
       for (uint32_t rank = 0; rank < size; ++rank) {
         EXPECT_EQ(outcomes[rank].code, 0)
-            << "size " << size << " rank " << rank << " " << datatype << ": " << outcomes[rank].err;
+            << "size " << size << " rank " << rank << (in_place ? " in place: " : ": ")
+            << outcomes[rank].err;
         EXPECT_EQ(outcomes[rank].out, "");
       }
     }
   }
+}
+
+TEST_F(RunDriverTest, EveryOpPassesInEveryDatatype) {
+  for (const char* datatype :
+       {"int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64"}) {
+    for (const char* reduce_op : {"sum", "min"}) {
+      std::vector<Outcome> outcomes =
+          RunAllRanks(3, {"--ops", "all", "--sizes", "0,8,1K", "--datatype", datatype,
+                          "--reduce-op", reduce_op, "--iters", "2", "--root", "2"});
+      for (uint32_t rank = 0; rank < 3; ++rank) {
+        EXPECT_EQ(outcomes[rank].code, 0)
+            << datatype << " " << reduce_op << " rank " << rank << ": " << outcomes[rank].err;
+      }
+    }
+  }
+}
+
+// The whitespace-separated cells of a table line.
+std::vector<std::string> Cells(const std::string& line) {
+  return absl::StrSplit(line, ' ', absl::SkipEmpty());
 }
 
 TEST_F(RunDriverTest, RankZeroPrintsTheTable) {
@@ -129,30 +152,48 @@ TEST_F(RunDriverTest, RankZeroPrintsTheTable) {
   std::istringstream table(outcomes[0].out);
   std::string line;
   std::getline(table, line);
-  std::vector<std::string> header = absl::StrSplit(line, ' ', absl::SkipEmpty());
-  EXPECT_EQ(header, (std::vector<std::string>{"op", "bytes", "time_us", "GB/s", "ok"}));
-  std::vector<std::string> rows;
-  while (std::getline(table, line)) rows.push_back(line);
+  EXPECT_EQ(Cells(line),
+            (std::vector<std::string>{"op", "root", "bytes", "time_us", "GB/s", "ok"}));
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(table, line)) rows.push_back(Cells(line));
   ASSERT_EQ(rows.size(), 6u) << outcomes[0].out;
-  EXPECT_EQ(rows[0].rfind("sendrecv   1024 ", 0), 0u) << rows[0];
-  EXPECT_EQ(rows[3].rfind("bcast      4096 ", 0), 0u) << rows[3];
-  EXPECT_EQ(rows[5].rfind("allreduce  4096 ", 0), 0u) << rows[5];
-  for (const std::string& row : rows) EXPECT_EQ(row.substr(row.size() - 3), "yes") << row;
+  EXPECT_EQ(rows[0][0] + " " + rows[0][1] + " " + rows[0][2], "sendrecv - 1024");
+  EXPECT_EQ(rows[3][0] + " " + rows[3][1] + " " + rows[3][2], "bcast 0 4096");
+  EXPECT_EQ(rows[5][0] + " " + rows[5][1] + " " + rows[5][2], "allreduce - 4096");
+  for (const std::vector<std::string>& row : rows) EXPECT_EQ(row.back(), "yes");
+}
+
+TEST_F(RunDriverTest, RootedOpsRunOncePerRoot) {
+  const std::vector<std::string> common = {"--ops", "gather,barrier", "--sizes",
+                                           "8,16",  "--root",         "all"};
+  std::vector<std::string> rank0 = common;
+  rank0.push_back("--table");
+  std::vector<Outcome> outcomes = RunRanks({rank0, common, common});
+  for (const Outcome& outcome : outcomes) ASSERT_EQ(outcome.code, 0) << outcome.err;
+  std::vector<std::string> lines = absl::StrSplit(outcomes[0].out, '\n', absl::SkipEmpty());
+  std::vector<std::string> runs;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> cells = Cells(lines[i]);
+    runs.push_back(cells[0] + " " + cells[1] + " " + cells[2]);
+  }
+  EXPECT_EQ(runs,
+            (std::vector<std::string>{"gather 0 8", "gather 0 16", "gather 1 8", "gather 1 16",
+                                      "gather 2 8", "gather 2 16", "barrier - 0"}));
 }
 
 TEST_F(RunDriverTest, WrongResultIsReportedWithTheFirstMismatch) {
-  // Ranks that disagree on the reduction get wrong allreduce results: each rank reduces its
-  // share of the elements with its own op, so every rank finds elements reduced with the
-  // other's op. sendrecv (salt 1) and bcast (salt 2) are unaffected.
-  const std::vector<std::string> common = {"--ops", kOpsEndingInAllreduce, "--sizes",
-                                           "64",    "--datatype",          "int32"};
+  // Ranks that disagree on the reduction get wrong ring allreduce results: each rank reduces
+  // its share of the elements with its own op, so every rank finds elements reduced with the
+  // other's op. sendrecv (salt 1) is unaffected.
+  const std::vector<std::string> common = {
+      "--ops", "sendrecv,allreduce", "--sizes", "64", "--datatype", "int32", "--algorithm", "ring"};
   std::vector<std::string> rank0 = common;
   rank0.insert(rank0.end(), {"--reduce-op", "max", "--table"});
   std::vector<std::string> rank1 = common;
   rank1.insert(rank1.end(), {"--reduce-op", "sum"});
   std::vector<Outcome> outcomes = RunRanks({rank0, rank1});
   const hw::ReduceOp reductions[2] = {hw::ReduceOp::kMax, hw::ReduceOp::kSum};
-  constexpr uint64_t kAllreduceSalt = 3;
+  constexpr uint64_t kAllreduceSalt = 2;
   for (uint32_t rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(outcomes[rank].code, 1);
     std::smatch match;
@@ -163,19 +204,17 @@ TEST_F(RunDriverTest, WrongResultIsReportedWithTheFirstMismatch) {
                                 "expected (-?[0-9]+) got (-?[0-9]+)\n"))))
         << outcomes[rank].err;
     const uint64_t index = std::stoull(match[1].str());
-    OpShape shape{Op::kAllreduce, rank, 2, 0, reductions[rank]};
+    OpShape shape{Op::kAllreduce, hw::DataType::kInt32, rank, 2, 0, reductions[rank], 16};
     EXPECT_EQ(match[2].str(), absl::StrCat(ExpectedValue(shape, index, kAllreduceSalt)));
     shape.reduce_op = reductions[1 - rank];
     EXPECT_EQ(match[3].str(), absl::StrCat(ExpectedValue(shape, index, kAllreduceSalt)));
   }
   std::vector<std::string> rows = absl::StrSplit(outcomes[0].out, '\n', absl::SkipEmpty());
-  ASSERT_EQ(rows.size(), 4u) << outcomes[0].out;
-  EXPECT_EQ(rows[1].rfind("sendrecv   64 ", 0), 0u) << rows[1];
-  EXPECT_EQ(rows[1].substr(rows[1].size() - 3), "yes") << rows[1];
-  EXPECT_EQ(rows[2].rfind("bcast      64 ", 0), 0u) << rows[2];
-  EXPECT_EQ(rows[2].substr(rows[2].size() - 3), "yes") << rows[2];
-  EXPECT_EQ(rows[3].rfind("allreduce  64 ", 0), 0u) << rows[3];
-  EXPECT_EQ(rows[3].substr(rows[3].size() - 3), " no") << rows[3];
+  ASSERT_EQ(rows.size(), 3u) << outcomes[0].out;
+  EXPECT_EQ(Cells(rows[1])[0] + " " + Cells(rows[1])[2], "sendrecv 64") << rows[1];
+  EXPECT_EQ(Cells(rows[1]).back(), "yes") << rows[1];
+  EXPECT_EQ(Cells(rows[2])[0], "allreduce") << rows[2];
+  EXPECT_EQ(Cells(rows[2]).back(), "no") << rows[2];
   EXPECT_EQ(outcomes[1].out, "");
 }
 
@@ -185,8 +224,11 @@ TEST_F(RunDriverTest, ForcedAlgorithmRunsOrEndsTheRunWithItsError) {
   for (const Outcome& outcome : outcomes) EXPECT_EQ(outcome.code, 0) << outcome.err;
   outcomes = RunAllRanks(1, {"--ops", "bcast", "--sizes", "4", "--algorithm", "ring"});
   EXPECT_EQ(outcomes[0].code, 1);
-  EXPECT_EQ(outcomes[0].err,
-            "cclo-run: rank 0: bcast 4 bytes: unknown bcast algorithm 'ring'; valid: one_to_all\n");
+  EXPECT_EQ(outcomes[0].err.rfind("cclo-run: rank 0: bcast 4 bytes at root 0: unknown bcast "
+                                  "algorithm 'ring'; valid: one_to_all",
+                                  0),
+            0u)
+      << outcomes[0].err;
 }
 
 TEST(RunCommandLineTest, CommandLineErrorsExitTwo) {

@@ -1,3 +1,4 @@
+#include "absl/strings/str_cat.h"
 #include "client/run/options.h"
 #include "gtest/gtest.h"
 
@@ -41,8 +42,65 @@ TEST(RunOptionsTest, ByteSizes) {
 TEST(RunOptionsTest, Ops) {
   EXPECT_EQ(*ParseOps("allreduce,sendrecv,bcast"),
             (std::vector<Op>{Op::kAllreduce, Op::kSendRecv, Op::kBcast}));
-  EXPECT_EQ(ParseOps("bcast,reduce").status().message(),
-            "--ops: 'reduce' is not one of sendrecv, bcast, allreduce");
+  EXPECT_EQ(*ParseOps("reduce_scatter,barrier"),
+            (std::vector<Op>{Op::kReduceScatter, Op::kBarrier}));
+  EXPECT_EQ(ParseOps("bcast,reduce-scatter").status().message(),
+            "--ops: 'reduce-scatter' is not one of sendrecv, bcast, scatter, gather, allgather, "
+            "reduce, allreduce, reduce_scatter, alltoall, barrier");
+  const std::vector<Op> all = *ParseOps("all");
+  ASSERT_EQ(all.size(), 10u);
+  EXPECT_EQ(all.front(), Op::kSendRecv);
+  EXPECT_EQ(all.back(), Op::kBarrier);
+  for (Op op : all) {
+    EXPECT_EQ(*ParseOps(OpName(op)), std::vector<Op>{op});
+    if (op != Op::kSendRecv) EXPECT_EQ(hw::CollectiveName(CollectiveOf(op)), OpName(op));
+  }
+}
+
+TEST(RunOptionsTest, Roots) {
+  EXPECT_EQ(*ParseRoots("2", 3), std::vector<uint32_t>{2});
+  EXPECT_EQ(*ParseRoots("all", 3), (std::vector<uint32_t>{0, 1, 2}));
+  for (const char* bad : {"3", "-1", "", "x", "1,2"}) {
+    EXPECT_EQ(ParseRoots(bad, 3).status().message(),
+              absl::StrCat("--root: '", bad, "' is not a rank in [0, 3) for --size 3 or 'all'"));
+  }
+}
+
+TEST(RunOptionsTest, EveryDatatypeIsAccepted) {
+  for (const char* name :
+       {"int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64"}) {
+    RunArguments arguments = ValidArguments();
+    arguments.datatype = name;
+    absl::StatusOr<RunOptions> options = ValidateRunArguments(arguments);
+    ASSERT_TRUE(options.ok()) << name << ": " << options.status();
+    EXPECT_EQ(hw::DataTypeName(options->datatype), name);
+  }
+}
+
+TEST(RunOptionsTest, HalfPrecisionSumsMustStayExact) {
+  // Pattern values reach 30 in magnitude: bfloat16 holds every integer up to 256 only.
+  RunArguments arguments = ValidArguments();
+  arguments.datatype = "bfloat16";
+  arguments.size = 9;
+  arguments.rank = 0;
+  EXPECT_EQ(Problem(arguments),
+            "--datatype: bfloat16 sums over 9 ranks may exceed 256, beyond which bfloat16 misses "
+            "integers; use at most 8 ranks or --reduce-op max or min");
+  arguments.reduce_op = "max";
+  EXPECT_EQ(Problem(arguments), "ok");
+  arguments.reduce_op = "sum";
+  arguments.ops = "sendrecv,bcast,alltoall";  // nothing sums
+  EXPECT_EQ(Problem(arguments), "ok");
+  arguments.ops = "reduce_scatter";
+  arguments.size = 8;
+  EXPECT_EQ(Problem(arguments), "ok");
+  arguments.datatype = "float16";
+  arguments.size = 69;
+  EXPECT_EQ(Problem(arguments),
+            "--datatype: float16 sums over 69 ranks may exceed 2048, beyond which float16 misses "
+            "integers; use at most 68 ranks or --reduce-op max or min");
+  arguments.datatype = "int8";  // integers wrap, in the reference as in the engine
+  EXPECT_EQ(Problem(arguments), "ok");
 }
 
 TEST(RunOptionsTest, ValidArgumentsBecomeOptions) {
@@ -51,7 +109,8 @@ TEST(RunOptionsTest, ValidArgumentsBecomeOptions) {
   arguments.datatype = "int64";
   arguments.reduce_op = "max";
   arguments.iters = 3;
-  arguments.root = 2;
+  arguments.root = "2";
+  arguments.in_place = true;
   arguments.op_timeout_seconds = 1.5;
   absl::StatusOr<RunOptions> options = ValidateRunArguments(arguments);
   ASSERT_TRUE(options.ok()) << options.status();
@@ -62,7 +121,8 @@ TEST(RunOptionsTest, ValidArgumentsBecomeOptions) {
   EXPECT_EQ(options->datatype, hw::DataType::kInt64);
   EXPECT_EQ(options->reduce_op, hw::ReduceOp::kMax);
   EXPECT_EQ(options->iters, 3u);
-  EXPECT_EQ(options->root, 2u);
+  EXPECT_EQ(options->roots, std::vector<uint32_t>{2});
+  EXPECT_TRUE(options->in_place);
   EXPECT_EQ(options->op_timeout, absl::Milliseconds(1500));
 }
 
@@ -83,15 +143,16 @@ TEST(RunOptionsTest, EachBadArgumentIsNamedWithItsValue) {
   arguments.size = 0;
   EXPECT_EQ(Problem(arguments), "--size: 0 is not a world size (1 or more)");
   arguments = ValidArguments();
-  arguments.root = -1;
-  EXPECT_EQ(Problem(arguments), "--root: -1 is not in [0, 3) for --size 3");
+  arguments.root = "3";
+  EXPECT_EQ(Problem(arguments), "--root: '3' is not a rank in [0, 3) for --size 3 or 'all'");
   arguments = ValidArguments();
   arguments.iters = 0;
   EXPECT_EQ(Problem(arguments), "--iters: 0 is not 1 or more");
   arguments = ValidArguments();
-  arguments.datatype = "float16";
+  arguments.datatype = "complex64";
   EXPECT_EQ(Problem(arguments),
-            "--datatype: 'float16' is not one of int32, int64, float32, float64");
+            "--datatype: 'complex64' is not one of int8, uint8, int32, int64, float16, bfloat16, "
+            "float32, float64");
   arguments = ValidArguments();
   arguments.reduce_op = "prod";
   EXPECT_EQ(Problem(arguments), "--reduce-op: 'prod' is not one of sum, max, min");

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -109,12 +110,28 @@ std::string Process::Output() const {
   return output_;
 }
 
-Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& launcher) {
+namespace {
+
+// The "host:port" that follows `label` (e.g. "peer ") in cclod's ready line, or "".
+std::string ReadyAddress(const std::string& output, const std::string& label) {
+  const size_t ready = output.find("ready: ");
+  if (ready == std::string::npos) return "";
+  const size_t start = output.find(label, ready);
+  if (start == std::string::npos) return "";
+  const size_t begin = start + label.size();
+  return output.substr(begin, output.find_first_of(", \n", begin) - begin);
+}
+
+}  // namespace
+
+Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& launcher,
+               const std::string& host) {
   char dir_template[] = "/tmp/cclo.XXXXXX";
   dir_ = mkdtemp(dir_template);
   const std::string config_path = dir_ + "/cclod.yaml";
   std::ofstream(config_path) << "runtime_dir: " << dir_ << "/run\n"
-                             << "host: 127.0.0.1\npeer_port: 0\ndata_port: 0\nmetrics_port: 0\n"
+                             << "host: " << host << "\n"
+                             << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n"
                              << "log_level: debug\n"
                              << extra_config;
   std::vector<std::string> command = launcher;
@@ -125,9 +142,15 @@ Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& 
     std::abort();
   }
   const std::string output = process_->Output();
-  const size_t data = output.find(", data 127.0.0.1:");
-  if (data == std::string::npos) std::abort();
-  data_port_ = std::atoi(output.c_str() + data + std::strlen(", data 127.0.0.1:"));
+  peer_address_ = ReadyAddress(output, "peer ");
+  data_address_ = ReadyAddress(output, "data ");
+  const std::string data_prefix = host + ":";
+  if (!absl::StartsWith(data_address_, data_prefix)) {
+    std::fprintf(stderr, "cclod's ready line has no data address on %s:\n%s\n", host.c_str(),
+                 output.c_str());
+    std::abort();
+  }
+  data_port_ = std::atoi(data_address_.c_str() + data_prefix.size());
   dir_ += "/run";
 }
 
@@ -136,6 +159,22 @@ Daemon::~Daemon() {
   process_->Wait(absl::Seconds(15));
   std::error_code ignored;
   std::filesystem::remove_all(std::string(absl::StripSuffix(dir_, "/run")), ignored);
+}
+
+ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args) {
+  std::vector<std::string> command = {Runfile("client/ccloctl"), "--runtime-dir",
+                                      daemon.runtime_dir()};
+  command.insert(command.end(), args.begin(), args.end());
+  return Process(command).Wait(absl::Seconds(30));
+}
+
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    if (condition()) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 std::vector<ProcessResult> RunAll(const std::vector<std::vector<std::string>>& commands,

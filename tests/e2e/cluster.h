@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -53,21 +54,36 @@ class Process {
 /// One cclod with its own runtime dir and config.
 class Daemon {
  public:
-  /// Starts cclod with free ports and `extra_config` YAML lines, behind `launcher`
-  /// (an absolute path, e.g. {"/usr/bin/prlimit", "--nofile=80"}) when given; waits until ready.
+  /// Starts cclod listening on `host` with free ports and `extra_config` YAML lines, behind
+  /// `launcher` (an absolute path, e.g. {"/usr/bin/prlimit", "--nofile=80"}) when given;
+  /// waits until ready.
   explicit Daemon(const std::string& extra_config = "",
-                  const std::vector<std::string>& launcher = {});
+                  const std::vector<std::string>& launcher = {},
+                  const std::string& host = "127.0.0.1");
   ~Daemon();
   const std::string& runtime_dir() const { return dir_; }
-  /// The port the daemon's engine accepts data sessions on.
+  /// "host:port" of the daemon's Peer service, as rank tables name it.
+  const std::string& peer_address() const { return peer_address_; }
+  /// "host:port" where the daemon's engine accepts data sessions.
+  const std::string& data_address() const { return data_address_; }
+  /// The port of data_address().
   int data_port() const { return data_port_; }
   Process& process() { return *process_; }
 
  private:
   std::string dir_;
+  std::string peer_address_;
+  std::string data_address_;
   int data_port_ = 0;
   std::unique_ptr<Process> process_;
 };
+
+/// Runs `ccloctl --runtime-dir <daemon's> args...` and returns what it left behind.
+ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args);
+
+/// Calls `condition` until it holds or `timeout` passes (checking every 20 ms); returns
+/// whether it held. For states only visible by asking (e.g. through ccloctl).
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);
 
 /// Runs client processes side by side and collects their results.
 std::vector<ProcessResult> RunAll(const std::vector<std::vector<std::string>>& commands,

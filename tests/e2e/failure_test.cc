@@ -1,6 +1,6 @@
 // Failure semantics across real daemons: a client killed mid-communicator, a peer daemon
-// stopped mid-op, and an op that can never complete. The survivors get a clear error,
-// fast, and keep serving.
+// stopped or killed (SIGKILL) mid-op, and an op that can never complete. The survivors get
+// a clear error, fast, keep serving and leak nothing.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -10,9 +10,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cclo/v1/admin.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
 
@@ -29,6 +33,29 @@ std::pair<uint64_t, uint64_t> JoinPair(RawSession& a, RawSession& b) {
   join_b.join();
   EXPECT_TRUE(joined.ok()) << joined.error_message();
   return {handle_a, handle_b};
+}
+
+/// Runs an allreduce on both ranks of a pair; both must succeed.
+void ExpectPairAllreduce(RawSession& a, uint64_t handle_a, RawSession& b, uint64_t handle_b) {
+  const uint64_t buffer_a = a.Alloc(4096), buffer_b = b.Alloc(4096);
+  grpc::Status other;
+  std::thread peer([&] { other = b.Run(AllreduceRequest(handle_b, buffer_b, 1024)); });
+  grpc::Status mine = a.Run(AllreduceRequest(handle_a, buffer_a, 1024));
+  peer.join();
+  EXPECT_TRUE(mine.ok()) << mine.error_message();
+  EXPECT_TRUE(other.ok()) << other.error_message();
+}
+
+/// `ccloctl args... --json` against `daemon`, parsed.
+template <typename Response>
+Response AdminJson(const Daemon& daemon, std::vector<std::string> args) {
+  args.push_back("--json");
+  ProcessResult result = Ccloctl(daemon, args);
+  Response response;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.output, &response).ok())
+      << result.output;
+  return response;
 }
 
 cclo::v1::SubmitRequest RecvRequest(uint64_t handle, uint64_t buffer, uint32_t from) {
@@ -65,13 +92,7 @@ TEST(FailureTest, KilledClientBreaksTheCommunicatorForItsPeers) {
   // Both daemons keep serving new communicators.
   RawSession again0(a.runtime_dir()), again1(b.runtime_dir());
   auto [h0, h1] = JoinPair(again0, again1);
-  uint64_t buffer0 = again0.Alloc(4096), buffer1 = again1.Alloc(4096);
-  grpc::Status other;
-  std::thread peer([&] { other = again1.Run(AllreduceRequest(h1, buffer1, 1024)); });
-  grpc::Status mine = again0.Run(AllreduceRequest(h0, buffer0, 1024));
-  peer.join();
-  EXPECT_TRUE(mine.ok()) << mine.error_message();
-  EXPECT_TRUE(other.ok()) << other.error_message();
+  ExpectPairAllreduce(again0, h0, again1, h1);
 }
 
 TEST(FailureTest, StoppedPeerDaemonFailsPendingOpsAndExitsCleanly) {
@@ -101,6 +122,152 @@ TEST(FailureTest, StoppedPeerDaemonFailsPendingOpsAndExitsCleanly) {
   grpc::Status later = rank0.Run(RecvRequest(handle0, buffer, 1));
   EXPECT_EQ(later.error_code(), grpc::StatusCode::UNAVAILABLE) << later.error_message();
   EXPECT_NE(later.error_message().find("broken"), std::string::npos) << later.error_message();
+}
+
+TEST(FailureTest, KilledPeerDaemonFailsSurvivorsFastAndLeavesThemWorking) {
+  Daemon a, b;
+  auto c = std::make_unique<Daemon>();
+  const std::string lost = c->data_address();
+
+  // 1. A communicator of a and b only; it works before and after c dies.
+  RawSession pair0(a.runtime_dir()), pair1(b.runtime_dir());
+  auto [pair_handle0, pair_handle1] = JoinPair(pair0, pair1);
+  ExpectPairAllreduce(pair0, pair_handle0, pair1, pair_handle1);
+
+  // 2. A communicator over a, b and c whose ranks on a and b wait in an allreduce for
+  // rank 2 on c, which never submits. With the pair, it is all that a knows so far.
+  RawSession trio0(a.runtime_dir()), trio1(b.runtime_dir()), trio2(c->runtime_dir());
+  const std::string trio_token = trio0.NewToken();
+  std::vector<RawSession*> trio = {&trio0, &trio1, &trio2};
+  std::vector<uint64_t> trio_handles(3);
+  std::vector<std::thread> joins;
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    joins.emplace_back([&, rank] {
+      grpc::Status joined = trio[rank]->Join(trio_token, rank, 3, &trio_handles[rank]);
+      EXPECT_TRUE(joined.ok()) << joined.error_message();
+    });
+  }
+  for (std::thread& join : joins) join.join();
+  std::set<std::string> known;
+  const auto before = AdminJson<cclo::v1::ListCommunicatorsResponse>(a, {"comms"});
+  for (const auto& comm : before.communicators()) known.insert(comm.comm_id());
+  ASSERT_EQ(known.size(), 2u);
+  constexpr uint64_t kTrioCount = 1 << 18;
+  std::vector<uint64_t> trio_buffers, trio_ops;
+  for (RawSession* session : {&trio0, &trio1}) {
+    trio_buffers.push_back(session->Alloc(kTrioCount * 4));
+    cclo::v1::SubmitRequest request =
+        AllreduceRequest(trio_handles[trio_ops.size()], trio_buffers.back(), kTrioCount);
+    request.set_timeout_ms(60'000);
+    cclo::v1::SubmitResponse submitted;
+    grpc::Status status = session->stub().Submit(session->Context().get(), request, &submitted);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    trio_ops.push_back(submitted.op_id());
+  }
+
+  // 3. Three cclo-run clients in a long allreduce loop (op deadline 60 s) on a third
+  // communicator. Once a has finished some of its ops, c dies mid-loop.
+  const std::string token = NewToken(a);
+  std::vector<std::unique_ptr<Process>> loop;
+  for (Daemon* daemon : {&a, &b, c.get()}) {
+    loop.push_back(std::make_unique<Process>(std::vector<std::string>{
+        Runfile("client/cclo-run"), "run", "--runtime-dir", daemon->runtime_dir(), "--token", token,
+        "--rank", absl::StrCat(loop.size()), "--size", "3", "--ops", "allreduce", "--sizes", "4M",
+        "--iters", "1000000", "--op-timeout", "60"}));
+  }
+  std::string loop_id;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto now = AdminJson<cclo::v1::ListCommunicatorsResponse>(a, {"comms"});
+        for (const auto& comm : now.communicators()) {
+          if (!known.count(comm.comm_id()) && comm.ops_completed() >= 2) {
+            loop_id = comm.comm_id();
+          }
+        }
+        return !loop_id.empty();
+      },
+      absl::Seconds(60)))
+      << loop[0]->Output();
+  c->process().Signal(SIGKILL);
+  EXPECT_EQ(c->process().Wait(absl::Seconds(10)).exit_code, -1);
+
+  // 4. The loop's surviving ranks fail, naming the lost peer; the client on c loses its
+  // daemon. None waits for the op deadline.
+  for (size_t rank = 0; rank < loop.size(); ++rank) {
+    ProcessResult result = loop[rank]->Wait(absl::Seconds(50));
+    EXPECT_FALSE(result.timed_out) << "rank " << rank << ":\n" << result.output;
+    EXPECT_EQ(result.exit_code, 1) << "rank " << rank << ":\n" << result.output;
+    if (rank < 2) {
+      EXPECT_NE(result.output.find(absl::StrCat("rank ", rank, ": allreduce 4194304 bytes: ")),
+                std::string::npos)
+          << result.output;
+      EXPECT_NE(result.output.find(lost), std::string::npos) << result.output;
+    }
+  }
+
+  // 5. The pending trio ops fail with UNAVAILABLE naming the lost peer, and a shows the
+  // communicator broken for that reason; later ops fail at once.
+  for (size_t rank = 0; rank < 2; ++rank) {
+    cclo::v1::WaitRequest wait;
+    wait.set_op_id(trio_ops[rank]);
+    wait.set_timeout_ms(20'000);
+    cclo::v1::WaitResponse done;
+    grpc::Status status = trio[rank]->stub().Wait(trio[rank]->Context().get(), wait, &done);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_TRUE(done.done()) << "rank " << rank << " still waits";
+    EXPECT_EQ(done.code(), grpc::StatusCode::UNAVAILABLE) << done.message();
+    EXPECT_NE(done.message().find(lost), std::string::npos) << done.message();
+  }
+  const std::string trio_id = *std::find_if(known.begin(), known.end(), [&](const auto& id) {
+    return AdminJson<cclo::v1::ShowCommunicatorResponse>(a, {"comms", "show", id}).size() == 3;
+  });
+  const auto broken = AdminJson<cclo::v1::ShowCommunicatorResponse>(a, {"comms", "show", trio_id});
+  EXPECT_EQ(broken.state(), "broken");
+  EXPECT_NE(broken.error().find(lost), std::string::npos) << broken.error();
+  EXPECT_EQ(broken.ops_failed(), 1u);
+  grpc::Status later = trio0.Run(AllreduceRequest(trio_handles[0], trio_buffers[0], 1024));
+  EXPECT_EQ(later.error_code(), grpc::StatusCode::UNAVAILABLE) << later.error_message();
+  EXPECT_NE(later.error_message().find(lost), std::string::npos) << later.error_message();
+
+  // 6. The pair still works; the broken trio can be destroyed and a new communicator of
+  // the same sessions made and used.
+  ExpectPairAllreduce(pair0, pair_handle0, pair1, pair_handle1);
+  for (size_t rank = 0; rank < 2; ++rank) {
+    cclo::v1::DestroyCommunicatorRequest destroy;
+    destroy.set_comm_handle(trio_handles[rank]);
+    cclo::v1::DestroyCommunicatorResponse destroyed;
+    grpc::Status status =
+        trio[rank]->stub().DestroyCommunicator(trio[rank]->Context().get(), destroy, &destroyed);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  ProcessResult gone = Ccloctl(a, {"comms", "show", trio_id});
+  EXPECT_EQ(gone.exit_code, 1) << gone.output;
+  EXPECT_NE(gone.output.find("no communicator " + trio_id), std::string::npos) << gone.output;
+  auto [again0, again1] = JoinPair(trio0, trio1);
+  ExpectPairAllreduce(trio0, again0, trio1, again1);
+
+  // 7. No leaks: once the loop's clients are gone, a and b hold only the buffers of the
+  // test's own sessions (pair: two of 4 KiB; trio: 1 MiB and one of 4 KiB).
+  for (Daemon* daemon : {&a, &b}) {
+    cclo::v1::StatusResponse status;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          status = AdminJson<cclo::v1::StatusResponse>(*daemon, {"status"});
+          return status.sessions() == 2;
+        },
+        absl::Seconds(20)))
+        << status.DebugString();
+    EXPECT_EQ(status.buffers(), 4u);
+    EXPECT_EQ(status.buffer_bytes(), 3 * 4096 + kTrioCount * 4);
+    EXPECT_EQ(status.communicators(), 2u);
+  }
+
+  // 8. Both survivors stop cleanly.
+  for (Daemon* daemon : {&a, &b}) {
+    daemon->process().Signal(SIGTERM);
+    ProcessResult stopped = daemon->process().Wait(absl::Seconds(20));
+    EXPECT_EQ(stopped.exit_code, 0) << stopped.output.substr(0, 4000);
+  }
 }
 
 TEST(FailureTest, OpThatCannotCompleteEndsAtItsDeadline) {
@@ -156,13 +323,7 @@ TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
   // Once the flood is gone, a works with other daemons again.
   RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
   auto [h0, h1] = JoinPair(rank0, rank1);
-  uint64_t buffer0 = rank0.Alloc(4096), buffer1 = rank1.Alloc(4096);
-  grpc::Status other;
-  std::thread peer([&] { other = rank1.Run(AllreduceRequest(h1, buffer1, 1024)); });
-  grpc::Status mine = rank0.Run(AllreduceRequest(h0, buffer0, 1024));
-  peer.join();
-  EXPECT_TRUE(mine.ok()) << mine.error_message();
-  EXPECT_TRUE(other.ok()) << other.error_message();
+  ExpectPairAllreduce(rank0, h0, rank1, h1);
 }
 
 }  // namespace

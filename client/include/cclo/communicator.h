@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,8 +27,22 @@ using ReduceOp = hw::ReduceOp;
 struct OpOptions {
   /// Algorithm to force, by registry name (e.g. "ring"); empty = the daemon's policy.
   std::string algorithm;
-  /// Op deadline from submission; zero = the daemon's default.
+  /// Op deadline from submission, time spent waiting for `after` included; zero = the
+  /// daemon's default. Past it the op ends with DEADLINE_EXCEEDED and the communicator
+  /// breaks (the other ranks could not finish the op without this one).
   absl::Duration timeout = absl::ZeroDuration();
+  /// MPI_IN_PLACE: the input is taken from `recv` (where docs/collectives.md says) and
+  /// `send` is not read. For scatter, gather and reduce it applies at the root and is
+  /// ignored at the other ranks, so every rank may pass the same options. Collectives
+  /// without an in-place form (send, recv, bcast, barrier) refuse it (INVALID_ARGUMENT).
+  bool in_place = false;
+  /// Requests of this Client's ops that this op waits for (ACCL's `waitfor`): the daemon
+  /// hands it to the engine only once all of them finished OK, and ops submitted after it
+  /// on this communicator wait behind it. If one of them failed or was cancelled, this op
+  /// ends with ABORTED naming it (at submission already when this process knows the
+  /// failure). The pointers are read during the call only; do not Wait on those requests
+  /// from another thread meanwhile.
+  std::vector<const Request*> after;
 };
 
 /// This process's rank in a communicator (from Client::Join).
@@ -37,8 +52,12 @@ struct OpOptions {
 /// so order pairs so that they meet (e.g. in a ring, even ranks send first, odd ranks
 /// receive first). A rank does not send to itself. Every op comes in two forms: blocking
 /// (returns the op's result) and *Async (returns a Request once the daemon queued the op).
-/// Offsets are in bytes, counts in elements. Methods are thread-safe; the buffers must
-/// outlive the ops that use them.
+/// Collectives take whole buffers from their start, sized per rank as in MPI (count is
+/// what one rank contributes or receives; docs/collectives.md lists every layout); send,
+/// recv and bcast take a byte offset. Counts are in elements. A buffer this rank does not use
+/// in an op (the send buffer of scatter away from the root, the receive buffer of gather
+/// and reduce away from the root) is not read or written; any buffer may be passed.
+/// Methods are thread-safe; the buffers must outlive the ops that use them.
 class Communicator {
  public:
   Communicator(const Communicator&) = delete;
@@ -75,12 +94,69 @@ class Communicator {
   absl::StatusOr<Request> BcastAsync(Buffer& buffer, uint64_t offset, uint64_t count, DataType type,
                                      uint32_t root, const OpOptions& options = {});
 
+  /// Splits the root's `send` into size() chunks of `count` elements and delivers chunk i
+  /// to rank i, into the first `count` elements of its `recv`. `send` (size() * count
+  /// elements) is read at the root only. In place at the root: `recv` holds all size()
+  /// chunks and the root's own chunk stays where it is.
+  absl::Status Scatter(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                       uint32_t root, const OpOptions& options = {});
+  absl::StatusOr<Request> ScatterAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                       DataType type, uint32_t root, const OpOptions& options = {});
+
+  /// Collects the first `count` elements of every rank's `send` at the root: chunk i of
+  /// the root's `recv` (size() * count elements) comes from rank i. In place at the root:
+  /// the root's contribution is already at chunk `root` of `recv`.
+  absl::Status Gather(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                      uint32_t root, const OpOptions& options = {});
+  absl::StatusOr<Request> GatherAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                      DataType type, uint32_t root, const OpOptions& options = {});
+
+  /// Gather to every rank: chunk i of each rank's `recv` (size() * count elements) is the
+  /// first `count` elements of rank i's `send`. In place: this rank's contribution is
+  /// already at chunk rank() of `recv`.
+  absl::Status Allgather(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                         const OpOptions& options = {});
+  absl::StatusOr<Request> AllgatherAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                         DataType type, const OpOptions& options = {});
+
+  /// Reduces the first `count` elements of every rank's `send` with `op` into the first
+  /// `count` elements of the root's `recv`. In place at the root: the root's contribution
+  /// is in `recv`.
+  absl::Status Reduce(const Buffer& send, Buffer& recv, uint64_t count, DataType type, ReduceOp op,
+                      uint32_t root, const OpOptions& options = {});
+  absl::StatusOr<Request> ReduceAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                      DataType type, ReduceOp op, uint32_t root,
+                                      const OpOptions& options = {});
+
   /// Reduces the first `count` elements of `send` over all ranks with `op` into the first
   /// `count` elements of `recv` on every rank. `send` and `recv` may be the same buffer.
+  /// In place: the contribution is in `recv`.
   absl::Status Allreduce(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
                          ReduceOp op, const OpOptions& options = {});
   absl::StatusOr<Request> AllreduceAsync(const Buffer& send, Buffer& recv, uint64_t count,
                                          DataType type, ReduceOp op, const OpOptions& options = {});
+
+  /// Reduces every rank's `send` (size() chunks of `count` elements) with `op` and leaves
+  /// chunk i of the result in the first `count` elements of rank i's `recv`. In place:
+  /// `recv` holds the size() * count input elements and the result lands in its first
+  /// `count`.
+  absl::Status ReduceScatter(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                             ReduceOp op, const OpOptions& options = {});
+  absl::StatusOr<Request> ReduceScatterAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                             DataType type, ReduceOp op,
+                                             const OpOptions& options = {});
+
+  /// Every rank sends chunk i of its `send` (size() chunks of `count` elements) to rank i,
+  /// which stores it as chunk `rank()` of its `recv` (size() * count elements). In place:
+  /// `recv` holds the outgoing chunks and receives the incoming ones.
+  absl::Status Alltoall(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
+                        const OpOptions& options = {});
+  absl::StatusOr<Request> AlltoallAsync(const Buffer& send, Buffer& recv, uint64_t count,
+                                        DataType type, const OpOptions& options = {});
+
+  /// Returns once every rank has entered the barrier.
+  absl::Status Barrier(const OpOptions& options = {});
+  absl::StatusOr<Request> BarrierAsync(const OpOptions& options = {});
 
   /// Leaves the communicator at the daemon; later ops on it fail with FAILED_PRECONDITION.
   absl::Status Destroy();
@@ -92,6 +168,11 @@ class Communicator {
 
   // Fills the communicator and option fields of `request`, submits it and returns its Request.
   absl::StatusOr<Request> Submit(v1::SubmitRequest& request, const OpOptions& options);
+  // Submits a collective with the buffers its contract asks of this rank, each from offset
+  // 0 (`send`/`recv` are not touched where the contract uses no buffer; null for barrier).
+  absl::StatusOr<Request> SubmitCollective(hw::Collective collective, const Buffer* send,
+                                           Buffer* recv, uint64_t count, DataType type, ReduceOp op,
+                                           uint32_t root, const OpOptions& options);
 
   std::shared_ptr<client::Session> session_;
   uint64_t handle_;

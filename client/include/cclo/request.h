@@ -42,6 +42,15 @@ class Request {
   /// op's error when it finished with one.
   absl::StatusOr<bool> Test();
 
+  /// Withdraws the op if it has not been handed to the engine yet, i.e. while it waits for
+  /// the requests in its OpOptions::after: it then ends with CANCELLED (Wait returns that)
+  /// and the ops waiting for it end with ABORTED. Once the engine has it, the other ranks
+  /// may already be running their part, so it goes on and this is FAILED_PRECONDITION
+  /// saying so (also when it has finished). Cancelling withdraws this rank's part only: a
+  /// collective must be withdrawn (or never submitted) on every rank, or theirs runs into
+  /// its deadline.
+  absl::Status Cancel();
+
   /// The daemon's id of the op.
   uint64_t op_id() const { return op_id_; }
   /// True once the op's result is known.
