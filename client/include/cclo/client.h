@@ -57,6 +57,16 @@ class Client {
                                                      uint32_t size,
                                                      absl::Duration timeout = absl::Seconds(60));
 
+  /// MPI_Comm_split: every rank of `parent` calls this (it is a collective on `parent`).
+  /// The ranks that pass the same `color` (>= 0) form a new communicator, ranked by
+  /// (`key`, parent rank); it is returned once all of them joined, within `timeout`
+  /// (which also bounds the two exchanges on `parent`). A negative color (MPI_UNDEFINED)
+  /// takes part in the exchanges and returns nullptr. The new communicator's root daemon
+  /// is that of its first member.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(Communicator& parent, int32_t color,
+                                                      int32_t key,
+                                                      absl::Duration timeout = absl::Seconds(60));
+
  private:
   explicit Client(std::shared_ptr<client::Session> session) : session_(std::move(session)) {}
 
