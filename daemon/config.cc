@@ -1,5 +1,6 @@
 #include "daemon/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -70,6 +71,8 @@ const std::map<std::string, Setter>& Setters() {
       {"rx_pool_bytes", Number(&Config::rx_pool_bytes, 1 << 16, 1ull << 36)},
       {"segment_bytes",
        Number(&Config::segment_bytes, hw::poe::kMinSegmentBytes, hw::poe::kMaxSegmentBytes)},
+      {"eager_max_bytes", Number(&Config::eager_max_bytes, 0, hw::poe::kMaxSegmentBytes)},
+      {"credits_per_peer", Number(&Config::credits_per_peer, 0, hw::poe::kMaxCredits)},
       {"max_buffer_bytes", Number(&Config::max_buffer_bytes, 4096, 1ull << 40)},
       {"op_deadline_ms", Millis(&Config::op_deadline)},
       {"join_timeout_ms", Millis(&Config::join_timeout)},
@@ -122,6 +125,13 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
     return absl::InvalidArgumentError(
         absl::StrCat("config: segment_bytes ", config.segment_bytes,
                      " exceeds rx_pool_bytes ", config.rx_pool_bytes));
+  }
+  if (!root["eager_max_bytes"]) {
+    config.eager_max_bytes = std::min(config.eager_max_bytes, config.segment_bytes);
+  } else if (config.eager_max_bytes > config.segment_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: eager_max_bytes ", config.eager_max_bytes, " exceeds segment_bytes ",
+                     config.segment_bytes, " (an eager message travels as one segment)"));
   }
   return config;
 }

@@ -23,6 +23,12 @@ struct Config {
   /// Eager rx buffer pool of the engine, and the segment size of transfers.
   uint64_t rx_pool_bytes = 64ull << 20;
   uint64_t segment_bytes = 1ull << 20;
+  /// Largest message sent (and accepted) eagerly, at most segment_bytes; 0: never eager.
+  /// Unset, it is 64 KiB or segment_bytes, whichever is smaller.
+  uint64_t eager_max_bytes = 64ull << 10;
+  /// Rx pool buffers reserved per communicator and peer daemon: how many eager messages
+  /// that peer may have waiting here for their receive.
+  uint32_t credits_per_peer = 8;
   /// Largest single buffer a client may allocate.
   uint64_t max_buffer_bytes = 1ull << 30;
   /// Default op deadline; a request may ask for another.

@@ -66,6 +66,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   emu.data_port = config.data_port;
   emu.rx_pool_bytes = config.rx_pool_bytes;
   emu.segment_bytes = config.segment_bytes;
+  emu.eager_max_bytes = config.eager_max_bytes;
+  emu.credits_per_peer = config.credits_per_peer;
   absl::StatusOr<hw::DevicePtr> device = hw::emu::CreateEmuDevice(emu);
   if (!device.ok()) return device.status();
 

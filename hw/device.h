@@ -29,8 +29,8 @@ struct CommunicatorConfig {
 /// What a finished call reports.
 struct Completion {
   absl::Status status;
-  std::string algorithm;   ///< the algorithm that ran
-  uint64_t bytes_sent = 0; ///< bytes this rank put on the network or copied to a local rank
+  std::string algorithm;    ///< the algorithm that ran
+  uint64_t bytes_sent = 0;  ///< bytes this rank put on the network or copied to a local rank
 };
 
 /// Engine-wide counters, for telemetry and `ccloctl status`.
@@ -40,9 +40,15 @@ struct DeviceStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t rx_pool_bytes_total = 0;
-  uint64_t rx_pool_bytes_used = 0;
+  uint64_t rx_pool_bytes_used = 0;      ///< holding messages that arrived before their receive
+  uint64_t rx_pool_bytes_reserved = 0;  ///< reserved for peers' eager credits
   uint64_t sessions_up = 0;
-  uint64_t wire_errors = 0;  ///< invalid segments or handshakes rejected
+  uint64_t wire_errors = 0;          ///< invalid segments or handshakes rejected
+  uint64_t eager_messages = 0;       ///< messages sent eagerly (no receive needed first)
+  uint64_t rendezvous_messages = 0;  ///< messages sent once their receive was posted
+  /// Of those, small enough for eager but short of credit (to a rank on this engine: of a
+  /// free rx buffer).
+  uint64_t eager_fallbacks = 0;
 };
 
 using CompletionFn = std::function<void(Completion)>;

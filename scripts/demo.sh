@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: two cclod daemons on loopback (each its own config, runtime dir and ports)
-# and one client process per daemon running send/recv, bcast and allreduce (float32 sum)
-# at 1 KiB, 64 KiB, 1 MiB and 16 MiB, every result verified. Exits 0 only if all were right.
+# and two client processes per daemon (4 ranks) running every collective (float32 sum,
+# default algorithm) at 1 KiB, 64 KiB, 1 MiB and 16 MiB per rank, every result verified.
+# Exits 0 only if all were right.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,16 +45,18 @@ start_daemon node-b
 
 token=$("$BIN/client/cclo-run" token --runtime-dir "$work/node-a/run")
 sizes=1K,64K,1M,16M
-ops=sendrecv,bcast,allreduce
-"$BIN/client/cclo-run" run --runtime-dir "$work/node-a/run" --token "$token" --rank 0 \
-  --size 2 --ops "$ops" --sizes "$sizes" --table &
-rank0=$!
-"$BIN/client/cclo-run" run --runtime-dir "$work/node-b/run" --token "$token" --rank 1 \
-  --size 2 --ops "$ops" --sizes "$sizes" &
-rank1=$!
+ranks=()
+for rank in 0 1 2 3; do
+  node=node-a
+  if [ $((rank % 2)) -eq 1 ]; then node=node-b; fi
+  table=()
+  if [ "$rank" -eq 0 ]; then table=(--table); fi
+  "$BIN/client/cclo-run" run --runtime-dir "$work/$node/run" --token "$token" --rank "$rank" \
+    --size 4 --ops all --sizes "$sizes" "${table[@]}" &
+  ranks+=($!)
+done
 status=0
-wait "$rank0" || status=1
-wait "$rank1" || status=1
+for pid in "${ranks[@]}"; do wait "$pid" || status=1; done
 
 echo
 "$BIN/client/ccloctl" --runtime-dir "$work/node-a/run" status

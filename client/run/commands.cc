@@ -60,7 +60,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                   "MPI counts), with K, M or G suffixes; rounded down to whole elements")
       ->capture_default_str();
   run->add_option("--datatype", arguments.datatype,
-                  "int8, uint8, int32, int64, float16, bfloat16, float32 or float64")
+                  "int8, uint8, int32, int64, float16, bfloat16, float32 or float64, or a "
+                  "comma-separated list of them to run every op in each")
       ->capture_default_str();
   run->add_option("--reduce-op", arguments.reduce_op,
                   "reduction of reduce, allreduce and reduce_scatter: sum, max or min")
@@ -73,7 +74,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   run->add_flag("--in-place", arguments.in_place,
                 "run the in-place form (MPI_IN_PLACE) of every op that has one");
   run->add_option("--algorithm", arguments.algorithm,
-                  "algorithm to force for every op but sendrecv (default: the daemon's policy)");
+                  "algorithm to force for every op but sendrecv, or 'all' to run each op with "
+                  "every algorithm it has in turn (default: the daemon's policy)");
   run->add_option("--join-timeout", arguments.join_timeout_seconds,
                   "seconds to wait for all ranks to join")
       ->capture_default_str();
@@ -81,7 +83,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                   "op deadline in seconds (0: the daemon's default)")
       ->capture_default_str();
   run->add_flag("--table", arguments.table,
-                "rank 0 prints `op root bytes time_us GB/s ok` (ok: rank 0's own checks)");
+                "print `op algorithm datatype root bytes time_us GB/s ok`, a row per run (ok: "
+                "this rank's own checks)");
 
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
   const absl::Duration attach_timeout = absl::Seconds(attach_timeout_seconds);

@@ -15,19 +15,44 @@ namespace {
 
 constexpr uint32_t kSendRecvTag = 1;
 
-// One row of the result table: an op at one size (and root), over all iterations.
-struct Row {
+// One run of the table: an op with one algorithm, datatype, root and size.
+struct Run {
   Op op;
+  std::string algorithm;  // "" for the daemon's choice
+  hw::DataType datatype;
   std::optional<uint32_t> root;  // rooted ops
   uint64_t bytes;
+};
+
+// One row of the result table: a run over all iterations.
+struct Row {
+  Run run;
   absl::Duration total;  // sum of the iterations' times
   bool ok = true;        // this rank's checks
 };
 
-// "allreduce 64 bytes", "bcast 64 bytes at root 1": an op run in messages.
-std::string Label(Op op, std::optional<uint32_t> root, uint64_t bytes) {
-  return absl::StrCat(OpName(op), " ", bytes, " bytes",
-                      root ? absl::StrCat(" at root ", *root) : std::string());
+// "allreduce 64 bytes", "bcast ring 64 bytes of int32 at root 1": a run in messages, with
+// its algorithm if one is forced and its datatype if the run has several.
+std::string Label(const RunOptions& options, const Run& run) {
+  return absl::StrCat(OpName(run.op), run.algorithm.empty() ? "" : " ", run.algorithm, " ",
+                      run.bytes, " bytes",
+                      options.datatypes.size() > 1
+                          ? absl::StrCat(" of ", std::string(hw::DataTypeName(run.datatype)))
+                          : "",
+                      run.root ? absl::StrCat(" at root ", *run.root) : std::string());
+}
+
+// What the reference needs to know about `run` at this rank.
+OpShape ShapeOf(const RunOptions& options, const Run& run) {
+  const uint32_t root = run.root.value_or(0);
+  return {run.op,
+          run.datatype,
+          options.rank,
+          options.size,
+          root,
+          options.reduce_op,
+          run.bytes / hw::DataTypeSize(run.datatype),
+          ShapeInPlace(run.op, options.rank, root, options.in_place)};
 }
 
 // The communicator, the two buffers every op uses and the run's settings.
@@ -36,31 +61,22 @@ class Runner {
   Runner(const RunOptions& options, Communicator& comm, Buffer& send, Buffer& recv)
       : options_(options), comm_(comm), send_(send), recv_(recv) {}
 
-  // Runs `op` on `bytes` per rank once with inputs of run number `salt`; records the first
-  // mismatch.
-  absl::StatusOr<absl::Duration> RunOnce(Op op, std::optional<uint32_t> root, uint64_t bytes,
-                                         uint64_t salt, bool& ok) {
-    OpShape shape{op,
-                  options_.datatype,
-                  options_.rank,
-                  options_.size,
-                  root.value_or(0),
-                  options_.reduce_op,
-                  bytes / hw::DataTypeSize(options_.datatype),
-                  ShapeInPlace(op, options_.rank, root.value_or(0), options_.in_place)};
+  // Runs `run` once with inputs of run number `salt`; records the first mismatch.
+  absl::StatusOr<absl::Duration> RunOnce(const Run& run, uint64_t salt, bool& ok) {
+    const OpShape shape = ShapeOf(options_, run);
     FillBuffers(shape, salt, send_.data(), recv_.data());
     const absl::Time start = absl::Now();
-    if (absl::Status status = Execute(shape); !status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("rank ", options_.rank, ": ", Label(op, root, bytes), ": ",
-                                       status.message()));
+    if (absl::Status status = Execute(shape, run.algorithm); !status.ok()) {
+      return absl::Status(
+          status.code(),
+          absl::StrCat("rank ", options_.rank, ": ", Label(options_, run), ": ", status.message()));
     }
     const absl::Duration elapsed = absl::Now() - start;
     std::optional<Mismatch> mismatch = FindMismatch(shape, recv_.data(), salt);
     if (mismatch) {
       ok = false;
       if (first_mismatch_.empty()) {
-        first_mismatch_ = absl::StrCat("rank ", options_.rank, ": ", Label(op, root, bytes),
+        first_mismatch_ = absl::StrCat("rank ", options_.rank, ": ", Label(options_, run),
                                        ": mismatch at index ", mismatch->index, ": expected ",
                                        mismatch->expected, " got ", mismatch->got);
       }
@@ -72,9 +88,9 @@ class Runner {
   const std::string& first_mismatch() const { return first_mismatch_; }
 
  private:
-  absl::Status Execute(const OpShape& shape) {
+  absl::Status Execute(const OpShape& shape, const std::string& algorithm) {
     OpOptions collective;
-    collective.algorithm = options_.algorithm;
+    collective.algorithm = algorithm;
     collective.timeout = options_.op_timeout;
     collective.in_place = shape.in_place;
     const uint64_t count = shape.count;
@@ -82,7 +98,7 @@ class Runner {
     const hw::ReduceOp reduce = shape.reduce_op;
     switch (shape.op) {
       case Op::kSendRecv:
-        return SendRecv(count);
+        return SendRecv(count, type, algorithm);
       case Op::kBcast:
         return comm_.Bcast(recv_, 0, count, type, shape.root, collective);
       case Op::kScatter:
@@ -108,18 +124,17 @@ class Runner {
   // Ring exchange: send to rank + 1 and receive from rank - 1. A daemon runs one rank's ops
   // in submission order, so even ranks send first and odd ranks receive first; every send
   // then meets a waiting receive (rank 0 starts the chain also when the size is odd).
-  absl::Status SendRecv(uint64_t count) {
+  absl::Status SendRecv(uint64_t count, hw::DataType type, const std::string& algorithm) {
     OpOptions point_to_point;
+    point_to_point.algorithm = algorithm;
     point_to_point.timeout = options_.op_timeout;
     const uint32_t next = (options_.rank + 1) % options_.size;
     const uint32_t previous = (options_.rank + options_.size - 1) % options_.size;
     auto send = [&] {
-      return comm_.SendAsync(send_, 0, count, options_.datatype, next, kSendRecvTag,
-                             point_to_point);
+      return comm_.SendAsync(send_, 0, count, type, next, kSendRecvTag, point_to_point);
     };
     auto recv = [&] {
-      return comm_.RecvAsync(recv_, 0, count, options_.datatype, previous, kSendRecvTag,
-                             point_to_point);
+      return comm_.RecvAsync(recv_, 0, count, type, previous, kSendRecvTag, point_to_point);
     };
     const bool send_first = options_.rank % 2 == 0;
     absl::StatusOr<Request> first = send_first ? send() : recv();
@@ -138,52 +153,48 @@ class Runner {
   std::string first_mismatch_;
 };
 
-// The roots `op` runs with: every one asked for if it is rooted, else only "no root".
-std::vector<std::optional<uint32_t>> RootsOf(const RunOptions& options, Op op) {
-  if (!hw::HasRoot(CollectiveOf(op))) return {std::nullopt};
-  return {options.roots.begin(), options.roots.end()};
-}
-
-// The sizes `op` runs at: a barrier moves no data, so it runs once, at 0 bytes.
-std::vector<uint64_t> SizesOf(const RunOptions& options, Op op) {
-  if (op == Op::kBarrier) return {0};
-  return options.sizes;
-}
-
-// Bytes each of the send and receive buffers needs for every run of `options` at this rank.
-uint64_t BufferBytes(const RunOptions& options) {
-  const uint64_t element = hw::DataTypeSize(options.datatype);
-  uint64_t most = 1;  // the daemon does not make empty buffers
+// Every run of `options`, in order: by op, algorithm, datatype, root, then size.
+std::vector<Run> RunsOf(const RunOptions& options) {
+  std::vector<Run> runs;
   for (Op op : options.ops) {
-    for (std::optional<uint32_t> root : RootsOf(options, op)) {
-      for (uint64_t bytes : SizesOf(options, op)) {
-        const uint32_t at = root.value_or(0);
-        const OpShape shape{op,
-                            options.datatype,
-                            options.rank,
-                            options.size,
-                            at,
-                            options.reduce_op,
-                            bytes / element,
-                            ShapeInPlace(op, options.rank, at, options.in_place)};
-        const BufferElements elements = ElementsOf(shape);
-        most = std::max({most, elements.send, elements.recv});
+    for (const std::string& algorithm : AlgorithmsOf(options, op)) {
+      for (hw::DataType datatype : options.datatypes) {
+        for (std::optional<uint32_t> root : RootsOf(options, op)) {
+          for (uint64_t bytes : SizesOf(options, op, datatype)) {
+            runs.push_back({op, algorithm, datatype, root, bytes});
+          }
+        }
       }
     }
   }
-  return most * element;
+  return runs;
+}
+
+// Bytes each of the send and receive buffers needs for every one of `runs` at this rank.
+uint64_t BufferBytes(const RunOptions& options, const std::vector<Run>& runs) {
+  uint64_t most = 1;  // the daemon does not make empty buffers
+  for (const Run& run : runs) {
+    const BufferElements elements = ElementsOf(ShapeOf(options, run));
+    const uint64_t element = hw::DataTypeSize(run.datatype);
+    most = std::max({most, elements.send * element, elements.recv * element});
+  }
+  return most;
 }
 
 std::string RenderRows(const std::vector<Row>& rows, uint32_t iters) {
   std::vector<std::vector<std::string>> cells;
   for (const Row& row : rows) {
+    const Run& run = row.run;
     const double micros = absl::ToDoubleMicroseconds(row.total) / iters;
-    const double gigabytes_per_second = micros > 0 ? row.bytes / micros / 1e3 : 0;
-    cells.push_back({OpName(row.op), row.root ? absl::StrCat(*row.root) : "-",
-                     absl::StrCat(row.bytes), absl::StrFormat("%.1f", micros),
-                     absl::StrFormat("%.3f", gigabytes_per_second), row.ok ? "yes" : "no"});
+    const double gigabytes_per_second = micros > 0 ? run.bytes / micros / 1e3 : 0;
+    cells.push_back({OpName(run.op), run.algorithm.empty() ? "-" : run.algorithm,
+                     std::string(hw::DataTypeName(run.datatype)),
+                     run.root ? absl::StrCat(*run.root) : "-", absl::StrCat(run.bytes),
+                     absl::StrFormat("%.1f", micros), absl::StrFormat("%.3f", gigabytes_per_second),
+                     row.ok ? "yes" : "no"});
   }
-  return client::RenderTable({"op", "root", "bytes", "time_us", "GB/s", "ok"}, cells);
+  return client::RenderTable(
+      {"op", "algorithm", "datatype", "root", "bytes", "time_us", "GB/s", "ok"}, cells);
 }
 
 }  // namespace
@@ -205,7 +216,8 @@ absl::Status RunChecks(const RunOptions& options, absl::Duration attach_timeout,
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       (*client)->Join(options.token, options.rank, options.size, options.join_timeout);
   if (!comm.ok()) return comm.status();
-  const uint64_t bytes = BufferBytes(options);
+  const std::vector<Run> runs = RunsOf(options);
+  const uint64_t bytes = BufferBytes(options, runs);
   absl::StatusOr<Buffer> send = (*client)->AllocBuffer(bytes);
   if (!send.ok()) return send.status();
   absl::StatusOr<Buffer> recv = (*client)->AllocBuffer(bytes);
@@ -214,22 +226,21 @@ absl::Status RunChecks(const RunOptions& options, absl::Duration attach_timeout,
   Runner runner(options, **comm, *send, *recv);
   std::vector<Row> rows;
   uint64_t salt = 0;
-  for (Op op : options.ops) {
-    for (std::optional<uint32_t> root : RootsOf(options, op)) {
-      for (uint64_t size : SizesOf(options, op)) {
-        Row row{op, root, size, absl::ZeroDuration()};
-        for (uint32_t iter = 0; iter < options.iters; ++iter) {
-          absl::StatusOr<absl::Duration> elapsed = runner.RunOnce(op, root, size, ++salt, row.ok);
-          if (!elapsed.ok()) return elapsed.status();
-          row.total += *elapsed;
-        }
-        rows.push_back(row);
-      }
+  for (const Run& run : runs) {
+    Row row{run, absl::ZeroDuration()};
+    for (uint32_t iter = 0; iter < options.iters; ++iter) {
+      absl::StatusOr<absl::Duration> elapsed = runner.RunOnce(run, ++salt, row.ok);
+      if (!elapsed.ok()) return elapsed.status();
+      row.total += *elapsed;
     }
+    rows.push_back(row);
   }
-  if (options.table && options.rank == 0) out << RenderRows(rows, options.iters);
+  if (options.table) out << RenderRows(rows, options.iters);
+  // Leave the communicator before exiting: a client that just exits breaks it for the ranks
+  // on its daemon that may still finish their part of the last op.
+  absl::Status left = (*comm)->Destroy();
   if (!runner.first_mismatch().empty()) return absl::DataLossError(runner.first_mismatch());
-  return absl::OkStatus();
+  return left;
 }
 
 }  // namespace cclo::run

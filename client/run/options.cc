@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "firmware/registry.h"
 
 namespace cclo::run {
 namespace {
@@ -145,6 +146,17 @@ absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text) {
   return ops;
 }
 
+absl::StatusOr<std::vector<hw::DataType>> ParseDataTypes(const std::string& text) {
+  std::vector<hw::DataType> datatypes;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    absl::StatusOr<hw::DataType> datatype =
+        ParseChoice("datatype", std::string(item), kRunDataTypes, &DataTypeText);
+    if (!datatype.ok()) return datatype.status();
+    datatypes.push_back(*datatype);
+  }
+  return datatypes;
+}
+
 absl::StatusOr<std::vector<uint32_t>> ParseRoots(const std::string& text, uint32_t size) {
   std::vector<uint32_t> roots;
   if (text == "all") {
@@ -189,9 +201,8 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   }
   absl::StatusOr<std::vector<uint64_t>> sizes = ParseByteSizes(arguments.sizes);
   if (!sizes.ok()) return FlagError("sizes", std::string(sizes.status().message()));
-  absl::StatusOr<hw::DataType> datatype =
-      ParseChoice("datatype", arguments.datatype, kRunDataTypes, &DataTypeText);
-  if (!datatype.ok()) return datatype.status();
+  absl::StatusOr<std::vector<hw::DataType>> datatypes = ParseDataTypes(arguments.datatype);
+  if (!datatypes.ok()) return datatypes.status();
   absl::StatusOr<hw::ReduceOp> reduce_op =
       ParseChoice("reduce-op", arguments.reduce_op, kRunReduceOps, &ReduceOpText);
   if (!reduce_op.ok()) return reduce_op.status();
@@ -201,23 +212,23 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   const bool sums =
       *reduce_op == hw::ReduceOp::kSum &&
       std::any_of(ops->begin(), ops->end(), [](Op op) { return hw::Reduces(CollectiveOf(op)); });
-  const int64_t limit = ExactIntegerLimit(*datatype);
-  if (sums && limit > 0 && kPatternMagnitude * arguments.size > limit) {
-    return FlagError(
-        "datatype",
-        absl::StrCat(arguments.datatype, " sums over ", arguments.size, " ranks may exceed ", limit,
-                     ", beyond which ", arguments.datatype, " misses integers; use at most ",
-                     limit / kPatternMagnitude, " ranks or --reduce-op max or min"));
+  for (hw::DataType datatype : *datatypes) {
+    const int64_t limit = ExactIntegerLimit(datatype);
+    if (sums && limit > 0 && kPatternMagnitude * arguments.size > limit) {
+      const std::string name = DataTypeText(datatype);
+      return FlagError(
+          "datatype", absl::StrCat(name, " sums over ", arguments.size, " ranks may exceed ", limit,
+                                   ", beyond which ", name, " misses integers; use at most ",
+                                   limit / kPatternMagnitude, " ranks or --reduce-op max or min"));
+    }
   }
-  const uint64_t element = hw::DataTypeSize(*datatype);
-  for (uint64_t& bytes : *sizes) bytes -= bytes % element;
   options.runtime_dir = arguments.runtime_dir;
   options.token = arguments.token;
   options.rank = static_cast<uint32_t>(arguments.rank);
   options.size = static_cast<uint32_t>(arguments.size);
   options.ops = *std::move(ops);
   options.sizes = *std::move(sizes);
-  options.datatype = *datatype;
+  options.datatypes = *std::move(datatypes);
   options.reduce_op = *reduce_op;
   options.iters = static_cast<uint32_t>(arguments.iters);
   options.roots = *std::move(roots);
@@ -227,6 +238,30 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   options.op_timeout = absl::Seconds(arguments.op_timeout_seconds);
   options.table = arguments.table;
   return options;
+}
+
+std::vector<std::string> AlgorithmsOf(const RunOptions& options, Op op) {
+  if (options.algorithm != kEveryAlgorithm) {
+    return {op == Op::kSendRecv ? std::string() : options.algorithm};
+  }
+  std::vector<std::string> names;
+  for (const firmware::Algorithm* algorithm : firmware::ForCollective(CollectiveOf(op))) {
+    names.emplace_back(algorithm->name);
+  }
+  return names;
+}
+
+std::vector<std::optional<uint32_t>> RootsOf(const RunOptions& options, Op op) {
+  if (!hw::HasRoot(CollectiveOf(op))) return {std::nullopt};
+  return {options.roots.begin(), options.roots.end()};
+}
+
+std::vector<uint64_t> SizesOf(const RunOptions& options, Op op, hw::DataType datatype) {
+  if (op == Op::kBarrier) return {0};
+  const uint64_t element = hw::DataTypeSize(datatype);
+  std::vector<uint64_t> sizes;
+  for (uint64_t bytes : options.sizes) sizes.push_back(bytes - bytes % element);
+  return sizes;
 }
 
 }  // namespace cclo::run

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ std::string OpName(Op op);
 /// The engine collective of `op` (sendrecv: the receive, whose output is checked).
 hw::Collective CollectiveOf(Op op);
 
+/// `--algorithm all`: every registered algorithm of each op in turn.
+inline constexpr char kEveryAlgorithm[] = "all";
+
 /// A validated `cclo-run run` invocation.
 struct RunOptions {
   std::string runtime_dir;
@@ -38,13 +42,15 @@ struct RunOptions {
   uint32_t rank = 0;
   uint32_t size = 1;
   std::vector<Op> ops;
-  std::vector<uint64_t> sizes;  ///< bytes per rank (MPI count), rounded down to whole elements
-  hw::DataType datatype = hw::DataType::kFloat32;
+  std::vector<uint64_t> sizes;  ///< bytes per rank (MPI count times element size), as given
+  std::vector<hw::DataType> datatypes = {hw::DataType::kFloat32};  ///< each op runs in each
   hw::ReduceOp reduce_op = hw::ReduceOp::kSum;
   uint32_t iters = 1;
   std::vector<uint32_t> roots = {0};  ///< rooted ops run once per root, in this order
   bool in_place = false;              ///< the in-place form of every op that has one
-  std::string algorithm;              ///< forced for every op but sendrecv
+  /// Empty: the daemon's choice; a name: forced for every op but sendrecv; kEveryAlgorithm:
+  /// each op once per algorithm the registry has for it (sendrecv included).
+  std::string algorithm;
   absl::Duration join_timeout = absl::Seconds(60);
   absl::Duration op_timeout = absl::ZeroDuration();  ///< zero: the daemon's default
   bool table = false;
@@ -58,7 +64,7 @@ struct RunArguments {
   int64_t size = -1;
   std::string ops = "sendrecv,bcast,allreduce";
   std::string sizes = "1K,64K,1M";
-  std::string datatype = "float32";
+  std::string datatype = "float32";  ///< one name or a comma-separated list
   std::string reduce_op = "sum";
   int64_t iters = 1;
   std::string root = "0";
@@ -82,7 +88,22 @@ absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text);
 /// Parses --root: a rank below `size`, or "all" (every rank in turn).
 absl::StatusOr<std::vector<uint32_t>> ParseRoots(const std::string& text, uint32_t size);
 
+/// Parses --datatype: a comma-separated list of datatype names, e.g. "float32,int32".
+absl::StatusOr<std::vector<hw::DataType>> ParseDataTypes(const std::string& text);
+
 /// Checks every argument and combination; errors name the flag and the bad value.
 absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments);
+
+/// The algorithms `op` runs with, in turn: "" (the daemon's choice) unless one is forced;
+/// with kEveryAlgorithm each one the registry has for the op's collective (for sendrecv,
+/// those of recv, forced on the send and the receive alike).
+std::vector<std::string> AlgorithmsOf(const RunOptions& options, Op op);
+
+/// The roots `op` runs with: every one of options.roots if it is rooted, else only "none".
+std::vector<std::optional<uint32_t>> RootsOf(const RunOptions& options, Op op);
+
+/// The bytes per rank `op` runs at in `datatype`: options.sizes rounded down to whole
+/// elements; a barrier moves no data, so it runs once, at 0 bytes.
+std::vector<uint64_t> SizesOf(const RunOptions& options, Op op, hw::DataType datatype);
 
 }  // namespace cclo::run

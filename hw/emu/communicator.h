@@ -1,6 +1,7 @@
 // A communicator as the software CCLO holds it: the installed rank table, the data
-// sessions to the peer engines that host other ranks, the ranks that left, the per-rank
-// call queues and the sequence counters that make the k-th send match the k-th receive.
+// sessions to the peer engines that host other ranks with their eager credits in both
+// directions, the ranks that left, the per-rank call queues and the sequence counters
+// that make the k-th send match the k-th receive.
 // Engine thread only.
 #pragma once
 
@@ -23,8 +24,13 @@ namespace cclo::hw::emu {
 struct PeerLink {
   poe::Session* session = nullptr;  ///< owned by the engine; null until connected/accepted
   bool up = false;                  ///< authenticated and admitted on both sides
+  bool granted = false;             ///< the peer's first credit segment arrived
   std::vector<uint32_t> ranks;      ///< ranks of the communicator that peer hosts
   std::vector<std::byte> scratch;   ///< where segments of reduce receives land, one segment
+  /// Largest message sent eagerly to that peer: ours and its eager limit, the smaller.
+  uint64_t eager_bytes = 0;
+  uint64_t send_credits = 0;  ///< eager messages that peer has granted us room for
+  uint64_t rx_account = 0;    ///< the RBM credit account of what that peer sends us; 0: none
 };
 
 struct Communicator {

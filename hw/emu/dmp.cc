@@ -11,11 +11,8 @@ namespace cclo::hw::emu {
 
 using Kind = Endpoint::Kind;
 
-Dmp::Dmp(Rbm& rbm, uint64_t local_segment_bytes, Counters& counters, Hooks hooks)
-    : rbm_(rbm),
-      local_segment_bytes_(local_segment_bytes),
-      counters_(counters),
-      hooks_(std::move(hooks)) {}
+Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, Counters& counters, Hooks hooks)
+    : rbm_(rbm), eager_bytes_(eager_bytes), counters_(counters), hooks_(std::move(hooks)) {}
 
 void Dmp::Submit(std::unique_ptr<CallState> call) {
   CallState& ref = *call;
@@ -62,10 +59,6 @@ void Dmp::Progress() {
   progressing_ = false;
 }
 
-void Dmp::WakeBlocked() {
-  for (uint64_t id : blocked_) MarkReady(id);
-}
-
 bool Dmp::DepsDone(const CallState& call, size_t index) const {
   for (uint32_t dep : call.program.moves[index].deps) {
     if (!call.moves[dep].done) return false;
@@ -77,16 +70,6 @@ void Dmp::Advance(CallState& call) {
   if (!call.failure.ok()) {
     if (!InFlight(call)) Finish(call, call.failure);
     return;
-  }
-  if (!call.blocked.empty()) {
-    std::vector<uint32_t> blocked;
-    blocked.swap(call.blocked);
-    for (uint32_t index : blocked) {
-      absl::StatusOr<bool> sent = ContinueLocalSend(call, index);
-      if (!sent.ok()) return hooks_.fail(*call.comm, sent.status());
-      if (!*sent) call.blocked.push_back(index);
-    }
-    if (call.blocked.empty()) blocked_.erase(call.id);
   }
   const size_t count = call.program.moves.size();
   while (call.running && call.next_move < count && DepsDone(call, call.next_move)) {
@@ -122,78 +105,6 @@ absl::Status Dmp::StartMove(CallState& call, uint32_t index) {
   return absl::OkStatus();
 }
 
-absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
-  const Move& move = call.program.moves[index];
-  CallState::MoveState& state = call.moves[index];
-  const uint64_t element = DataTypeSize(call.desc.datatype);
-  const uint64_t bytes = move.count * element;
-  state.source = Address(call, move.op0);
-  if (move.function == Function::kReduce) {
-    state.reduced.resize(bytes);
-    absl::Status status = Reduce(call.desc.reduce_op, call.desc.datatype, state.source,
-                                 Address(call, move.op1), state.reduced.data(), move.count);
-    if (!status.ok()) return status;
-    state.source = state.reduced.data();
-  }
-  call.bytes_sent += bytes;
-  counters_.bytes_sent.fetch_add(bytes);
-  Communicator& comm = *call.comm;
-  const uint32_t peer = move.result.peer;
-  if (comm.local[peer]) {
-    absl::StatusOr<bool> sent = ContinueLocalSend(call, index);
-    if (!sent.ok()) return sent.status();
-    if (!*sent) {
-      call.blocked.push_back(index);
-      blocked_.insert(call.id);
-    }
-    return absl::OkStatus();
-  }
-  poe::Session* session = hooks_.session_for(comm, peer);
-  if (session == nullptr) {
-    return absl::UnavailableError(absl::StrCat("no data session to rank ", peer));
-  }
-  const uint64_t segment = std::max(element, session->segment_bytes() / element * element);
-  poe::SegmentHeader header{.type = poe::SegmentType::kEagerData,
-                            .comm = comm.id,
-                            .src = call.desc.rank,
-                            .dst = peer,
-                            .tag = move.result.tag,
-                            .sequence = state.sequence,
-                            .total = bytes};
-  state.segments_left = bytes == 0 ? 1 : (bytes + segment - 1) / segment;
-  for (uint64_t offset = 0, k = 0; k < state.segments_left; ++k, offset += segment) {
-    header.offset = offset;
-    header.length = static_cast<uint32_t>(std::min(segment, bytes - offset));
-    session->Send(header, state.source + offset,
-                  [this, id = call.id, index] { SegmentWritten(id, index); });
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<bool> Dmp::ContinueLocalSend(CallState& call, uint32_t index) {
-  const Move& move = call.program.moves[index];
-  CallState::MoveState& state = call.moves[index];
-  const uint64_t element = DataTypeSize(call.desc.datatype);
-  const uint64_t bytes = move.count * element;
-  const uint64_t segment = std::max(element, local_segment_bytes_ / element * element);
-  poe::SegmentHeader header{.type = poe::SegmentType::kEagerData,
-                            .comm = call.comm->id,
-                            .src = call.desc.rank,
-                            .dst = move.result.peer,
-                            .tag = move.result.tag,
-                            .sequence = state.sequence,
-                            .total = bytes};
-  do {
-    header.offset = state.delivered;
-    header.length = static_cast<uint32_t>(std::min(segment, bytes - state.delivered));
-    absl::StatusOr<bool> delivered = rbm_.Deliver(header, state.source + state.delivered);
-    if (!delivered.ok() || !*delivered) return delivered;
-    state.delivered += header.length;
-  } while (state.delivered < bytes);
-  MoveDone(call.id, index);
-  return true;
-}
-
 absl::Status Dmp::StartReceive(CallState& call, uint32_t index) {
   const Move& move = call.program.moves[index];
   const bool network_is_op0 = move.op0.kind == Kind::kNetwork;
@@ -209,12 +120,8 @@ absl::Status Dmp::StartReceive(CallState& call, uint32_t index) {
       .reduce_op = call.desc.reduce_op,
       .on_complete = [this, id = call.id, index] { MoveDone(id, index); }};
   absl::Status status = rbm_.Post(ReceiveKey(call, index), std::move(target));
-  if (!status.ok()) {
-    hooks_.invalid(*call.comm, net.peer, status);
-    return status;
-  }
-  hooks_.posted();
-  return absl::OkStatus();
+  if (!status.ok()) hooks_.invalid(*call.comm, net.peer, status);
+  return status;
 }
 
 MessageKey Dmp::ReceiveKey(const CallState& call, uint32_t index) const {
@@ -244,7 +151,6 @@ void Dmp::SegmentWritten(uint64_t call_id, uint32_t index) {
 void Dmp::Finish(CallState& call, const absl::Status& status) {
   call.running = false;
   deadlines_.erase({call.deadline, call.id});
-  blocked_.erase(call.id);
   std::deque<uint64_t>& queue = call.comm->queues[call.desc.rank];
   queue.erase(std::find(queue.begin(), queue.end(), call.id));
   auto node = calls_.extract(call.id);
@@ -260,6 +166,7 @@ void Dmp::Finish(CallState& call, const absl::Status& status) {
 
 void Dmp::FailCalls(Communicator& comm, const absl::Status& status, uint64_t expired,
                     const absl::Status& expired_status) {
+  absl::erase_if(awaited_, [&](const auto& entry) { return entry.first.comm == comm.id; });
   // Each queue from its back, so that finishing a call starts none behind it.
   std::vector<uint64_t> ids;
   for (const auto& [rank, queue] : comm.queues) ids.insert(ids.end(), queue.rbegin(), queue.rend());

@@ -5,16 +5,21 @@
 // to d with tag t meets the k-th receive at d. Moves start in program order once their
 // deps are done:
 //   memory -> memory   copied or reduced at once;
-//   memory -> network  cut into segments and queued on the peer's session (written from
-//                      the call's memory, no copy), or, for a rank on this engine, handed
-//                      to the RBM segment by segment (waiting for pool space if needed);
+//   memory -> network  to another engine: eager (one segment, on one of the link's
+//                      credits) when the message is small enough and a credit is there,
+//                      else a rendezvous request, and on the clear-to-send the data in
+//                      segments, all written straight from the call's memory. A sender
+//                      never waits for credits: without one it goes rendezvous. To a rank
+//                      on this engine: handed to the RBM, which stages it (eager) or
+//                      copies it once the receive is posted (local rendezvous);
 //   network -> memory  posted to the RBM, which applies segments as they arrive.
 // Completions only mark calls ready; Progress() runs them in a loop, so nothing recurses.
 // A rank that left (Communicator::departed) can send and receive nothing more: a call that
 // still needs it to (a send to it, a receive from it whose message is not all staged)
 // fails with the reason, at its start or at the departure. A failing call starts no more
-// moves, gives up its receives, and completes once none of its segments is still queued
-// on a session or landing in its memory. Other calls go on.
+// moves, gives up its receives, lets go of its sends that wait for their receive (their
+// data is copied and still goes if the receive comes), and completes once none of its
+// segments is still queued on a session or landing in its memory. Other calls go on.
 // Cost per move: O(segments); no thread per call.
 #pragma once
 
@@ -28,7 +33,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "hw/call.h"
@@ -47,6 +51,9 @@ struct Counters {
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> sessions_up{0};
   std::atomic<uint64_t> wire_errors{0};
+  std::atomic<uint64_t> eager_messages{0};       ///< sends that went eagerly
+  std::atomic<uint64_t> rendezvous_messages{0};  ///< sends that went by rendezvous
+  std::atomic<uint64_t> eager_fallbacks{0};      ///< of those, small ones short of room
 };
 
 /// A call from submission to completion.
@@ -56,7 +63,6 @@ struct CallState {
     bool done = false;
     uint64_t segments_left = 0;         ///< network send: segments not yet written
     const std::byte* source = nullptr;  ///< send: where the data is read from
-    uint64_t delivered = 0;             ///< local send: bytes handed to the RBM so far
     std::vector<std::byte> reduced;     ///< reduce sent to the network: op0 (+) op1
   };
 
@@ -69,28 +75,26 @@ struct CallState {
   Communicator* comm = nullptr;  ///< outlives the call: a communicator fails its calls first
   std::vector<MoveState> moves;
   std::unique_ptr<std::byte[]> scratch;  ///< Slot::kScratch, allocated when the call starts
-  size_t next_move = 0;  ///< the next move to start, in program order
+  size_t next_move = 0;                  ///< the next move to start, in program order
   size_t moves_done = 0;
   uint64_t bytes_sent = 0;
   bool running = false;
-  std::vector<uint32_t> blocked;  ///< local sends waiting for rx pool space
-  absl::Status failure;           ///< not OK: the call fails with it once nothing is in flight
+  absl::Status failure;  ///< not OK: the call fails with it once nothing is in flight
 };
 
 class Dmp {
  public:
   struct Hooks {
-    /// The up session that reaches `rank` of `comm` (a rank on another engine).
-    std::function<poe::Session*(Communicator& comm, uint32_t rank)> session_for;
+    /// The up link that reaches `rank` of `comm` (a rank on another engine), or nullptr.
+    std::function<PeerLink*(Communicator& comm, uint32_t rank)> link_for;
     /// Breaks `comm` after a failure in the middle of a call.
     std::function<void(Communicator& comm, absl::Status reason)> fail;
     /// Breaks `comm` because what rank `source` sent does not fit the receive posted for it.
     std::function<void(Communicator& comm, uint32_t source, absl::Status problem)> invalid;
-    /// A receive was posted: arrivals waiting for room may now go straight to it.
-    std::function<void()> posted;
   };
 
-  Dmp(Rbm& rbm, uint64_t local_segment_bytes, Counters& counters, Hooks hooks);
+  /// Messages of at most `eager_bytes` may go eagerly (0: none).
+  Dmp(Rbm& rbm, uint64_t eager_bytes, Counters& counters, Hooks hooks);
 
   /// Queues a checked call behind the earlier calls of its (communicator, rank).
   void Submit(std::unique_ptr<CallState> call);
@@ -98,8 +102,9 @@ class Dmp {
   /// Starts and finishes moves until nothing more can happen now. Run after every event.
   void Progress();
 
-  /// Rx pool space was freed or a receive posted: retry local sends that waited for it.
-  void WakeBlocked();
+  /// A clear-to-send for a rendezvous send of `comm` arrived: its data goes now. An
+  /// error names what is wrong with it (no such send waits, or its size differs).
+  absl::Status ClearToSend(Communicator& comm, const poe::SegmentHeader& header);
 
   /// Completes every call of `comm` with `status`, except `expired` (a call id, 0 for
   /// none) which gets `expired_status`. Their memory is no longer touched. The caller has
@@ -123,6 +128,9 @@ class Dmp {
   bool DepsDone(const CallState& call, size_t index) const;
   absl::Status StartMove(CallState& call, uint32_t index);
   absl::Status StartSend(CallState& call, uint32_t index);
+  /// A send to a rank on this engine, handed to the RBM.
+  absl::Status SendLocal(CallState& call, uint32_t index, uint64_t bytes);
+  MessageKey SendKey(const CallState& call, uint32_t index) const;
   absl::Status StartReceive(CallState& call, uint32_t index);
   MessageKey ReceiveKey(const CallState& call, uint32_t index) const;
   /// The reason of a departed rank that a move of `call` not yet done still needs, or OK.
@@ -132,8 +140,9 @@ class Dmp {
   /// A started move of `call` still has segments queued on a session or landing in its
   /// memory (never on the session of a rank that left).
   bool InFlight(const CallState& call) const;
-  /// Hands the next segments of a local send to the RBM; true when all went.
-  absl::StatusOr<bool> ContinueLocalSend(CallState& call, uint32_t index);
+  /// Lets go of a started send of a failing call that waits for its receive: true when
+  /// it no longer reads the call's memory.
+  bool LetGo(CallState& call, uint32_t index);
   void MoveDone(uint64_t call_id, uint32_t index);
   /// on_written of a network send's segment; an event, so it ends with Progress().
   void SegmentWritten(uint64_t call_id, uint32_t index);
@@ -141,15 +150,25 @@ class Dmp {
   std::byte* Address(const CallState& call, const Endpoint& endpoint) const;
   void MarkReady(uint64_t call_id) { ready_.push_back(call_id); }
 
+  /// A rendezvous send waiting for its clear-to-send.
+  struct AwaitedSend {
+    uint64_t call_id = 0;  ///< 0 once let go: then `copy` holds the data
+    uint32_t index = 0;
+    uint64_t bytes = 0;
+    uint64_t segment = 0;  ///< bytes per data segment, a whole number of elements
+    const std::byte* source = nullptr;
+    std::shared_ptr<const std::vector<std::byte>> copy;
+  };
+
   Rbm& rbm_;
-  const uint64_t local_segment_bytes_;
+  const uint64_t eager_bytes_;
   Counters& counters_;
   Hooks hooks_;
+  absl::flat_hash_map<MessageKey, AwaitedSend> awaited_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<CallState>> calls_;
   std::vector<std::unique_ptr<CallState>> finished_;  ///< freed at the end of Progress
   std::set<std::pair<absl::Time, uint64_t>> deadlines_;
-  std::deque<uint64_t> ready_;             ///< calls that may advance
-  absl::flat_hash_set<uint64_t> blocked_;  ///< calls with local sends waiting for space
+  std::deque<uint64_t> ready_;  ///< calls that may advance
   bool progressing_ = false;
 };
 

@@ -2,10 +2,12 @@
 // how a failing call lets go of its moves. A call fails once a move not yet done needs a
 // departed rank: a send to it, or a receive from it that is posted (so its message is
 // incomplete) or whose message is not all staged. The failing call starts no more moves
-// and gives up its posted receives (the RBM discards the rest of their messages); it
-// completes when none of its segments is still queued on a live session or landing in its
-// memory, so that memory is never touched after completion. Cost: O(moves) per call at
-// its start and at each departure; nothing while no rank has left.
+// and gives up its posted receives (the RBM discards the rest of their messages) and its
+// sends that wait for their receive (a copy of their data still goes if it comes, unless
+// the receiver left); it completes when none of its segments is still queued on a live
+// session or landing in its memory, so that memory is never touched after completion.
+// Cost: O(moves) per call at its start and at each departure; nothing while no rank has
+// left.
 #include "hw/emu/dmp.h"
 
 namespace cclo::hw::emu {
@@ -35,15 +37,13 @@ absl::Status Dmp::Unreachable(const CallState& call) const {
 
 void Dmp::Doom(CallState& call, const absl::Status& status) {
   if (call.failure.ok()) call.failure = status;
-  for (uint32_t index : call.blocked) call.moves[index].done = true;
-  call.blocked.clear();
-  blocked_.erase(call.id);
   for (uint32_t i = 0; i < call.next_move; ++i) {
     const Move& move = call.program.moves[i];
-    const bool receive = move.result.kind != Kind::kNetwork &&
-                         (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork);
-    if (receive && !call.moves[i].done && rbm_.Abandon(ReceiveKey(call, i))) {
-      call.moves[i].done = true;
+    if (call.moves[i].done) continue;
+    if (move.result.kind == Kind::kNetwork) {
+      call.moves[i].done = LetGo(call, i);
+    } else if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
+      call.moves[i].done = rbm_.Abandon(ReceiveKey(call, i));
     }
   }
   MarkReady(call.id);
@@ -71,6 +71,10 @@ void Dmp::Depart(Communicator& comm) {
     const absl::Status status = call.failure.ok() ? Unreachable(call) : call.failure;
     if (!status.ok()) Doom(call, status);
   }
+  // Sends let go of earlier, waiting for a rank that left, wait no more.
+  absl::erase_if(awaited_, [&](const auto& entry) {
+    return entry.first.comm == comm.id && comm.departed.contains(entry.first.dst);
+  });
 }
 
 }  // namespace cclo::hw::emu

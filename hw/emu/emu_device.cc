@@ -25,6 +25,15 @@ absl::Status CheckConfig(const EmuConfig& config) {
                                                    " must hold at least one segment of ",
                                                    config.segment_bytes, " bytes"));
   }
+  if (config.eager_max_bytes > config.segment_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("eager_max_bytes ", config.eager_max_bytes,
+                                                   " exceeds segment_bytes ", config.segment_bytes,
+                                                   ": an eager message is one segment"));
+  }
+  if (config.credits_per_peer > poe::kMaxCredits) {
+    return absl::InvalidArgumentError(absl::StrCat("credits_per_peer ", config.credits_per_peer,
+                                                   " exceeds the maximum of ", poe::kMaxCredits));
+  }
   if (config.handshake_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "handshake_timeout ", absl::FormatDuration(config.handshake_timeout), " must be positive"));
@@ -43,12 +52,13 @@ absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config) {
 
 EmuDevice::EmuDevice(const EmuConfig& config)
     : config_(config),
-      rbm_(config.rx_pool_bytes, config.segment_bytes, [this] { OnRxSpace(); }),
-      dmp_(rbm_, config.segment_bytes, counters_,
+      rbm_(config.rx_pool_bytes, config.eager_max_bytes, config.segment_bytes,
+           [this](const MessageKey& key, uint64_t total) { SendClearToSend(key, total); }),
+      dmp_(rbm_, config.eager_max_bytes, counters_,
            Dmp::Hooks{
-               .session_for = [](Communicator& comm, uint32_t rank) -> poe::Session* {
+               .link_for = [](Communicator& comm, uint32_t rank) -> PeerLink* {
                  auto it = comm.peers.find(comm.ranks[rank].data_address);
-                 return it != comm.peers.end() && it->second.up ? it->second.session : nullptr;
+                 return it != comm.peers.end() && it->second.up ? &it->second : nullptr;
                },
                .fail = [this](Communicator& comm,
                               absl::Status reason) { BreakMidCall(comm, reason); },
@@ -57,13 +67,13 @@ EmuDevice::EmuDevice(const EmuConfig& config)
                      if (comm.local[source]) return BreakMidCall(comm, problem);
                      Reject(comm, comm.ranks[source].data_address, problem);
                    },
-               .posted = [this] { OnRxSpace(); },
            }) {}
 
 absl::Status EmuDevice::Start() {
   poe::tcp::TcpEngineConfig engine_config{.listen_host = config_.listen_host,
                                           .port = config_.data_port,
                                           .segment_bytes = config_.segment_bytes,
+                                          .eager_bytes = config_.eager_max_bytes,
                                           .handshake_timeout = config_.handshake_timeout};
   absl::StatusOr<poe::EnginePtr> engine = poe::tcp::CreateTcpEngine(engine_config, this);
   if (!engine.ok()) return engine.status();
@@ -140,6 +150,10 @@ DeviceStats EmuDevice::Stats() const {
   stats.bytes_received = counters_.bytes_received.load();
   stats.rx_pool_bytes_total = rbm_.pool_bytes();
   stats.rx_pool_bytes_used = rbm_.used_bytes();
+  stats.rx_pool_bytes_reserved = rbm_.reserved_bytes();
+  stats.eager_messages = counters_.eager_messages.load();
+  stats.rendezvous_messages = counters_.rendezvous_messages.load();
+  stats.eager_fallbacks = counters_.eager_fallbacks.load();
   stats.sessions_up = counters_.sessions_up.load();
   stats.wire_errors = counters_.wire_errors.load() + engine_->wire_errors();
   return stats;

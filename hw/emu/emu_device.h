@@ -3,6 +3,15 @@
 // only post work to it. Calls run their firmware Program on the DMP; arrivals go through
 // the RBM; data sessions come from the TCP POE, one per (communicator, peer engine).
 //
+// Protocols (DESIGN 7): a message of at most eager_max_bytes goes eagerly when the link
+// has a credit, else by rendezvous (request, clear-to-send, data straight into the posted
+// receive). When a link comes up each side reserves up to credits_per_peer rx pool
+// buffers for what the other sends and grants them in a credit segment (a communicator is
+// ready once every peer's grant arrived); applied eager messages return their credits at
+// the end of each engine turn. A peer that sends beyond its credits, data nobody cleared,
+// or a clear-to-send for nothing this side sends breaks the communicator, like any
+// invalid data.
+//
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
 // hung up or was reset), the ranks that peer hosts have departed. Whatever they sent
 // before is kept: a receive from them whose message fully arrived (now or staged earlier)
@@ -37,13 +46,20 @@ struct EmuConfig {
   std::string listen_host = "127.0.0.1";  ///< numeric address of the data port
   uint16_t data_port = 0;                 ///< 0 picks an ephemeral port
   uint64_t rx_pool_bytes = 64ull << 20;   ///< eager rx buffer pool
-  uint64_t segment_bytes = 1ull << 20;    ///< segment size: pipelining unit and rx buffer
+  uint64_t segment_bytes = 1ull << 20;    ///< segment size: pipelining unit of rendezvous
+  /// Largest message sent (and accepted) eagerly, at most segment_bytes; 0: never eager.
+  /// The rx pool is cut into buffers of this size (at least 4 KiB).
+  uint64_t eager_max_bytes = 64ull << 10;
+  /// Rx pool buffers reserved for each peer link (as far as the pool goes): how many
+  /// eager messages that peer may have unapplied here.
+  uint32_t credits_per_peer = 8;
   absl::Duration handshake_timeout = absl::Seconds(10);  ///< per data session handshake
 };
 
 /// Creates the device and binds its data port: UNAVAILABLE if the port is taken,
 /// INVALID_ARGUMENT for a bad config (segment_bytes a multiple of 8 in [4 KiB, 16 MiB],
-/// rx_pool_bytes at least one segment, handshake_timeout positive).
+/// rx_pool_bytes at least one segment, eager_max_bytes at most segment_bytes,
+/// credits_per_peer at most poe::kMaxCredits, handshake_timeout positive).
 absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
 
 class EmuDevice final : public Device, public poe::EngineHandler {
@@ -90,7 +106,10 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   PeerLink* LinkOf(poe::Session& session, Communicator** comm) const;
   /// Links an authenticated incoming session to its peer in `comm` and admits it.
   void AdoptIncoming(Communicator& comm, poe::Session& session);
+  /// The session of `link` is up: opens its credit account and learns its eager limit.
   void LinkUp(Communicator& comm, PeerLink& link);
+  /// The session of `link` is gone: releases its credits both ways.
+  void LinkDown(PeerLink& link);
   void MaybeReady(Communicator& comm);
   /// Marks `comm` broken with `status` (what its pending and later calls fail with; the
   /// call `expired` gets `expired_status`), closes its sessions and fails its calls.
@@ -104,8 +123,14 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void BreakMidCall(Communicator& comm, const absl::Status& reason);
   /// Invalid data from the peer engine at `address`: counts it and breaks the communicator.
   void Reject(Communicator& comm, const std::string& address, const absl::Status& problem);
-  /// Rx pool space or a new receive: paused sessions and blocked local sends may go on.
-  void OnRxSpace();
+  /// Checks that `header` travels between a rank the peer at `address` hosts and one this
+  /// engine hosts, in the direction its type goes.
+  absl::Status CheckRoute(const Communicator& comm, const std::string& address,
+                          const poe::SegmentHeader& header) const;
+  /// The RBM's clear_to_send hook: tells the sender of `key` to send its data.
+  void SendClearToSend(const MessageKey& key, uint64_t total);
+  /// Sends the credits freed this turn back to their peers.
+  void ReturnCredits();
   void ForgetSession(poe::Session& session);
   std::string DescribePeer(const Communicator& comm, const std::string& address) const;
 
@@ -126,7 +151,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   absl::flat_hash_map<CommId, std::unique_ptr<Communicator>> comms_;
   /// Authenticated incoming sessions of prepared communicators, admitted at configure.
   absl::flat_hash_map<CommId, std::vector<poe::Session*>> parked_;
-  std::vector<poe::Session*> paused_;  ///< sessions waiting for rx pool space
+  /// Open RBM credit accounts: the communicator and link they serve (up while open).
+  absl::flat_hash_map<uint64_t, std::pair<CommId, PeerLink*>> accounts_;
   std::set<std::pair<absl::Time, CommId>> configure_deadlines_;
 };
 

@@ -1,7 +1,7 @@
-// EmuDevice as the POE's EngineHandler: linking data sessions to communicators, checking
-// arriving segments against the communicator before the RBM places them, marking the ranks
-// of a peer engine whose session ended as departed, breaking a communicator on invalid
-// data, and expiring deadlines.
+// EmuDevice as the POE's EngineHandler: linking data sessions to communicators (with
+// their credit accounts), marking the ranks of a peer engine whose session ended as
+// departed, breaking a communicator on invalid data, and expiring deadlines. Arriving
+// segments are handled in emu_segments.cc.
 #include <algorithm>
 #include <utility>
 
@@ -77,14 +77,31 @@ void EmuDevice::OnSessionUp(poe::Session& session) {
 void EmuDevice::LinkUp(Communicator& comm, PeerLink& link) {
   link.up = true;
   link.scratch.resize(config_.segment_bytes);
+  link.eager_bytes = std::min(config_.eager_max_bytes, link.session->eager_bytes());
+  // Room for what the peer sends eagerly, granted at once (even none: the peer counts the
+  // link ready only once it knows).
+  const Rbm::Grant grant =
+      rbm_.OpenAccount(config_.eager_max_bytes > 0 ? config_.credits_per_peer : 0);
+  link.rx_account = grant.account;
+  accounts_[link.rx_account] = {comm.id, &link};
+  link.session->Send({.type = poe::SegmentType::kCredit, .comm = comm.id, .total = grant.credits},
+                     nullptr, nullptr);
   counters_.sessions_up.fetch_add(1);
   MaybeReady(comm);
+}
+
+void EmuDevice::LinkDown(PeerLink& link) {
+  link.session = nullptr;
+  if (std::exchange(link.up, false)) counters_.sessions_up.fetch_sub(1);
+  link.send_credits = 0;
+  accounts_.erase(link.rx_account);
+  rbm_.CloseAccount(std::exchange(link.rx_account, 0));
 }
 
 void EmuDevice::MaybeReady(Communicator& comm) {
   if (comm.ready || !comm.broken.ok()) return;
   for (const auto& [address, link] : comm.peers) {
-    if (!link.up) return;
+    if (!link.up || !link.granted) return;
   }
   comm.ready = true;
   configure_deadlines_.erase({comm.configure_deadline, comm.id});
@@ -92,7 +109,6 @@ void EmuDevice::MaybeReady(Communicator& comm) {
 }
 
 void EmuDevice::ForgetSession(poe::Session& session) {
-  std::erase(paused_, &session);
   for (auto& [id, sessions] : parked_) std::erase(sessions, &session);
 }
 
@@ -105,9 +121,8 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
                  std::string(reason.message()));
     return;
   }
-  const bool was_up = std::exchange(link->up, false);
-  link->session = nullptr;
-  if (was_up) counters_.sessions_up.fetch_sub(1);
+  const bool was_up = link->up;
+  LinkDown(*link);
   const std::string& address = session.peer_address();
   const std::string peer = DescribePeer(*comm, address);
   const bool bye = reason.code() == absl::StatusCode::kCancelled;
@@ -157,11 +172,11 @@ void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t e
 
 void EmuDevice::CloseSessions(Communicator& comm, const absl::Status& reason) {
   for (auto& [address, link] : comm.peers) {
-    if (poe::Session* session = std::exchange(link.session, nullptr)) {
+    if (poe::Session* session = link.session) {
       ForgetSession(*session);
       session->Close(reason);
     }
-    if (std::exchange(link.up, false)) counters_.sessions_up.fetch_sub(1);
+    LinkDown(link);
   }
 }
 
@@ -176,55 +191,6 @@ void EmuDevice::Reject(Communicator& comm, const std::string& address,
   const absl::Status status = absl::UnavailableError(absl::StrCat(
       "invalid data from peer daemon ", DescribePeer(comm, address), ": ", problem.message()));
   Break(comm, status);
-}
-
-absl::StatusOr<std::byte*> EmuDevice::OnSegment(poe::Session& session,
-                                                const poe::SegmentHeader& header) {
-  Communicator* comm = nullptr;
-  PeerLink* link = LinkOf(session, &comm);
-  if (link == nullptr || !link->up) {
-    return absl::FailedPreconditionError("data segment on a session of no communicator");
-  }
-  const uint32_t size = comm->size();
-  if (header.src >= size || comm->ranks[header.src].data_address != session.peer_address()) {
-    Reject(*comm, session.peer_address(),
-           absl::InvalidArgumentError(
-               absl::StrCat("segment from rank ", header.src, ", which that peer does not host")));
-    return comm->broken;
-  }
-  if (header.dst >= size || !comm->local[header.dst]) {
-    Reject(*comm, session.peer_address(),
-           absl::InvalidArgumentError(
-               absl::StrCat("segment for rank ", header.dst, ", which this engine does not host")));
-    return comm->broken;
-  }
-  absl::StatusOr<std::byte*> landing = rbm_.Land(header, link->scratch.data());
-  if (!landing.ok()) {
-    Reject(*comm, session.peer_address(), landing.status());
-    return comm->broken;
-  }
-  if (*landing == nullptr) paused_.push_back(&session);
-  return landing;
-}
-
-absl::Status EmuDevice::OnPayload(poe::Session& session, const poe::SegmentHeader& header) {
-  Communicator* comm = nullptr;
-  if (LinkOf(session, &comm) == nullptr) {
-    return absl::FailedPreconditionError("data payload on a session of no communicator");
-  }
-  counters_.bytes_received.fetch_add(header.length);
-  if (absl::Status status = rbm_.Landed(header); !status.ok()) {
-    Reject(*comm, session.peer_address(), status);
-    return comm->broken;
-  }
-  dmp_.Progress();
-  return absl::OkStatus();
-}
-
-void EmuDevice::OnRxSpace() {
-  std::vector<poe::Session*> paused = std::exchange(paused_, {});
-  for (poe::Session* session : paused) session->Resume();
-  dmp_.WakeBlocked();
 }
 
 absl::Time EmuDevice::OnTimer(absl::Time now) {
@@ -245,13 +211,14 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
     if (comm == nullptr) continue;
     std::vector<std::string> missing;
     for (const auto& [address, link] : comm->peers) {
-      if (!link.up) missing.push_back(address);
+      if (!link.up || !link.granted) missing.push_back(address);
     }
     Break(*comm, absl::DeadlineExceededError(absl::StrCat(
                      "communicator ", CommIdHex(id), ": data sessions to peer daemons ",
                      absl::StrJoin(missing, ", "), " were not up by the deadline")));
   }
   dmp_.Progress();
+  ReturnCredits();
   const absl::Time configure_next =
       configure_deadlines_.empty() ? absl::InfiniteFuture() : configure_deadlines_.begin()->first;
   return std::min(dmp_.NextDeadline(), configure_next);

@@ -15,51 +15,19 @@ std::string DescribeMessage(const MessageKey& key) {
                       ", sequence ", key.sequence, ") of communicator ", CommIdHex(key.comm));
 }
 
-Rbm::Rbm(uint64_t pool_bytes, uint64_t buffer_bytes, std::function<void()> on_space)
-    : buffer_bytes_(buffer_bytes),
-      buffer_count_(pool_bytes / buffer_bytes),
-      on_space_(std::move(on_space)),
+Rbm::Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
+         ClearToSendFn clear_to_send)
+    : eager_bytes_(eager_bytes),
+      segment_bytes_(segment_bytes),
+      buffer_bytes_(std::max(eager_bytes, kMinBufferBytes)),
+      buffer_count_(pool_bytes / buffer_bytes_),
+      clear_to_send_(std::move(clear_to_send)),
       pool_(new std::byte[buffer_count_ * buffer_bytes_]) {
   free_.reserve(buffer_count_);
   for (uint64_t i = buffer_count_; i > 0; --i) free_.push_back(static_cast<uint32_t>(i - 1));
 }
 
-uint32_t Rbm::Allocate() {
-  if (free_.empty()) return kNoBuffer;
-  const uint32_t buffer = free_.back();
-  free_.pop_back();
-  used_bytes_.fetch_add(buffer_bytes_);
-  return buffer;
-}
-
-void Rbm::Free(uint32_t buffer) {
-  if (buffer == kNoBuffer) return;
-  free_.push_back(buffer);
-  used_bytes_.fetch_sub(buffer_bytes_);
-  on_space_();
-}
-
-absl::Status Rbm::Accept(const MessageKey& key, Stream& stream, const poe::SegmentHeader& header) {
-  if (!stream.seen) {
-    stream.seen = true;
-    stream.total = header.total;
-  }
-  std::string problem;
-  if (header.total != stream.total) {
-    problem = absl::StrCat("total changed from ", stream.total, " to ", header.total, " bytes");
-  } else if (stream.posted && stream.total != stream.target.bytes) {
-    problem = absl::StrCat("has ", stream.total, " bytes but the posted receive expects ",
-                           stream.target.bytes);
-  } else if (header.offset != stream.arrived) {
-    problem = absl::StrCat("segment at offset ", header.offset, " arrived where offset ",
-                           stream.arrived, " was due");
-  } else if (header.length > buffer_bytes_) {
-    problem = absl::StrCat("segment of ", header.length, " bytes exceeds the ", buffer_bytes_,
-                           "-byte rx buffers");
-  } else if (stream.landing != Landing::kNone) {
-    problem = "segment arrived while the previous one was still landing";
-  }
-  if (problem.empty()) return absl::OkStatus();
+absl::Status Rbm::Mismatch(const MessageKey& key, const std::string& problem) const {
   return absl::InvalidArgumentError(absl::StrCat(DescribeMessage(key), ": ", problem));
 }
 
@@ -88,12 +56,26 @@ absl::Status Rbm::Apply(Stream& stream, uint64_t offset, const std::byte* data, 
                 target.network_is_op0 ? memory : data, out, length / element);
 }
 
+absl::Status Rbm::ApplyLocal(Stream& stream) {
+  stream.arrived = stream.total;
+  absl::Status status = Apply(stream, 0, stream.source, stream.total);
+  stream.source = nullptr;
+  stream.detached = {};
+  if (std::function<void()> sent = std::exchange(stream.on_sent, nullptr)) sent();
+  return status;
+}
+
+void Rbm::Clear(const MessageKey& key, Stream& stream) { clear_to_send_(key, stream.total); }
+
 void Rbm::MaybeComplete(const MessageKey& key) {
   auto it = streams_.find(key);
   if (it == streams_.end()) return;
-  Stream& stream = it->second;
-  if (!stream.posted || !stream.seen || stream.applied != stream.total) return;
-  std::function<void()> on_complete = std::move(stream.target.on_complete);
+  const Stream& stream = it->second;
+  if (!stream.posted || stream.protocol == Protocol::kNone || stream.landing != Landing::kNone ||
+      stream.applied != stream.total) {
+    return;
+  }
+  std::function<void()> on_complete = std::move(it->second.target.on_complete);
   streams_.erase(it);
   if (on_complete) on_complete();  // null once abandoned
 }
@@ -103,46 +85,126 @@ absl::Status Rbm::Post(const MessageKey& key, RxTarget target) {
   if (stream.posted) {
     return absl::InternalError(absl::StrCat(DescribeMessage(key), ": receive posted twice"));
   }
-  if (stream.seen && stream.total != target.bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(DescribeMessage(key), ": has ", stream.total,
-                                                   " bytes but the posted receive expects ",
-                                                   target.bytes));
+  if (stream.protocol != Protocol::kNone && stream.total != target.bytes) {
+    return Mismatch(key, absl::StrCat("has ", stream.total,
+                                      " bytes but the posted receive expects ", target.bytes));
   }
   stream.posted = true;
   stream.target = std::move(target);
-  while (!stream.staged.empty()) {
-    const Staged staged = stream.staged.front();
-    stream.staged.pop_front();
-    absl::Status status =
-        Apply(stream, staged.offset,
-              staged.buffer == kNoBuffer ? nullptr : BufferData(staged.buffer), staged.length);
-    Free(staged.buffer);
-    if (!status.ok()) return status;
+  absl::Status status;
+  switch (stream.protocol) {
+    case Protocol::kNone:
+      return absl::OkStatus();
+    case Protocol::kEager:
+      if (stream.landing != Landing::kNone) return absl::OkStatus();  // Landed applies it
+      status = Apply(stream, 0, stream.buffer == kNoBuffer ? nullptr : BufferData(stream.buffer),
+                     stream.total);
+      Release(stream.account, std::exchange(stream.buffer, kNoBuffer), true);
+      break;
+    case Protocol::kRendezvous:
+      Clear(key, stream);
+      break;
+    case Protocol::kLocal:
+      status = ApplyLocal(stream);
+      break;
   }
-  MaybeComplete(key);
+  if (status.ok()) MaybeComplete(key);
+  return status;
+}
+
+absl::Status Rbm::Request(const poe::SegmentHeader& header) {
+  const MessageKey key = MessageKey::Of(header);
+  Stream& stream = streams_[key];
+  if (stream.protocol != Protocol::kNone) {
+    return Mismatch(key, "rendezvous request for a message that was already announced");
+  }
+  if (stream.posted && header.total != stream.target.bytes) {
+    return Mismatch(key,
+                    absl::StrCat("has ", header.total, " bytes but the posted receive expects ",
+                                 stream.target.bytes));
+  }
+  stream.protocol = Protocol::kRendezvous;
+  stream.total = header.total;
+  if (stream.posted) {
+    Clear(key, stream);
+    MaybeComplete(key);
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::byte*> Rbm::Land(const poe::SegmentHeader& header, std::byte* scratch) {
+absl::Status Rbm::AcceptEager(const MessageKey& key, const Stream& stream,
+                              const poe::SegmentHeader& header, uint64_t account) const {
+  auto it = accounts_.find(account);
+  if (it == accounts_.end() || it->second.granted == 0) {
+    return Mismatch(key, absl::StrCat("eager message beyond the ",
+                                      it == accounts_.end() ? 0 : it->second.reserved,
+                                      " credits granted to its sender"));
+  }
+  if (header.length > eager_bytes_) {
+    return Mismatch(key, absl::StrCat("eager message of ", header.length,
+                                      " bytes exceeds the eager limit of ", eager_bytes_));
+  }
+  if (stream.protocol != Protocol::kNone) {
+    return Mismatch(key, "eager message that was already announced");
+  }
+  if (stream.posted && header.total != stream.target.bytes) {
+    return Mismatch(key,
+                    absl::StrCat("has ", header.total, " bytes but the posted receive expects ",
+                                 stream.target.bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rbm::AcceptData(const MessageKey& key, const Stream& stream,
+                             const poe::SegmentHeader& header) const {
+  std::string problem;
+  if (stream.protocol != Protocol::kRendezvous || !stream.posted) {
+    problem = "rendezvous data without a clear-to-send";
+  } else if (header.total != stream.total) {
+    problem = absl::StrCat("total changed from ", stream.total, " to ", header.total, " bytes");
+  } else if (header.offset != stream.arrived) {
+    problem = absl::StrCat("segment at offset ", header.offset, " arrived where offset ",
+                           stream.arrived, " was due");
+  } else if (header.length > segment_bytes_) {
+    problem = absl::StrCat("segment of ", header.length, " bytes exceeds the segment size of ",
+                           segment_bytes_);
+  }
+  return problem.empty() ? absl::OkStatus() : Mismatch(key, problem);
+}
+
+absl::StatusOr<std::byte*> Rbm::Land(const poe::SegmentHeader& header, std::byte* scratch,
+                                     uint64_t account) {
   const MessageKey key = MessageKey::Of(header);
   Stream& stream = streams_[key];
-  if (absl::Status status = Accept(key, stream, header); !status.ok()) return status;
-  if (header.length == 0) {
-    stream.landing = Landing::kEmpty;
-    return scratch;
+  const bool eager = header.type == poe::SegmentType::kEagerData;
+  absl::Status status =
+      eager ? AcceptEager(key, stream, header, account) : AcceptData(key, stream, header);
+  if (!status.ok()) return status;
+  if (eager) {
+    --accounts_[account].granted;
+    stream.protocol = Protocol::kEager;
+    stream.total = header.total;
+    stream.account = account;
   }
-  if (stream.posted) {
-    const RxTarget& target = stream.target;
-    const bool direct = target.function == Function::kCopy && target.result != nullptr;
-    stream.landing = direct ? Landing::kDirect : Landing::kScratch;
-    stream.landing_at = direct ? target.result + header.offset : scratch;
-    return stream.landing_at;
+  const RxTarget& target = stream.target;
+  if (stream.posted && target.function == Function::kCopy && target.result != nullptr &&
+      header.length > 0) {
+    stream.landing = Landing::kDirect;
+    stream.landing_at = target.result + header.offset;
+  } else if (stream.posted || header.length == 0) {
+    stream.landing = Landing::kScratch;
+    stream.landing_at = scratch;
+  } else {
+    // Eager and early: the account's reservation guarantees a free buffer.
+    stream.buffer = Allocate();
+    if (stream.buffer == kNoBuffer) {
+      return absl::InternalError(absl::StrCat(DescribeMessage(key), ": rx pool empty"));
+    }
+    ++accounts_[account].staged;
+    --promised_;
+    stream.landing = Landing::kPool;
+    stream.landing_at = BufferData(stream.buffer);
   }
-  const uint32_t buffer = Allocate();
-  if (buffer == kNoBuffer) return nullptr;
-  stream.landing = Landing::kPool;
-  stream.landing_buffer = buffer;
-  stream.landing_at = BufferData(buffer);
   return stream.landing_at;
 }
 
@@ -154,46 +216,60 @@ absl::Status Rbm::Landed(const poe::SegmentHeader& header) {
   }
   Stream& stream = it->second;
   const Landing landing = std::exchange(stream.landing, Landing::kNone);
-  const uint32_t buffer = std::exchange(stream.landing_buffer, kNoBuffer);
   stream.arrived += header.length;
+  if (!stream.posted) return absl::OkStatus();  // eager, staged until its receive is posted
   absl::Status status;
-  if (!stream.posted) {
-    stream.staged.push_back({buffer, header.offset, header.length});
-    return absl::OkStatus();
-  }
   if (landing == Landing::kDirect) {
     stream.applied += header.length;
     // Abandoned while this segment landed in its memory: the memory is free only now.
     if (stream.target.result == nullptr) std::exchange(stream.target.on_complete, nullptr)();
   } else {
     status = Apply(stream, header.offset, stream.landing_at, header.length);
-    Free(buffer);
+  }
+  if (stream.protocol == Protocol::kEager) {
+    Release(stream.account, std::exchange(stream.buffer, kNoBuffer), true);
   }
   if (status.ok()) MaybeComplete(key);
   return status;
 }
 
-absl::StatusOr<bool> Rbm::Deliver(const poe::SegmentHeader& header, const std::byte* data) {
-  const MessageKey key = MessageKey::Of(header);
+absl::StatusOr<bool> Rbm::Deliver(const MessageKey& key, const std::byte* data, uint64_t bytes,
+                                  bool eager, std::function<void()> on_sent) {
   Stream& stream = streams_[key];
-  if (absl::Status status = Accept(key, stream, header); !status.ok()) return status;
-  if (stream.posted) {
-    stream.arrived += header.length;
-    if (absl::Status status = Apply(stream, header.offset, data, header.length); !status.ok()) {
-      return status;
+  if (stream.protocol != Protocol::kNone) {
+    return absl::InternalError(absl::StrCat(DescribeMessage(key), ": sent twice"));
+  }
+  if (stream.posted && bytes != stream.target.bytes) {
+    return Mismatch(key, absl::StrCat("has ", bytes, " bytes but the posted receive expects ",
+                                      stream.target.bytes));
+  }
+  stream.total = bytes;
+  if (!stream.posted && eager && (bytes == 0 || free_.size() > promised_)) {
+    stream.protocol = Protocol::kEager;
+    stream.arrived = bytes;
+    if (bytes > 0) {
+      stream.buffer = Allocate();
+      std::memcpy(BufferData(stream.buffer), data, bytes);
     }
-    MaybeComplete(key);
+    on_sent();
     return true;
   }
-  uint32_t buffer = kNoBuffer;
-  if (header.length > 0) {
-    buffer = Allocate();
-    if (buffer == kNoBuffer) return false;
-    std::memcpy(BufferData(buffer), data, header.length);
-  }
-  stream.arrived += header.length;
-  stream.staged.push_back({buffer, header.offset, header.length});
-  return true;
+  stream.protocol = Protocol::kLocal;
+  stream.source = data;
+  stream.on_sent = std::move(on_sent);
+  if (!stream.posted) return false;
+  if (absl::Status status = ApplyLocal(stream); !status.ok()) return status;
+  MaybeComplete(key);
+  return eager;
+}
+
+void Rbm::Detach(const MessageKey& key) {
+  auto it = streams_.find(key);
+  if (it == streams_.end() || it->second.protocol != Protocol::kLocal || it->second.posted) return;
+  Stream& stream = it->second;
+  stream.detached.assign(stream.source, stream.source + stream.total);
+  stream.source = stream.detached.data();
+  stream.on_sent = nullptr;
 }
 
 bool Rbm::Arrived(const MessageKey& key) const {
@@ -225,17 +301,16 @@ void Rbm::Drop(const CommId& comm) {
 }
 
 void Rbm::DropIf(const std::function<bool(const MessageKey&, const Stream&)>& drop) {
-  std::vector<uint32_t> freed;
+  std::vector<std::pair<uint64_t, uint32_t>> freed;
   for (auto it = streams_.begin(); it != streams_.end();) {
     if (!drop(it->first, it->second)) {
       ++it;
       continue;
     }
-    for (const Staged& staged : it->second.staged) freed.push_back(staged.buffer);
-    freed.push_back(it->second.landing_buffer);
+    freed.push_back({it->second.account, it->second.buffer});
     streams_.erase(it++);
   }
-  for (uint32_t buffer : freed) Free(buffer);
+  for (const auto& [account, buffer] : freed) Release(account, buffer, false);
 }
 
 }  // namespace cclo::hw::emu

@@ -1,28 +1,41 @@
-// The rx-buffer manager (RBM): matches arriving message segments to posted receives by
-// (communicator, src, dst, tag, sequence) and owns the eager rx buffer pool.
+// The rx-buffer manager (RBM): matches messages to posted receives by (communicator, src,
+// dst, tag, sequence), owns the eager rx buffer pool and the eager credits that share it
+// out among peer engines (DESIGN 7). A message comes one of three ways:
 //
-// An arriving segment whose receive is posted goes straight to its destination: a copy
-// receive lands in the result buffer itself; a reduce receive lands in the caller's
-// one-segment scratch and is reduced at once with the memory operand's same element range
-// into the result. A segment that arrives before its receive is staged in a pool buffer
-// (the pool is rx_pool_bytes cut into segment-sized buffers) and applied when the receive
-// is posted. An empty pool answers "no room": the caller stops reading that source until
-// a buffer is freed (on_space). Segments of one message must arrive in order, all naming
-// the same total, and must fit the posted receive. When a source rank leaves, its
-// unfinished messages are dropped; its whole staged ones stay for later receives. Cost:
-// one copy for staged segments, none for posted ones; O(1) hash lookups per segment.
+//  - Eager (from a peer, on one of its credits): one segment holding the whole message.
+//    If its receive is posted it lands straight in the destination (a reduce receive:
+//    in the caller's one-segment scratch, then reduced with the memory operand into the
+//    result); if not, it is staged in a pool buffer and applied when the receive is
+//    posted. Its credit becomes returnable once it is applied.
+//  - Rendezvous (from a peer): a request announces it; once its receive is posted too,
+//    the RBM asks for a clear-to-send (the clear_to_send hook) and the data segments then
+//    land like posted eager ones, segment by segment. Data without a clear-to-send, or
+//    beyond what was announced, is an error.
+//  - Local (from a rank on this engine): staged in a pool buffer that no credit claims
+//    when small enough and one is free (eager); otherwise its source is kept and copied
+//    (or reduced) straight into the destination when the receive is posted (local
+//    rendezvous). on_sent says when the source is no longer read.
+//
+// Credits: the pool is cut into buffers of max(eager_bytes, 4 KiB). A credit account per
+// peer link reserves some of them (OpenAccount): its peer may have that many eager
+// messages unapplied. The free buffers never fall below what open accounts may still
+// claim, so an eager message within its credits always finds room, and one beyond them
+// is an error: no session ever waits for pool space. TakeCredits hands out again what
+// was freed since it was last called.
+//
+// Cost: one copy for a staged message, none otherwise; O(1) hash lookups per segment.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,31 +77,67 @@ struct RxTarget {
 
 class Rbm {
  public:
-  /// A pool of pool_bytes / buffer_bytes buffers; `on_space` runs whenever one is freed.
-  Rbm(uint64_t pool_bytes, uint64_t buffer_bytes, std::function<void()> on_space);
+  /// Runs when a rendezvous message may come: its request arrived and its receive is
+  /// posted. The caller sends the clear-to-send for `key` (a message of `total` bytes).
+  using ClearToSendFn = std::function<void(const MessageKey& key, uint64_t total)>;
 
-  uint64_t buffer_bytes() const { return buffer_bytes_; }
+  /// Smallest pool buffer, whatever the eager limit.
+  static constexpr uint64_t kMinBufferBytes = 4096;
+
+  /// A pool of pool_bytes cut into buffers of max(eager_bytes, kMinBufferBytes); eager
+  /// messages of at most eager_bytes and rendezvous segments of at most segment_bytes
+  /// are accepted.
+  Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
+      ClearToSendFn clear_to_send);
+
   uint64_t pool_bytes() const { return buffer_count_ * buffer_bytes_; }
-  /// Thread-safe.
+  /// Thread-safe: bytes of the buffers holding staged messages.
   uint64_t used_bytes() const { return used_bytes_.load(); }
+  /// Thread-safe: bytes of the buffers reserved by open credit accounts.
+  uint64_t reserved_bytes() const { return reserved_bytes_.load(); }
 
-  /// Posts a receive and applies what was staged for it; on_complete may run inside.
+  /// An open credit account and the credits first granted on it.
+  struct Grant {
+    uint64_t account = 0;  ///< never 0
+    uint32_t credits = 0;
+  };
+  /// Opens a credit account for one peer link, reserving up to `credits` buffers that
+  /// no one else claims (fewer when the pool is short) and granting them all.
+  Grant OpenAccount(uint32_t credits);
+  /// Releases the account's reservation; its staged messages stay until applied or
+  /// dropped, and its credits are no longer handed out.
+  void CloseAccount(uint64_t account);
+  /// The credits of each account freed since the last call, now granted again.
+  std::vector<std::pair<uint64_t, uint32_t>> TakeCredits();
+
+  /// Posts a receive and applies what arrived for it; on_complete may run inside.
   absl::Status Post(const MessageKey& key, RxTarget target);
 
-  /// Where the payload of an arriving segment goes: the destination, `scratch` (room for
-  /// buffer_bytes), or a pool buffer; nullptr when it must wait for a free buffer (ask
-  /// again later). Errors name what does not match.
-  absl::StatusOr<std::byte*> Land(const poe::SegmentHeader& header, std::byte* scratch);
+  /// A rendezvous request arrived from a peer.
+  absl::Status Request(const poe::SegmentHeader& header);
+
+  /// Where the payload of an eager or rendezvous data segment goes: the destination,
+  /// `scratch` (room for segment_bytes), or a pool buffer. An eager message spends a
+  /// credit of `account`. Errors name what does not match.
+  absl::StatusOr<std::byte*> Land(const poe::SegmentHeader& header, std::byte* scratch,
+                                  uint64_t account);
 
   /// The payload of the segment last given a place by Land is there: apply or stage it.
   absl::Status Landed(const poe::SegmentHeader& header);
 
-  /// A segment from a rank on this engine, read from `data`: applied at once if its
-  /// receive is posted, else staged; false when it must wait for a free buffer.
-  absl::StatusOr<bool> Deliver(const poe::SegmentHeader& header, const std::byte* data);
+  /// A message of `bytes` from a rank on this engine, read from `data`: applied at once
+  /// if its receive is posted, else staged when `eager` and a buffer is free, else kept
+  /// until the receive is posted. on_sent runs (maybe inside) once `data` is no longer
+  /// read. Returns whether it went eagerly (at once) rather than by rendezvous.
+  absl::StatusOr<bool> Deliver(const MessageKey& key, const std::byte* data, uint64_t bytes,
+                               bool eager, std::function<void()> on_sent);
 
-  /// True when the whole message of `key` is staged: a receive posted for it now
-  /// completes without anything more arriving.
+  /// The local message of `key` waiting for its receive no longer has its source: the
+  /// RBM copies it now, and its on_sent does not run.
+  void Detach(const MessageKey& key);
+
+  /// True when the whole message of `key` arrived and waits: a receive posted for it now
+  /// completes without anything more from its sender.
   bool Arrived(const MessageKey& key) const;
 
   /// The posted receive of `key` is given up: its memory is no longer touched and the rest
@@ -101,37 +150,52 @@ class Rbm {
   /// buffers: those ranks left, so nothing more of them can arrive.
   void DropUnfinished(const CommId& comm, const std::vector<uint32_t>& sources);
 
-  /// Forgets every posted receive and staged segment of `comm`.
+  /// Forgets every posted receive and message of `comm`.
   void Drop(const CommId& comm);
 
  private:
-  enum class Landing { kNone, kDirect, kScratch, kPool, kEmpty };
+  enum class Protocol : uint8_t { kNone, kEager, kRendezvous, kLocal };
+  enum class Landing : uint8_t { kNone, kDirect, kScratch, kPool };
   static constexpr uint32_t kNoBuffer = ~0u;
 
-  struct Staged {
-    uint32_t buffer;  ///< kNoBuffer for an empty segment
-    uint64_t offset;
-    uint64_t length;
-  };
   struct Stream {
-    bool seen = false;  ///< a segment arrived, so `total` is known
+    Protocol protocol = Protocol::kNone;  ///< kNone until the message is announced
     uint64_t total = 0;
     uint64_t arrived = 0;  ///< bytes landed or delivered: the next expected offset
     uint64_t applied = 0;  ///< bytes written to the posted receive's destination
     bool posted = false;
     RxTarget target;
-    std::deque<Staged> staged;
+    uint64_t account = 0;               ///< eager from a peer: the credit account it came on
+    uint32_t buffer = kNoBuffer;        ///< eager: the pool buffer holding it
+    const std::byte* source = nullptr;  ///< local rendezvous: where the data is read
+    std::vector<std::byte> detached;    ///< local rendezvous whose sender let go: a copy
+    std::function<void()> on_sent;      ///< local rendezvous: the source is free
     Landing landing = Landing::kNone;
     std::byte* landing_at = nullptr;
-    uint32_t landing_buffer = kNoBuffer;
+  };
+  struct Account {
+    uint32_t reserved = 0;    ///< buffers reserved
+    uint32_t granted = 0;     ///< credits the peer holds
+    uint32_t returnable = 0;  ///< credits freed since the last TakeCredits
+    uint32_t staged = 0;      ///< its messages now in pool buffers
   };
 
-  /// Checks `header` against what the stream knows; records the total of a first segment.
-  absl::Status Accept(const MessageKey& key, Stream& stream, const poe::SegmentHeader& header);
+  absl::Status Mismatch(const MessageKey& key, const std::string& problem) const;
+  /// Checks an eager segment against its credits and stream before it lands.
+  absl::Status AcceptEager(const MessageKey& key, const Stream& stream,
+                           const poe::SegmentHeader& header, uint64_t account) const;
+  /// Checks a rendezvous data segment against its stream before it lands.
+  absl::Status AcceptData(const MessageKey& key, const Stream& stream,
+                          const poe::SegmentHeader& header) const;
   absl::Status Apply(Stream& stream, uint64_t offset, const std::byte* data, uint64_t length);
+  /// Applies a local rendezvous message from its source and lets the source go.
+  absl::Status ApplyLocal(Stream& stream);
+  /// The rendezvous message may come: asks for the clear-to-send.
+  void Clear(const MessageKey& key, Stream& stream);
   /// Every byte of the message landed or was delivered.
   static bool AllArrived(const Stream& stream) {
-    return stream.seen && stream.landing == Landing::kNone && stream.arrived == stream.total;
+    return stream.protocol != Protocol::kNone && stream.landing == Landing::kNone &&
+           stream.arrived == stream.total;
   }
   /// Runs on_complete and forgets the stream once every byte is applied.
   void MaybeComplete(const MessageKey& key);
@@ -139,15 +203,27 @@ class Rbm {
   void DropIf(const std::function<bool(const MessageKey&, const Stream&)>& drop);
   std::byte* BufferData(uint32_t buffer) { return pool_.get() + uint64_t{buffer} * buffer_bytes_; }
   uint32_t Allocate();
+  /// Frees `buffer` (of a message that came on `account`, 0 for none); `credit`: the
+  /// message was applied, so its credit returns.
+  void Release(uint64_t account, uint32_t buffer, bool credit);
   void Free(uint32_t buffer);
 
+  const uint64_t eager_bytes_;
+  const uint64_t segment_bytes_;
   const uint64_t buffer_bytes_;
   const uint64_t buffer_count_;
-  std::function<void()> on_space_;
+  ClearToSendFn clear_to_send_;
   std::unique_ptr<std::byte[]> pool_;  ///< untouched until used, so idle pools cost no RAM
   std::vector<uint32_t> free_;
   std::atomic<uint64_t> used_bytes_{0};
-  std::vector<std::byte> bounce_;  ///< local reduce whose source overlaps its result
+  std::atomic<uint64_t> reserved_bytes_{0};
+  /// Free buffers that open accounts may still claim: the sum of reserved - staged.
+  /// Invariant: free_.size() >= promised_.
+  uint64_t promised_ = 0;
+  uint64_t next_account_ = 1;
+  absl::flat_hash_map<uint64_t, Account> accounts_;
+  std::vector<uint64_t> returning_;  ///< accounts whose returnable went above 0
+  std::vector<std::byte> bounce_;    ///< local reduce whose source overlaps its result
   absl::node_hash_map<MessageKey, Stream> streams_;  ///< node map: references stay valid
 };
 

@@ -45,13 +45,13 @@ class EngineHandler {
   /// refused the handshake; other codes for a handshake this side refused or timed out.
   virtual void OnSessionClosed(Session& session, const absl::Status& reason) = 0;
 
-  /// A data segment's header arrived. Return where its payload goes (header.length bytes),
-  /// nullptr to stop reading this session until Session::Resume(), or an error to close
-  /// the session with it.
+  /// A data segment's header arrived. Return where its payload goes (header.length bytes;
+  /// ignored when it has none), or an error to close the session with it. The engine
+  /// never stops reading: the handler must always have room (flow control is its own).
   virtual absl::StatusOr<std::byte*> OnSegment(Session& session, const SegmentHeader& header) = 0;
 
-  /// The payload of the segment last accepted by OnSegment is in place. An error closes
-  /// the session with it.
+  /// The payload of the segment last accepted by OnSegment is in place (at once for a
+  /// segment without payload). An error closes the session with it.
   virtual absl::Status OnPayload(Session& session, const SegmentHeader& header) = 0;
 
   /// Called after every turn of the loop: expire what is due at `now` and return the

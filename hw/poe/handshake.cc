@@ -98,12 +98,14 @@ std::vector<std::byte> EncodeControl(const ControlMessage& m) {
     case ControlKind::kHello:
       w.Bytes(m.nonce);
       w.U64(m.segment_bytes);
+      w.U64(m.eager_bytes);
       w.String(m.connector);
       w.String(m.acceptor);
       break;
     case ControlKind::kChallenge:
       w.Bytes(m.nonce);
       w.U64(m.segment_bytes);
+      w.U64(m.eager_bytes);
       w.Bytes(m.mac);
       break;
     case ControlKind::kResponse:
@@ -132,11 +134,11 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
   bool ok = true;
   switch (m.kind) {
     case ControlKind::kHello:
-      ok = r.Bytes(&m.nonce) && r.U64(&m.segment_bytes) && r.String(&m.connector) &&
-           r.String(&m.acceptor);
+      ok = r.Bytes(&m.nonce) && r.U64(&m.segment_bytes) && r.U64(&m.eager_bytes) &&
+           r.String(&m.connector) && r.String(&m.acceptor);
       break;
     case ControlKind::kChallenge:
-      ok = r.Bytes(&m.nonce) && r.U64(&m.segment_bytes) && r.Bytes(&m.mac);
+      ok = r.Bytes(&m.nonce) && r.U64(&m.segment_bytes) && r.U64(&m.eager_bytes) && r.Bytes(&m.mac);
       break;
     case ControlKind::kResponse:
       ok = r.Bytes(&m.mac);
@@ -171,7 +173,9 @@ Mac HandshakeMac(const CommSecret& secret, HandshakeRole role, const CommId& com
   return Hmac(secret.data(), secret.size(), message.data(), message.size());
 }
 
-bool MacEqual(const Mac& a, const Mac& b) { return ConstantTimeEqual(a.data(), b.data(), a.size()); }
+bool MacEqual(const Mac& a, const Mac& b) {
+  return ConstantTimeEqual(a.data(), b.data(), a.size());
+}
 
 Nonce RandomNonce() {
   Nonce nonce{};

@@ -3,8 +3,9 @@
 // A data session belongs to one (communicator, peer engine) pair. The engine whose data
 // address is smaller connects (the connector); the other accepts (the acceptor):
 //
-//   connector -> acceptor  HELLO     connector nonce Nc, segment size, both addresses
-//   acceptor  -> connector CHALLENGE acceptor nonce Na, segment size,
+//   connector -> acceptor  HELLO     connector nonce Nc, segment and eager sizes, both
+//                                    addresses
+//   acceptor  -> connector CHALLENGE acceptor nonce Na, segment and eager sizes,
 //                                    MAC(secret, "acceptor", comm, addresses, Nc, Na)
 //   connector -> acceptor  RESPONSE  MAC(secret, "connector", comm, addresses, Nc, Na)
 //   acceptor  -> connector ACCEPT    once the acceptor has the communicator's rank table
@@ -47,10 +48,13 @@ struct ControlMessage {
   ControlKind kind = ControlKind::kHello;
   Nonce nonce{};               ///< hello, challenge: the sender's fresh nonce
   uint64_t segment_bytes = 0;  ///< hello, challenge: the sender's largest segment
-  std::string connector;       ///< hello: the connector's data address
-  std::string acceptor;        ///< hello: the acceptor's data address as the connector knows it
-  Mac mac{};                   ///< challenge, response: the sender's proof
-  std::string reason;          ///< refuse, bye: why
+  /// hello, challenge: the largest eager message the sender accepts (its credit size; at
+  /// most segment_bytes); 0 when it takes none
+  uint64_t eager_bytes = 0;
+  std::string connector;  ///< hello: the connector's data address
+  std::string acceptor;   ///< hello: the acceptor's data address as the connector knows it
+  Mac mac{};              ///< challenge, response: the sender's proof
+  std::string reason;     ///< refuse, bye: why
 
   bool operator==(const ControlMessage&) const = default;
 };

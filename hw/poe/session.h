@@ -28,6 +28,10 @@ class Session {
   /// Largest payload per segment that both ends accept; valid once authenticated.
   virtual uint64_t segment_bytes() const = 0;
 
+  /// Largest eager message the peer accepts (the size of its eager credits), 0 when it
+  /// takes none; valid once authenticated.
+  virtual uint64_t eager_bytes() const = 0;
+
   /// Acceptor side: admits a session the handler was told about in OnAuthenticated. The
   /// session is up when this returns (no OnSessionUp follows).
   virtual void Admit() = 0;
@@ -37,10 +41,6 @@ class Session {
   /// turn of the event loop, never inside Send.
   virtual void Send(const SegmentHeader& header, const std::byte* payload,
                     std::function<void()> on_written) = 0;
-
-  /// Offers the segment whose header the handler answered with "no room" again, on a
-  /// later turn of the event loop.
-  virtual void Resume() = 0;
 
   /// Closes the session, telling the peer `reason` (BYE) when the stream allows it: after
   /// every segment whose on_written has run, so the peer gets those first. Queued segments

@@ -25,18 +25,59 @@ absl::Status Invalid(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("invalid segment header: ", what));
 }
 
-absl::Status CheckControl(const SegmentHeader& h) {
-  if (h.length == 0 || h.length > kMaxControlBytes) {
-    return Invalid(
-        absl::StrCat("control segment length ", h.length, " outside [1, ", kMaxControlBytes, "]"));
-  }
-  if (h.offset != 0 || h.total != h.length) {
-    return Invalid(absl::StrCat("control segment must be whole: offset ", h.offset, ", length ",
-                                h.length, ", total ", h.total));
-  }
+/// Control and credit segments belong to the session, not to a message.
+absl::Status CheckNoMessage(const SegmentHeader& h) {
   if (h.src != 0 || h.dst != 0 || h.tag != 0 || h.sequence != 0) {
-    return Invalid(absl::StrCat("control segment carries src ", h.src, ", dst ", h.dst, ", tag ",
-                                h.tag, ", sequence ", h.sequence, "; all must be 0"));
+    return Invalid(absl::StrCat(SegmentTypeName(h.type), " segment carries src ", h.src, ", dst ",
+                                h.dst, ", tag ", h.tag, ", sequence ", h.sequence,
+                                "; all must be 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckHeaderOnly(const SegmentHeader& h) {
+  if (h.length != 0 || h.offset != 0) {
+    return Invalid(absl::StrCat(SegmentTypeName(h.type), " segment must be a bare header: offset ",
+                                h.offset, ", length ", h.length));
+  }
+  return absl::OkStatus();
+}
+
+/// The rules of each segment type (wire.h), once the generic bounds hold.
+absl::Status CheckType(const SegmentHeader& h) {
+  switch (h.type) {
+    case SegmentType::kEagerData:
+      if (h.offset != 0 || h.length != h.total) {
+        return Invalid(absl::StrCat("eager segment must carry its whole message: offset ", h.offset,
+                                    ", length ", h.length, ", total ", h.total));
+      }
+      return absl::OkStatus();
+    case SegmentType::kControl:
+      if (h.length == 0 || h.length > kMaxControlBytes) {
+        return Invalid(absl::StrCat("control segment length ", h.length, " outside [1, ",
+                                    kMaxControlBytes, "]"));
+      }
+      if (h.offset != 0 || h.total != h.length) {
+        return Invalid(absl::StrCat("control segment must be whole: offset ", h.offset, ", length ",
+                                    h.length, ", total ", h.total));
+      }
+      return CheckNoMessage(h);
+    case SegmentType::kRequest:
+    case SegmentType::kClearToSend:
+      return CheckHeaderOnly(h);
+    case SegmentType::kRendezvousData:
+      if (h.length == 0) {
+        return Invalid(
+            absl::StrCat("empty rendezvous data segment in a message of ", h.total, " bytes"));
+      }
+      return absl::OkStatus();
+    case SegmentType::kCredit:
+      if (absl::Status status = CheckHeaderOnly(h); !status.ok()) return status;
+      if (h.total > kMaxCredits) {
+        return Invalid(
+            absl::StrCat("credit segment returns ", h.total, " credits, more than ", kMaxCredits));
+      }
+      return CheckNoMessage(h);
   }
   return absl::OkStatus();
 }
@@ -75,12 +116,9 @@ absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size) {
         absl::StrCat("unsupported version ", version, ", this engine speaks ", kWireVersion));
   }
   const uint8_t type = Get<uint8_t>(data + 5);
-  if (type != static_cast<uint8_t>(SegmentType::kEagerData) &&
-      type != static_cast<uint8_t>(SegmentType::kControl)) {
-    return Invalid(absl::StrCat("segment type ", type,
-                                type >= 3 && type <= 6
-                                    ? " is reserved for rendezvous, not supported in version 1"
-                                    : " is unknown"));
+  if (type < static_cast<uint8_t>(SegmentType::kEagerData) ||
+      type > static_cast<uint8_t>(SegmentType::kCredit)) {
+    return Invalid(absl::StrCat("segment type ", type, " is unknown"));
   }
   const uint16_t reserved = Get<uint16_t>(data + 6);
   if (reserved != 0) {
@@ -104,20 +142,32 @@ absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size) {
     return Invalid(absl::StrCat("segment [", h.offset, ", ", h.offset + h.length,
                                 ") lies beyond the message total of ", h.total, " bytes"));
   }
-  if (h.length == 0 && h.total != 0) {
-    return Invalid(absl::StrCat("empty segment in a message of ", h.total, " bytes"));
-  }
-  if (h.type == SegmentType::kControl) {
-    absl::Status status = CheckControl(h);
-    if (!status.ok()) return status;
-  }
+  if (absl::Status status = CheckType(h); !status.ok()) return status;
   return h;
 }
 
+std::string SegmentTypeName(SegmentType type) {
+  switch (type) {
+    case SegmentType::kEagerData:
+      return "eager";
+    case SegmentType::kControl:
+      return "control";
+    case SegmentType::kRequest:
+      return "rendezvous request";
+    case SegmentType::kClearToSend:
+      return "clear-to-send";
+    case SegmentType::kRendezvousData:
+      return "rendezvous data";
+    case SegmentType::kCredit:
+      return "credit";
+  }
+  return absl::StrCat("type ", static_cast<int>(type));
+}
+
 std::string Describe(const SegmentHeader& h) {
-  return absl::StrCat(h.type == SegmentType::kControl ? "control" : "eager", " src=", h.src,
-                      " dst=", h.dst, " tag=", h.tag, " seq=", h.sequence, " [", h.offset, ", ",
-                      h.offset + h.length, ") of ", h.total, " comm=", CommIdHex(h.comm));
+  return absl::StrCat(SegmentTypeName(h.type), " src=", h.src, " dst=", h.dst, " tag=", h.tag,
+                      " seq=", h.sequence, " [", h.offset, ", ", h.offset + h.length, ") of ",
+                      h.total, " comm=", CommIdHex(h.comm));
 }
 
 }  // namespace cclo::hw::poe

@@ -1,6 +1,6 @@
 // The segment header that starts every message segment on a data session (DESIGN 7).
 //
-// Fixed 64-byte little-endian layout, version 1:
+// Fixed 64-byte little-endian layout, version 2:
 //
 //   offset  size  field
 //        0     4  magic        "CCLO" (0x4F4C4343)
@@ -8,17 +8,28 @@
 //        5     1  type         SegmentType
 //        6     2  reserved     must be 0
 //        8    16  comm         communicator id
-//       24     4  src          sending rank
-//       28     4  dst          receiving rank
+//       24     4  src          sending rank of the message
+//       28     4  dst          receiving rank of the message
 //       32     4  tag          message tag
 //       36     4  length       payload bytes that follow this header
 //       40     8  sequence     per (comm, src, dst, tag) message number
 //       48     8  offset       where this segment's payload starts in the message
-//       56     8  total        bytes of the whole message
+//       56     8  total        bytes of the whole message (credit: credits granted)
 //
-// Decode checks everything that can be checked without knowing the communicator; the
-// receiver checks the rest (ranks, lengths against the posted receive) before it touches
-// memory.
+// Segment types and what each must carry (anything else is rejected by Decode):
+//
+//   type                  direction           payload        offset  total
+//   1 eager data          sender -> receiver  whole message  0       = length
+//   2 control             either              1..1024 bytes  0       = length
+//   3 rendezvous request  sender -> receiver  none           0       message bytes
+//   4 clear-to-send       receiver -> sender  none           0       message bytes
+//   5 rendezvous data     sender -> receiver  1+ bytes       any     message bytes
+//   6 credit              receiver -> sender  none           0       credits, 0..kMaxCredits
+//
+// Control and credit segments carry src, dst, tag and sequence 0; the others name the
+// message (a clear-to-send the one it clears, so its src is the rank it goes to). Decode
+// checks everything that can be checked without knowing the communicator; the receiver
+// checks the rest (ranks, credits, the posted receive) before it touches memory.
 #pragma once
 
 #include <array>
@@ -32,7 +43,7 @@
 namespace cclo::hw::poe {
 
 inline constexpr uint32_t kMagic = 0x4F4C4343;
-inline constexpr uint8_t kWireVersion = 1;
+inline constexpr uint8_t kWireVersion = 2;
 inline constexpr size_t kHeaderBytes = 64;
 /// Largest payload one segment may carry.
 inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;
@@ -40,12 +51,17 @@ inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;
 inline constexpr uint32_t kMinSegmentBytes = 4096;
 /// Largest payload of a control segment (handshake and session messages).
 inline constexpr uint32_t kMaxControlBytes = 1024;
+/// Most eager credits one end of a session may hold, and so grant in one credit segment.
+inline constexpr uint64_t kMaxCredits = 65536;
 
-/// What a segment carries. Values 3-6 are reserved for the rendezvous protocol
-/// (request, clear-to-send, data, done) and are rejected by version 1.
+/// What a segment carries; see the table above.
 enum class SegmentType : uint8_t {
-  kEagerData = 1,  ///< a piece of a message, matched by (comm, src, dst, tag, sequence)
-  kControl = 2,    ///< a session message (handshake, close); see hw/poe/handshake.h
+  kEagerData = 1,       ///< a whole message, sent on an eager credit
+  kControl = 2,         ///< a session message (handshake, close); see hw/poe/handshake.h
+  kRequest = 3,         ///< rendezvous request (RTS): the sender has a message of `total` bytes
+  kClearToSend = 4,     ///< the receive of that message is posted: send its data
+  kRendezvousData = 5,  ///< a piece of a message whose clear-to-send was sent
+  kCredit = 6,          ///< grants `total` eager credits of the communicator (first: maybe 0)
 };
 
 struct SegmentHeader {
@@ -64,14 +80,17 @@ struct SegmentHeader {
 
 using EncodedHeader = std::array<std::byte, kHeaderBytes>;
 
-/// Encodes `header` in the version-1 layout.
+/// Encodes `header` in the version-2 layout.
 EncodedHeader Encode(const SegmentHeader& header);
 
 /// Decodes and validates the first kHeaderBytes of `data`. Fails with INVALID_ARGUMENT
 /// naming the bad field and its value.
 absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size);
 
-/// "eager src=1 dst=0 tag=7 seq=3 [0, 4096) of 8192 comm=ab12..." for logs and errors.
+/// Lower-case name of a segment type ("eager", "rendezvous request", ...).
+std::string SegmentTypeName(SegmentType type);
+
+/// "eager src=1 dst=0 tag=7 seq=3 [0, 4096) of 4096 comm=ab12..." for logs and errors.
 std::string Describe(const SegmentHeader& header);
 
 }  // namespace cclo::hw::poe

@@ -1,5 +1,6 @@
 // cclo-run against a real cclod: every rank of a communicator runs cclo-run's Main in its
 // own thread of this process, all attached to one daemon.
+#include <algorithm>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -7,10 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/run/check.h"
 #include "client/run/commands.h"
 #include "client/run/driver.h"
+#include "client/run/options.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
 
@@ -139,7 +142,18 @@ std::vector<std::string> Cells(const std::string& line) {
   return absl::StrSplit(line, ' ', absl::SkipEmpty());
 }
 
-TEST_F(RunDriverTest, RankZeroPrintsTheTable) {
+// "op algorithm datatype root bytes" of each row of a table printed by --table.
+std::vector<std::string> Runs(const std::string& table) {
+  std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
+  std::vector<std::string> runs;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> cells = Cells(lines[i]);
+    runs.push_back(absl::StrJoin(cells.begin(), cells.begin() + 5, " "));
+  }
+  return runs;
+}
+
+TEST_F(RunDriverTest, RanksThatAskPrintTheTable) {
   // Only rank 0 asks for the table, as the demo does.
   const std::vector<std::string> common = {"--ops", kOpsEndingInAllreduce, "--sizes",
                                            "1K,4K", "--reduce-op",         "max"};
@@ -152,15 +166,16 @@ TEST_F(RunDriverTest, RankZeroPrintsTheTable) {
   std::istringstream table(outcomes[0].out);
   std::string line;
   std::getline(table, line);
-  EXPECT_EQ(Cells(line),
-            (std::vector<std::string>{"op", "root", "bytes", "time_us", "GB/s", "ok"}));
+  EXPECT_EQ(Cells(line), (std::vector<std::string>{"op", "algorithm", "datatype", "root", "bytes",
+                                                   "time_us", "GB/s", "ok"}));
   std::vector<std::vector<std::string>> rows;
   while (std::getline(table, line)) rows.push_back(Cells(line));
   ASSERT_EQ(rows.size(), 6u) << outcomes[0].out;
-  EXPECT_EQ(rows[0][0] + " " + rows[0][1] + " " + rows[0][2], "sendrecv - 1024");
-  EXPECT_EQ(rows[3][0] + " " + rows[3][1] + " " + rows[3][2], "bcast 0 4096");
-  EXPECT_EQ(rows[5][0] + " " + rows[5][1] + " " + rows[5][2], "allreduce - 4096");
   for (const std::vector<std::string>& row : rows) EXPECT_EQ(row.back(), "yes");
+  EXPECT_EQ(Runs(outcomes[0].out),
+            (std::vector<std::string>{"sendrecv - float32 - 1024", "sendrecv - float32 - 4096",
+                                      "bcast - float32 0 1024", "bcast - float32 0 4096",
+                                      "allreduce - float32 - 1024", "allreduce - float32 - 4096"}));
 }
 
 TEST_F(RunDriverTest, RootedOpsRunOncePerRoot) {
@@ -170,15 +185,55 @@ TEST_F(RunDriverTest, RootedOpsRunOncePerRoot) {
   rank0.push_back("--table");
   std::vector<Outcome> outcomes = RunRanks({rank0, common, common});
   for (const Outcome& outcome : outcomes) ASSERT_EQ(outcome.code, 0) << outcome.err;
-  std::vector<std::string> lines = absl::StrSplit(outcomes[0].out, '\n', absl::SkipEmpty());
-  std::vector<std::string> runs;
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const std::vector<std::string> cells = Cells(lines[i]);
-    runs.push_back(cells[0] + " " + cells[1] + " " + cells[2]);
+  EXPECT_EQ(Runs(outcomes[0].out),
+            (std::vector<std::string>{"gather - float32 0 8", "gather - float32 0 16",
+                                      "gather - float32 1 8", "gather - float32 1 16",
+                                      "gather - float32 2 8", "gather - float32 2 16",
+                                      "barrier - float32 - 0"}));
+}
+
+TEST_F(RunDriverTest, EveryAlgorithmInEveryDatatypeOfAList) {
+  // Every rank asks for the table: each prints its own runs and checks.
+  const std::vector<std::string> args = {
+      "--ops",   "all",    "--algorithm", "all", "--datatype", "float32,int32,float16",
+      "--sizes", "0,6,1K", "--root",      "all", "--table"};
+  std::vector<Outcome> outcomes = RunAllRanks(3, args);
+  std::vector<std::string> expected;
+  RunArguments arguments;
+  arguments.runtime_dir = "unused";
+  arguments.token = "unused";
+  arguments.rank = 0;
+  arguments.size = 3;
+  arguments.ops = "all";
+  arguments.algorithm = "all";
+  arguments.datatype = "float32,int32,float16";
+  arguments.sizes = "0,6,1K";
+  arguments.root = "all";
+  const RunOptions options = *ValidateRunArguments(arguments);
+  for (Op op : options.ops) {
+    for (const std::string& algorithm : AlgorithmsOf(options, op)) {
+      for (hw::DataType datatype : options.datatypes) {
+        for (std::optional<uint32_t> root : RootsOf(options, op)) {
+          for (uint64_t bytes : SizesOf(options, op, datatype)) {
+            expected.push_back(absl::StrCat(OpName(op), " ", algorithm, " ",
+                                            std::string(hw::DataTypeName(datatype)), " ",
+                                            root ? absl::StrCat(*root) : "-", " ", bytes));
+          }
+        }
+      }
+    }
   }
-  EXPECT_EQ(runs,
-            (std::vector<std::string>{"gather 0 8", "gather 0 16", "gather 1 8", "gather 1 16",
-                                      "gather 2 8", "gather 2 16", "barrier - 0"}));
+  // Spot checks of the expectation itself: every allreduce algorithm, sizes per datatype.
+  EXPECT_NE(std::find(expected.begin(), expected.end(), "allreduce reduce_bcast int32 - 1024"),
+            expected.end());
+  EXPECT_NE(std::find(expected.begin(), expected.end(), "bcast chain float16 2 6"), expected.end());
+  EXPECT_NE(std::find(expected.begin(), expected.end(), "sendrecv direct float32 - 4"),
+            expected.end());
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(outcomes[rank].code, 0) << "rank " << rank << ": " << outcomes[rank].err;
+    EXPECT_EQ(Runs(outcomes[rank].out), expected) << "rank " << rank;
+    EXPECT_EQ(outcomes[rank].out.find(" no\n"), std::string::npos) << outcomes[rank].out;
+  }
 }
 
 TEST_F(RunDriverTest, WrongResultIsReportedWithTheFirstMismatch) {
@@ -200,7 +255,7 @@ TEST_F(RunDriverTest, WrongResultIsReportedWithTheFirstMismatch) {
     ASSERT_TRUE(std::regex_match(
         outcomes[rank].err, match,
         std::regex(absl::StrCat("cclo-run: rank ", rank,
-                                ": allreduce 64 bytes: mismatch at index ([0-9]+): "
+                                ": allreduce ring 64 bytes: mismatch at index ([0-9]+): "
                                 "expected (-?[0-9]+) got (-?[0-9]+)\n"))))
         << outcomes[rank].err;
     const uint64_t index = std::stoull(match[1].str());
@@ -211,9 +266,9 @@ TEST_F(RunDriverTest, WrongResultIsReportedWithTheFirstMismatch) {
   }
   std::vector<std::string> rows = absl::StrSplit(outcomes[0].out, '\n', absl::SkipEmpty());
   ASSERT_EQ(rows.size(), 3u) << outcomes[0].out;
-  EXPECT_EQ(Cells(rows[1])[0] + " " + Cells(rows[1])[2], "sendrecv 64") << rows[1];
+  EXPECT_EQ(Runs(outcomes[0].out),
+            (std::vector<std::string>{"sendrecv - int32 - 64", "allreduce ring int32 - 64"}));
   EXPECT_EQ(Cells(rows[1]).back(), "yes") << rows[1];
-  EXPECT_EQ(Cells(rows[2])[0], "allreduce") << rows[2];
   EXPECT_EQ(Cells(rows[2]).back(), "no") << rows[2];
   EXPECT_EQ(outcomes[1].out, "");
 }
@@ -222,10 +277,11 @@ TEST_F(RunDriverTest, ForcedAlgorithmRunsOrEndsTheRunWithItsError) {
   std::vector<Outcome> outcomes =
       RunAllRanks(2, {"--ops", "allreduce", "--sizes", "1K", "--algorithm", "ring"});
   for (const Outcome& outcome : outcomes) EXPECT_EQ(outcome.code, 0) << outcome.err;
-  outcomes = RunAllRanks(1, {"--ops", "bcast", "--sizes", "4", "--algorithm", "ring"});
+  outcomes = RunAllRanks(
+      1, {"--ops", "bcast", "--sizes", "4", "--algorithm", "ring", "--datatype", "int32,float32"});
   EXPECT_EQ(outcomes[0].code, 1);
-  EXPECT_EQ(outcomes[0].err.rfind("cclo-run: rank 0: bcast 4 bytes at root 0: unknown bcast "
-                                  "algorithm 'ring'; valid: one_to_all",
+  EXPECT_EQ(outcomes[0].err.rfind("cclo-run: rank 0: bcast ring 4 bytes of int32 at root 0: "
+                                  "unknown bcast algorithm 'ring'; valid: one_to_all",
                                   0),
             0u)
       << outcomes[0].err;

@@ -53,7 +53,9 @@ TEST(RunOptionsTest, Ops) {
   EXPECT_EQ(all.back(), Op::kBarrier);
   for (Op op : all) {
     EXPECT_EQ(*ParseOps(OpName(op)), std::vector<Op>{op});
-    if (op != Op::kSendRecv) EXPECT_EQ(hw::CollectiveName(CollectiveOf(op)), OpName(op));
+    if (op != Op::kSendRecv) {
+      EXPECT_EQ(hw::CollectiveName(CollectiveOf(op)), OpName(op));
+    }
   }
 }
 
@@ -73,8 +75,29 @@ TEST(RunOptionsTest, EveryDatatypeIsAccepted) {
     arguments.datatype = name;
     absl::StatusOr<RunOptions> options = ValidateRunArguments(arguments);
     ASSERT_TRUE(options.ok()) << name << ": " << options.status();
-    EXPECT_EQ(hw::DataTypeName(options->datatype), name);
+    ASSERT_EQ(options->datatypes.size(), 1u);
+    EXPECT_EQ(hw::DataTypeName(options->datatypes[0]), name);
   }
+}
+
+TEST(RunOptionsTest, DatatypeLists) {
+  EXPECT_EQ(*ParseDataTypes("float32,int32,float16"),
+            (std::vector<hw::DataType>{hw::DataType::kFloat32, hw::DataType::kInt32,
+                                       hw::DataType::kFloat16}));
+  EXPECT_EQ(ParseDataTypes("float32,,int32").status().message(),
+            "--datatype: '' is not one of int8, uint8, int32, int64, float16, bfloat16, float32, "
+            "float64");
+  // The half-precision limit holds for each datatype of a list.
+  RunArguments arguments = ValidArguments();
+  arguments.datatype = "int32,bfloat16";
+  arguments.size = 9;
+  arguments.rank = 0;
+  EXPECT_EQ(Problem(arguments),
+            "--datatype: bfloat16 sums over 9 ranks may exceed 256, beyond which bfloat16 misses "
+            "integers; use at most 8 ranks or --reduce-op max or min");
+  arguments.datatype = "int32,float16";
+  EXPECT_EQ(ValidateRunArguments(arguments)->datatypes,
+            (std::vector<hw::DataType>{hw::DataType::kInt32, hw::DataType::kFloat16}));
 }
 
 TEST(RunOptionsTest, HalfPrecisionSumsMustStayExact) {
@@ -118,7 +141,7 @@ TEST(RunOptionsTest, ValidArgumentsBecomeOptions) {
   EXPECT_EQ(options->size, 3u);
   EXPECT_EQ(options->ops, (std::vector<Op>{Op::kSendRecv, Op::kBcast, Op::kAllreduce}));
   EXPECT_EQ(options->sizes, (std::vector<uint64_t>{0, 8, 1024}));
-  EXPECT_EQ(options->datatype, hw::DataType::kInt64);
+  EXPECT_EQ(options->datatypes, std::vector<hw::DataType>{hw::DataType::kInt64});
   EXPECT_EQ(options->reduce_op, hw::ReduceOp::kMax);
   EXPECT_EQ(options->iters, 3u);
   EXPECT_EQ(options->roots, std::vector<uint32_t>{2});
@@ -126,12 +149,42 @@ TEST(RunOptionsTest, ValidArgumentsBecomeOptions) {
   EXPECT_EQ(options->op_timeout, absl::Milliseconds(1500));
 }
 
-TEST(RunOptionsTest, SizesRoundDownToWholeElements) {
+TEST(RunOptionsTest, SizesRoundDownToWholeElementsOfEachDatatype) {
   RunArguments arguments = ValidArguments();
   arguments.sizes = "7,1K,1026,3";
-  EXPECT_EQ(ValidateRunArguments(arguments)->sizes, (std::vector<uint64_t>{4, 1024, 1024, 0}));
-  arguments.datatype = "float64";
-  EXPECT_EQ(ValidateRunArguments(arguments)->sizes, (std::vector<uint64_t>{0, 1024, 1024, 0}));
+  arguments.datatype = "float32,float64";
+  const RunOptions options = *ValidateRunArguments(arguments);
+  EXPECT_EQ(options.sizes, (std::vector<uint64_t>{7, 1024, 1026, 3}));
+  EXPECT_EQ(SizesOf(options, Op::kAllreduce, hw::DataType::kFloat32),
+            (std::vector<uint64_t>{4, 1024, 1024, 0}));
+  EXPECT_EQ(SizesOf(options, Op::kAllreduce, hw::DataType::kFloat64),
+            (std::vector<uint64_t>{0, 1024, 1024, 0}));
+  EXPECT_EQ(SizesOf(options, Op::kBarrier, hw::DataType::kFloat32), std::vector<uint64_t>{0});
+}
+
+TEST(RunOptionsTest, RootedOpsRunWithEveryRoot) {
+  RunArguments arguments = ValidArguments();
+  arguments.root = "all";
+  const RunOptions options = *ValidateRunArguments(arguments);
+  EXPECT_EQ(RootsOf(options, Op::kGather), (std::vector<std::optional<uint32_t>>{0u, 1u, 2u}));
+  EXPECT_EQ(RootsOf(options, Op::kAllgather), std::vector<std::optional<uint32_t>>{std::nullopt});
+  EXPECT_EQ(RootsOf(options, Op::kSendRecv), std::vector<std::optional<uint32_t>>{std::nullopt});
+}
+
+TEST(RunOptionsTest, AlgorithmsOfEachOp) {
+  RunArguments arguments = ValidArguments();
+  RunOptions options = *ValidateRunArguments(arguments);
+  EXPECT_EQ(AlgorithmsOf(options, Op::kAllreduce), std::vector<std::string>{""});
+  options.algorithm = "ring";  // forced on every op but sendrecv
+  EXPECT_EQ(AlgorithmsOf(options, Op::kAllreduce), std::vector<std::string>{"ring"});
+  EXPECT_EQ(AlgorithmsOf(options, Op::kSendRecv), std::vector<std::string>{""});
+  options.algorithm = kEveryAlgorithm;
+  EXPECT_EQ(AlgorithmsOf(options, Op::kAllreduce),
+            (std::vector<std::string>{"ring", "recursive_doubling", "reduce_bcast"}));
+  EXPECT_EQ(AlgorithmsOf(options, Op::kSendRecv), std::vector<std::string>{"direct"});
+  EXPECT_EQ(AlgorithmsOf(options, Op::kBarrier), std::vector<std::string>{"dissemination"});
+  const std::vector<Op> every_op = *ParseOps("all");
+  for (Op op : every_op) EXPECT_FALSE(AlgorithmsOf(options, op).empty()) << OpName(op);
 }
 
 TEST(RunOptionsTest, EachBadArgumentIsNamedWithItsValue) {

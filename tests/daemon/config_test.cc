@@ -12,6 +12,17 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
   EXPECT_EQ(config->peer_port, 7470);
   EXPECT_EQ(config->metrics_port, 9464);
   EXPECT_EQ(config->op_deadline, absl::Seconds(60));
+  EXPECT_EQ(config->eager_max_bytes, 65536u);
+  EXPECT_EQ(config->credits_per_peer, 8u);
+}
+
+TEST(ConfigTest, UnsetEagerLimitFollowsASmallerSegment) {
+  absl::StatusOr<Config> config = ParseConfig("segment_bytes: 4096\nrx_pool_bytes: 65536\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->eager_max_bytes, 4096u);
+  config = ParseConfig("segment_bytes: 8192\neager_max_bytes: 0\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->eager_max_bytes, 0u);
 }
 
 TEST(ConfigTest, ReadsEveryKey) {
@@ -23,6 +34,8 @@ data_port: 9000
 metrics_port: 9999
 rx_pool_bytes: 1048576
 segment_bytes: 65536
+eager_max_bytes: 16384
+credits_per_peer: 3
 max_buffer_bytes: 8192
 op_deadline_ms: 1500
 join_timeout_ms: 2000
@@ -36,6 +49,8 @@ log_level: debug
   EXPECT_EQ(config->metrics_port, 9999);
   EXPECT_EQ(config->rx_pool_bytes, 1048576u);
   EXPECT_EQ(config->segment_bytes, 65536u);
+  EXPECT_EQ(config->eager_max_bytes, 16384u);
+  EXPECT_EQ(config->credits_per_peer, 3u);
   EXPECT_EQ(config->max_buffer_bytes, 8192u);
   EXPECT_EQ(config->op_deadline, absl::Milliseconds(1500));
   EXPECT_EQ(config->join_timeout, absl::Seconds(2));
@@ -72,7 +87,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"segment_bytes: 33554432", "'33554432' is not a whole number in [4096, 16777216]"},
         BadConfig{"segment_bytes: 4100", "'segment_bytes': 4100 is not a multiple of 8"},
         BadConfig{"rx_pool_bytes: 65536\nsegment_bytes: 131072",
-                  "segment_bytes 131072 exceeds rx_pool_bytes 65536"}));
+                  "segment_bytes 131072 exceeds rx_pool_bytes 65536"},
+        BadConfig{"eager_max_bytes: 16777217",
+                  "config key 'eager_max_bytes': '16777217' is not a whole number in [0, "
+                  "16777216]"},
+        BadConfig{"eager_max_bytes: -1", "'eager_max_bytes'"},
+        BadConfig{"segment_bytes: 65536\neager_max_bytes: 65544",
+                  "config: eager_max_bytes 65544 exceeds segment_bytes 65536 (an eager message "
+                  "travels as one segment)"},
+        BadConfig{"credits_per_peer: 65537",
+                  "config key 'credits_per_peer': '65537' is not a whole number in [0, 65536]"},
+        BadConfig{"credits_per_peer: many", "'many' is not a whole number in [0, 65536]"}));
 
 TEST(ConfigTest, MissingFileIsNotFound) {
   absl::StatusOr<Config> config = LoadConfig("/nonexistent/cclod.yaml");

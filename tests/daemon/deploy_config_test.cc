@@ -21,6 +21,8 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(shipped->metrics_port, defaults.metrics_port);
   EXPECT_EQ(shipped->rx_pool_bytes, defaults.rx_pool_bytes);
   EXPECT_EQ(shipped->segment_bytes, defaults.segment_bytes);
+  EXPECT_EQ(shipped->eager_max_bytes, defaults.eager_max_bytes);
+  EXPECT_EQ(shipped->credits_per_peer, defaults.credits_per_peer);
   EXPECT_EQ(shipped->max_buffer_bytes, defaults.max_buffer_bytes);
   EXPECT_EQ(shipped->op_deadline, defaults.op_deadline);
   EXPECT_EQ(shipped->join_timeout, defaults.join_timeout);

@@ -214,13 +214,9 @@ void TcpEngine::Loop() {
 }
 
 void TcpEngine::RunDeferred() {
-  while (!flush_.empty() || !resume_.empty()) {
-    std::vector<uint64_t> flush, resume;
+  while (!flush_.empty()) {
+    std::vector<uint64_t> flush;
     flush.swap(flush_);
-    resume.swap(resume_);
-    for (uint64_t id : resume) {
-      if (auto it = sessions_.find(id); it != sessions_.end()) it->second->Reoffer();
-    }
     for (uint64_t id : flush) {
       if (auto it = sessions_.find(id); it != sessions_.end()) it->second->Flush();
     }

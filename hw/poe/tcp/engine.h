@@ -28,6 +28,7 @@ struct TcpEngineConfig {
   std::string listen_host = "127.0.0.1";  ///< numeric address to listen on
   uint16_t port = 0;                      ///< 0 picks an ephemeral port
   uint64_t segment_bytes = 1 << 20;       ///< largest segment this engine receives
+  uint64_t eager_bytes = 64 << 10;        ///< largest eager message it accepts (<= segment)
   absl::Duration handshake_timeout = absl::Seconds(10);
 };
 
@@ -52,12 +53,11 @@ class TcpEngine final : public Engine {
   // For TcpSession (engine thread).
   EngineHandler& handler() { return *handler_; }
   uint64_t segment_bytes() const { return config_.segment_bytes; }
+  uint64_t eager_bytes() const { return config_.eager_bytes; }
   /// Sets the epoll interest of a session's socket.
   void SetEvents(TcpSession& session, bool read, bool write);
   /// Flushes the session's send queue at the end of this loop turn.
   void WantFlush(uint64_t id) { flush_.push_back(id); }
-  /// Re-offers the session's paused segment at the end of this loop turn.
-  void WantResume(uint64_t id) { resume_.push_back(id); }
   /// The session closed its socket; it is destroyed at the end of this loop turn.
   void Retire(uint64_t id);
   /// The session's handshake is authenticated; its deadline no longer applies.
@@ -96,7 +96,6 @@ class TcpEngine final : public Engine {
   absl::flat_hash_map<uint64_t, std::unique_ptr<TcpSession>> sessions_;
   std::vector<std::unique_ptr<TcpSession>> retired_;
   std::vector<uint64_t> flush_;
-  std::vector<uint64_t> resume_;
   std::set<std::pair<absl::Time, uint64_t>> handshake_deadlines_;
   absl::flat_hash_map<uint64_t, absl::Time> handshake_deadline_of_;
   absl::Time handler_deadline_ = absl::InfiniteFuture();

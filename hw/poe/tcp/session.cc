@@ -78,10 +78,6 @@ void TcpSession::SendControl(const ControlMessage& message) {
   engine_.WantFlush(id_);
 }
 
-void TcpSession::Resume() {
-  if (rx_ == Rx::kPaused && state_ != State::kClosed) engine_.WantResume(id_);
-}
-
 void TcpSession::Close(const absl::Status& reason) {
   if (state_ == State::kClosed) return;
   if (state_ != State::kConnecting) {
@@ -151,11 +147,6 @@ void TcpSession::OnEvents(uint32_t events) {
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) OnConnected();
     return;
   }
-  if (rx_ == Rx::kPaused && (events & (EPOLLERR | EPOLLHUP))) {
-    // An error or full hang-up while not reading (reported until the socket closes). A
-    // peer's plain FIN is not watched for: what it sent before is read on Resume first.
-    return Fail(absl::UnavailableError("connection closed by peer"));
-  }
   if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) OnReadable();
   if (state_ != State::kClosed && (events & EPOLLOUT)) Flush();
 }
@@ -175,6 +166,7 @@ void TcpSession::OnConnected() {
   SendControl({.kind = ControlKind::kHello,
                .nonce = connector_nonce_,
                .segment_bytes = engine_.segment_bytes(),
+               .eager_bytes = engine_.eager_bytes(),
                .connector = engine_.address(),
                .acceptor = peer_address_});
 }
@@ -222,7 +214,7 @@ void TcpSession::Flush() {
 
 void TcpSession::OnReadable() {
   for (int turn = 0; turn < kReadTurns; ++turn) {
-    if (state_ == State::kClosed || rx_ == Rx::kPaused) return;
+    if (state_ == State::kClosed) return;
     std::byte* into = nullptr;
     uint64_t want = 0;
     switch (rx_) {
@@ -238,8 +230,6 @@ void TcpSession::OnReadable() {
         into = landing_ + have_;
         want = current_.length - have_;
         break;
-      case Rx::kPaused:
-        return;
     }
     const ssize_t n = read(fd_, into, want);
     if (n == 0) return Fail(absl::UnavailableError("connection closed by peer"));
@@ -293,16 +283,10 @@ void TcpSession::Offer() {
   absl::StatusOr<std::byte*> landing = engine_.handler().OnSegment(*this, current_);
   if (state_ == State::kClosed) return;
   if (!landing.ok()) return Fail(landing.status());
-  if (*landing == nullptr) {
-    rx_ = Rx::kPaused;
-    SetEvents(false, writing_);
-    return;
-  }
+  if (current_.length == 0) return OnPayloadDone();
   landing_ = *landing;
   rx_ = Rx::kPayload;
   have_ = 0;
-  SetEvents(true, writing_);
-  if (current_.length == 0) OnPayloadDone();
 }
 
 void TcpSession::OnPayloadDone() {
@@ -310,11 +294,6 @@ void TcpSession::OnPayloadDone() {
   have_ = 0;
   absl::Status status = engine_.handler().OnPayload(*this, current_);
   if (state_ != State::kClosed && !status.ok()) Fail(status);
-}
-
-void TcpSession::Reoffer() {
-  if (state_ == State::kClosed || rx_ != Rx::kPaused) return;
-  Offer();
 }
 
 void TcpSession::ExpireHandshake() {

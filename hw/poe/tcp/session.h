@@ -3,10 +3,9 @@
 //
 // Receive side: a small state machine reads a 64-byte header, then the payload, straight
 // into the memory the handler names (the destination buffer, a scratch segment or an rx
-// pool buffer); control payloads go to a bounded buffer and run the handshake. When the
-// handler has no room for a payload, reading stops (EPOLLIN off) until Resume(), so TCP
-// itself pushes back on the sender; a peer that hangs up meanwhile is noticed only after
-// the data it sent before is read, so nothing it sent is lost to its leaving.
+// pool buffer); control payloads go to a bounded buffer and run the handshake. Reading
+// never stops: the handler's credits and rendezvous make sure it always has room, so a
+// peer's hang-up is seen only after everything it sent before.
 // Send side: a FIFO of segments, each written with one sendmsg of (header, payload) iovecs
 // gathered across several queued segments; the payload is never copied.
 #pragma once
@@ -41,10 +40,10 @@ class TcpSession final : public Session {
   const CommId& comm() const override { return comm_; }
   const std::string& peer_address() const override { return peer_address_; }
   uint64_t segment_bytes() const override { return segment_bytes_; }
+  uint64_t eager_bytes() const override { return peer_eager_bytes_; }
   void Admit() override;
   void Send(const SegmentHeader& header, const std::byte* payload,
             std::function<void()> on_written) override;
-  void Resume() override;
   void Close(const absl::Status& reason) override;
 
   // For the engine.
@@ -55,8 +54,6 @@ class TcpSession final : public Session {
   void OnEvents(uint32_t events);
   /// Writes as much of the send queue as the socket takes.
   void Flush();
-  /// Offers a paused segment to the handler again.
-  void Reoffer();
   /// The handshake deadline passed before both sides were authenticated.
   void ExpireHandshake();
 
@@ -71,7 +68,7 @@ class TcpSession final : public Session {
     kUp,
     kClosed
   };
-  enum class Rx { kHeader, kControl, kPayload, kPaused };
+  enum class Rx { kHeader, kControl, kPayload };
 
   struct TxEntry {
     EncodedHeader header;
@@ -104,7 +101,8 @@ class TcpSession final : public Session {
   void DiscardInput();
   void CloseSocket();
   void SetEvents(bool read, bool write);
-  absl::Status CheckSegmentSize(uint64_t peer_segment_bytes) const;
+  /// Checks the sizes a peer announced in its HELLO or CHALLENGE.
+  absl::Status CheckSizes(const ControlMessage& announced) const;
   std::string Name() const;
 
   TcpEngine& engine_;
@@ -116,6 +114,7 @@ class TcpSession final : public Session {
   CommSecret secret_{};
   std::string peer_address_;
   uint64_t segment_bytes_ = 0;
+  uint64_t peer_eager_bytes_ = 0;
   Nonce connector_nonce_{};
   Nonce acceptor_nonce_{};
 

@@ -9,12 +9,16 @@
 
 namespace cclo::hw::poe::tcp {
 
-absl::Status TcpSession::CheckSegmentSize(uint64_t peer_segment_bytes) const {
-  if (peer_segment_bytes < kMinSegmentBytes || peer_segment_bytes > kMaxSegmentBytes ||
-      peer_segment_bytes % 8 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("peer segment size ", peer_segment_bytes,
+absl::Status TcpSession::CheckSizes(const ControlMessage& announced) const {
+  const uint64_t segment = announced.segment_bytes;
+  if (segment < kMinSegmentBytes || segment > kMaxSegmentBytes || segment % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("peer segment size ", segment,
                                                    " is not a multiple of 8 in [", kMinSegmentBytes,
                                                    ", ", kMaxSegmentBytes, "]"));
+  }
+  if (announced.eager_bytes > segment) {
+    return absl::InvalidArgumentError(absl::StrCat("peer eager size ", announced.eager_bytes,
+                                                   " exceeds its segment size ", segment));
   }
   return absl::OkStatus();
 }
@@ -59,9 +63,7 @@ void TcpSession::OnHello(const ControlMessage& hello) {
                                                           " must have the smaller address; ", self,
                                                           " connects instead")));
   }
-  if (absl::Status status = CheckSegmentSize(hello.segment_bytes); !status.ok()) {
-    return Refuse(status);
-  }
+  if (absl::Status status = CheckSizes(hello); !status.ok()) return Refuse(status);
   absl::StatusOr<CommSecret> secret = engine_.handler().Secret(comm_);
   if (!secret.ok()) {
     return Refuse(
@@ -71,10 +73,12 @@ void TcpSession::OnHello(const ControlMessage& hello) {
   connector_nonce_ = hello.nonce;
   acceptor_nonce_ = RandomNonce();
   segment_bytes_ = std::min(engine_.segment_bytes(), hello.segment_bytes);
+  peer_eager_bytes_ = hello.eager_bytes;
   state_ = State::kAwaitResponse;
   SendControl({.kind = ControlKind::kChallenge,
                .nonce = acceptor_nonce_,
                .segment_bytes = engine_.segment_bytes(),
+               .eager_bytes = engine_.eager_bytes(),
                .mac = HandshakeMac(secret_, HandshakeRole::kAcceptor, comm_, peer_address_, self,
                                    connector_nonce_, acceptor_nonce_)});
 }
@@ -89,10 +93,9 @@ void TcpSession::OnChallenge(const ControlMessage& challenge) {
         absl::StrCat("authentication failed: peer daemon ", peer_address_,
                      " does not prove the secret of communicator ", CommIdHex(comm_))));
   }
-  if (absl::Status status = CheckSegmentSize(challenge.segment_bytes); !status.ok()) {
-    return Refuse(status);
-  }
+  if (absl::Status status = CheckSizes(challenge); !status.ok()) return Refuse(status);
   segment_bytes_ = std::min(engine_.segment_bytes(), challenge.segment_bytes);
+  peer_eager_bytes_ = challenge.eager_bytes;
   engine_.HandshakeFinished(id_);
   state_ = State::kAwaitAccept;
   SendControl({.kind = ControlKind::kResponse,

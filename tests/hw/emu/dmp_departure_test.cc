@@ -2,6 +2,7 @@
 // sessions whose queued segments the test writes when it likes, and arrivals go through
 // the RBM as the device would land them. A rank leaves as EmuDevice does it: marked
 // departed, its session closed, its unfinished messages dropped, then Dmp::Depart.
+// Messages of up to 4 ints go eagerly; longer ones by rendezvous.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hw/emu/dmp.h"
 
@@ -25,15 +27,19 @@ class FakeSession final : public poe::Session {
   const CommId& comm() const override { return comm_; }
   const std::string& peer_address() const override { return address_; }
   uint64_t segment_bytes() const override { return kSegment; }
+  uint64_t eager_bytes() const override { return kSegment; }
   void Admit() override {}
-  void Send(const poe::SegmentHeader&, const std::byte*,
+  void Send(const poe::SegmentHeader& header, const std::byte* payload,
             std::function<void()> on_written) override {
-    queued.push_back(std::move(on_written));
+    sent.push_back(header);
+    payloads.push_back(payload);
+    if (on_written) queued.push_back(std::move(on_written));
   }
-  void Resume() override {}
   void Close(const absl::Status&) override { queued.clear(); }
 
-  std::vector<std::function<void()>> queued;
+  std::vector<poe::SegmentHeader> sent;
+  std::vector<const std::byte*> payloads;     ///< read when "written", as a real session does
+  std::vector<std::function<void()>> queued;  ///< on_written of segments not yet written
 
  private:
   CommId comm_{};
@@ -47,6 +53,14 @@ class DmpDepartureTest : public ::testing::Test {
     comm_.ranks = {{"here:1"}, {"one:1"}, {"two:1"}};
     comm_.local = {true, false, false};
     comm_.ready = true;
+    for (PeerLink* link : {&link_one_, &link_two_}) {
+      link->up = true;
+      link->eager_bytes = 16;
+      link->send_credits = 8;
+    }
+    link_one_.session = &one_;
+    link_two_.session = &two_;
+    account_ = rbm_.OpenAccount(4).account;
   }
 
   /// Submits a call of rank 0 with int32 elements; returns its slot in done_.
@@ -78,8 +92,8 @@ class DmpDepartureTest : public ::testing::Test {
                               .length = static_cast<uint32_t>(data.size() * 4),
                               .sequence = sequence,
                               .total = data.size() * 4};
-    absl::StatusOr<std::byte*> landing = rbm_.Land(header, scratch_.data());
-    ASSERT_TRUE(landing.ok() && *landing != nullptr) << landing.status();
+    absl::StatusOr<std::byte*> landing = rbm_.Land(header, scratch_.data(), account_);
+    ASSERT_TRUE(landing.ok()) << landing.status();
     std::memcpy(*landing, data.data(), header.length);
     ASSERT_TRUE(rbm_.Landed(header).ok());
     dmp_.Progress();
@@ -107,18 +121,21 @@ class DmpDepartureTest : public ::testing::Test {
   std::vector<std::optional<Completion>> done_;
   std::vector<std::byte> scratch_ = std::vector<std::byte>(kSegment);
   FakeSession one_{"one:1"}, two_{"two:1"};
-  Rbm rbm_{4 * kSegment, kSegment, [this] { dmp_.WakeBlocked(); }};
+  PeerLink link_one_, link_two_;
+  uint64_t account_ = 0;  ///< the credits ranks 1 and 2 send eager messages on
+  std::vector<MessageKey> cleared_;
+  Rbm rbm_{4 * kSegment, kSegment, kSegment,
+           [this](const MessageKey& key, uint64_t) { cleared_.push_back(key); }};
   Dmp dmp_{
       rbm_, kSegment, counters_,
       Dmp::Hooks{
-          .session_for = [this](Communicator& comm, uint32_t rank) -> poe::Session* {
+          .link_for = [this](Communicator& comm, uint32_t rank) -> PeerLink* {
             if (comm.departed.contains(rank)) return nullptr;
-            return rank == 1 ? &one_ : rank == 2 ? &two_ : nullptr;
+            return rank == 1 ? &link_one_ : rank == 2 ? &link_two_ : nullptr;
           },
           .fail = [](Communicator&, absl::Status status) { ADD_FAILURE() << "broken: " << status; },
           .invalid = [](Communicator&, uint32_t,
-                        absl::Status status) { ADD_FAILURE() << "invalid: " << status; },
-          .posted = [this] { dmp_.WakeBlocked(); }}};
+                        absl::Status status) { ADD_FAILURE() << "invalid: " << status; }}};
 };
 
 TEST_F(DmpDepartureTest, FailingCallWaitsForItsSegmentsInFlightThenTheNextRuns) {
@@ -158,20 +175,25 @@ TEST_F(DmpDepartureTest, FailingCallGivesUpItsOtherReceives) {
 
 class LandingTest : public DmpDepartureTest {
  protected:
-  /// A call receiving 8 ints from rank 1 and sending to rank 2; the first half of its
-  /// message from rank 1 is landing straight in `out_` when rank 2 leaves.
+  /// A call receiving 8 ints from rank 1 (by rendezvous) and sending to rank 2; the first
+  /// half of its message from rank 1 is landing straight in `out_` when rank 2 leaves.
   size_t StartLanding() {
     const size_t call = Submit({Copy(Endpoint::Network(1, 1), Mem(Slot::kResult), 8),
                                 Copy(Mem(Slot::kOp0), Endpoint::Network(2, 1), 1)},
                                &data_, &out_);
-    absl::StatusOr<std::byte*> landing = rbm_.Land(half_, scratch_.data());
+    poe::SegmentHeader request = half_;
+    request.type = poe::SegmentType::kRequest;
+    request.length = 0;
+    EXPECT_TRUE(rbm_.Request(request).ok());
+    EXPECT_EQ(cleared_.size(), 1u);
+    absl::StatusOr<std::byte*> landing = rbm_.Land(half_, scratch_.data(), account_);
     EXPECT_TRUE(landing.ok() && *landing == Bytes(out_));
     Depart(2);
     return call;
   }
 
   std::vector<int32_t> data_ = {1}, out_ = std::vector<int32_t>(8);
-  const poe::SegmentHeader half_{.type = poe::SegmentType::kEagerData,
+  const poe::SegmentHeader half_{.type = poe::SegmentType::kRendezvousData,
                                  .comm = CommId{5},
                                  .src = 1,
                                  .tag = 1,
@@ -198,18 +220,17 @@ TEST_F(LandingTest, GivenUpReceiveWhoseSenderLeavesToo) {
 
 TEST_F(DmpDepartureTest, WholeStagedMessagesOfADepartedRankAreStillReceived) {
   Arrive(2, 1, 0, {1, 2, 3, 4});
-  poe::SegmentHeader half{.type = poe::SegmentType::kEagerData,
-                          .comm = comm_.id,
-                          .src = 2,
-                          .tag = 1,
-                          .length = 8,
-                          .sequence = 1,
-                          .total = 16};
-  ASSERT_TRUE(rbm_.Land(half, scratch_.data()).ok());
-  ASSERT_TRUE(rbm_.Landed(half).ok());
-  EXPECT_EQ(rbm_.used_bytes(), 2 * kSegment);
+  // The next message was only announced (rendezvous): it can no longer come.
+  ASSERT_TRUE(rbm_.Request({.type = poe::SegmentType::kRequest,
+                            .comm = comm_.id,
+                            .src = 2,
+                            .tag = 1,
+                            .sequence = 1,
+                            .total = 16})
+                  .ok());
+  EXPECT_EQ(rbm_.used_bytes(), kSegment);
   Depart(2);
-  EXPECT_EQ(rbm_.used_bytes(), kSegment);  // the unfinished message is gone
+  EXPECT_EQ(rbm_.used_bytes(), kSegment);  // the whole message stays
 
   std::vector<int32_t> out(4), more(4), data = {7};
   const Move receive = Copy(Endpoint::Network(2, 1), Mem(Slot::kResult), 4);
@@ -223,6 +244,67 @@ TEST_F(DmpDepartureTest, WholeStagedMessagesOfADepartedRankAreStillReceived) {
   EXPECT_EQ(done_[send]->status, absl::UnavailableError("rank 2 left"));
   EXPECT_TRUE(two_.queued.empty());
   EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
+TEST_F(DmpDepartureTest, RendezvousSendWaitingForALeftRankFailsWithItsReason) {
+  std::vector<int32_t> data(100, 7);
+  const size_t call =
+      Submit({Copy(Mem(Slot::kOp0), Endpoint::Network(2, 1), data.size())}, &data, nullptr);
+  ASSERT_EQ(two_.sent.size(), 1u);
+  EXPECT_EQ(two_.sent[0].type, poe::SegmentType::kRequest);
+  EXPECT_EQ(two_.sent[0].total, 400u);
+  EXPECT_FALSE(done_[call]);  // waits for the clear-to-send
+  Depart(2);
+  ASSERT_TRUE(done_[call]);
+  EXPECT_EQ(done_[call]->status, absl::UnavailableError("rank 2 left"));
+  EXPECT_EQ(counters_.rendezvous_messages.load(), 1u);
+}
+
+TEST_F(DmpDepartureTest, ClearToSendStreamsTheDataAndUnknownOnesAreRejected) {
+  std::vector<int32_t> data(3000, 7);  // 12000 bytes: three segments
+  const size_t call =
+      Submit({Copy(Mem(Slot::kOp0), Endpoint::Network(1, 1), data.size())}, &data, nullptr);
+  poe::SegmentHeader clear = one_.sent.at(0);
+  clear.type = poe::SegmentType::kClearToSend;
+  poe::SegmentHeader wrong = clear;
+  wrong.total = 4;
+  EXPECT_THAT(std::string(dmp_.ClearToSend(comm_, wrong).message()),
+              ::testing::HasSubstr("clear-to-send for 4 bytes of the message from rank 0 to "
+                                   "rank 1 (tag 1, sequence 0)"));
+  ASSERT_TRUE(dmp_.ClearToSend(comm_, clear).ok());
+  ASSERT_EQ(one_.sent.size(), 4u);
+  for (int k = 1; k <= 3; ++k) {
+    EXPECT_EQ(one_.sent[k].type, poe::SegmentType::kRendezvousData);
+    EXPECT_EQ(one_.sent[k].offset, (k - 1) * kSegment);
+  }
+  EXPECT_EQ(one_.sent[3].length, 12000 - 2 * kSegment);
+  EXPECT_EQ(dmp_.ClearToSend(comm_, clear).code(), absl::StatusCode::kInvalidArgument);
+  for (auto& written : std::exchange(one_.queued, {})) written();
+  ASSERT_TRUE(done_[call]);
+  EXPECT_TRUE(done_[call]->status.ok());
+}
+
+TEST_F(DmpDepartureTest, FailingCallLetsGoOfItsRendezvousSendsButTheirDataStillGoes) {
+  std::vector<int32_t> data(100), out(4);
+  for (int i = 0; i < 100; ++i) data[i] = i;
+  const size_t call = Submit({Copy(Mem(Slot::kOp0), Endpoint::Network(1, 1), data.size()),
+                              Copy(Endpoint::Network(2, 1), Mem(Slot::kResult), 4)},
+                             &data, &out);
+  Depart(2);
+  ASSERT_TRUE(done_[call]);  // no need to wait for rank 1's receive
+  EXPECT_EQ(done_[call]->status, absl::UnavailableError("rank 2 left"));
+  const std::vector<int32_t> expected = data;
+  data.assign(100, -1);  // the call's memory is the tenant's again
+  poe::SegmentHeader clear = one_.sent.at(0);
+  clear.type = poe::SegmentType::kClearToSend;
+  ASSERT_TRUE(dmp_.ClearToSend(comm_, clear).ok());
+  ASSERT_EQ(one_.sent.size(), 2u);
+  EXPECT_EQ(one_.sent[1].type, poe::SegmentType::kRendezvousData);
+  ASSERT_EQ(one_.sent[1].length, 400u);
+  std::vector<int32_t> payload(100);
+  std::memcpy(payload.data(), one_.payloads[1], 400);
+  EXPECT_EQ(payload, expected);
+  for (auto& written : std::exchange(one_.queued, {})) written();
 }
 
 }  // namespace

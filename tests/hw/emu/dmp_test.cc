@@ -1,6 +1,6 @@
 // The DMP on a communicator whose ranks are all local: programs written by hand, so that
 // moves the firmware does not emit yet (reduce to the network, discarding receives) and
-// rx pool exhaustion are covered without sockets.
+// local eager and rendezvous sends are covered without sockets.
 #include "hw/emu/dmp.h"
 
 #include <cstring>
@@ -56,14 +56,14 @@ class DmpTest : public ::testing::Test {
   Counters counters_;
   uint64_t next_id_ = 1;
   std::vector<std::optional<Completion>> done_;
-  Rbm rbm_{kSegment, kSegment, [this] { dmp_.WakeBlocked(); }};  // a single rx buffer
+  // A single rx buffer; no peers, so no clear-to-sends.
+  Rbm rbm_{kSegment, kSegment, kSegment, [](const MessageKey&, uint64_t) {}};
   Dmp dmp_{rbm_, kSegment, counters_,
-           Dmp::Hooks{.session_for = [](Communicator&, uint32_t) { return nullptr; },
+           Dmp::Hooks{.link_for = [](Communicator&, uint32_t) { return nullptr; },
                       .fail = [this](Communicator& comm,
                                      absl::Status status) { dmp_.FailCalls(comm, status); },
                       .invalid = [this](Communicator& comm, uint32_t,
-                                        absl::Status status) { dmp_.FailCalls(comm, status); },
-                      .posted = [this] { dmp_.WakeBlocked(); }}};
+                                        absl::Status status) { dmp_.FailCalls(comm, status); }}};
 };
 
 TEST_F(DmpTest, ReducesIntoTheNetworkAndDiscardsOnRequest) {
@@ -90,21 +90,59 @@ TEST_F(DmpTest, ReducesIntoTheNetworkAndDiscardsOnRequest) {
   EXPECT_EQ(rbm_.used_bytes(), 0u);
 }
 
-TEST_F(DmpTest, LocalSendWaitsForRxSpace) {
-  std::vector<int32_t> data(3 * kSegment / 4), out(data.size());
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i * 3);
-  const size_t sender =
-      Submit(0, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 1), data.size())},
-             {&data, nullptr, nullptr});
-  EXPECT_FALSE(done_[sender]);  // one segment staged, the rest waits for the receive
+TEST_F(DmpTest, LocalSendsGoEagerWhileABufferIsFreeElseWaitForTheirReceive) {
+  const Move send = Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 1), 1000);
+  const Move receive = Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), 1000);
+  std::vector<int32_t> first(1000, 1), second(1000, 2), large(3 * kSegment / 4, 3);
+  // The first small message takes the only buffer; the second waits for its receive.
+  const size_t a = Submit(0, {send}, {&first, nullptr, nullptr});
+  ASSERT_TRUE(done_[a]);
   EXPECT_EQ(rbm_.used_bytes(), kSegment);
-  const size_t receiver =
-      Submit(1, {Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), data.size())},
-             {nullptr, nullptr, &out});
+  const size_t b = Submit(0, {send}, {&second, nullptr, nullptr});
+  EXPECT_FALSE(done_[b]);
+  EXPECT_EQ(counters_.eager_messages.load(), 1u);
+  EXPECT_EQ(counters_.eager_fallbacks.load(), 1u);
+  std::vector<int32_t> out_a(1000), out_b(1000), out_large(large.size());
+  Submit(1, {receive}, {nullptr, nullptr, &out_a});
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+  const size_t rb = Submit(1, {receive}, {nullptr, nullptr, &out_b});
+  ASSERT_TRUE(done_[b] && done_[rb]);
+  EXPECT_EQ(out_a, first);
+  EXPECT_EQ(out_b, second);
+  // Larger than eager: the sender waits for the receive even with buffers free.
+  const size_t c =
+      Submit(0, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 1), large.size())},
+             {&large, nullptr, nullptr});
+  EXPECT_FALSE(done_[c]);
+  const size_t rc =
+      Submit(1, {Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), large.size())},
+             {nullptr, nullptr, &out_large});
+  ASSERT_TRUE(done_[c] && done_[rc]);
+  EXPECT_TRUE(done_[c]->status.ok());
+  EXPECT_EQ(out_large, large);
+  EXPECT_EQ(counters_.eager_messages.load(), 1u);
+  EXPECT_EQ(counters_.rendezvous_messages.load(), 2u);
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
+TEST_F(DmpTest, LocalRendezvousReducesStraightIntoTheResult) {
+  std::vector<int32_t> mine(3 * kSegment / 4), theirs(mine.size()), out(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    mine[i] = static_cast<int32_t>(i);
+    theirs[i] = static_cast<int32_t>(7 * i);
+  }
+  const size_t receiver = Submit(1,
+                                 {{.op0 = Endpoint::Network(0, 1),
+                                   .op1 = Endpoint::Memory(Slot::kOp0, 0),
+                                   .result = Endpoint::Memory(Slot::kResult, 0),
+                                   .function = Function::kReduce,
+                                   .count = mine.size()}},
+                                 {&mine, nullptr, &out});
+  const size_t sender =
+      Submit(0, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 1), theirs.size())},
+             {&theirs, nullptr, nullptr});
   ASSERT_TRUE(done_[sender] && done_[receiver]);
-  EXPECT_TRUE(done_[sender]->status.ok());
-  EXPECT_TRUE(done_[receiver]->status.ok());
-  EXPECT_EQ(out, data);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<int32_t>(8 * i)) << i;
   EXPECT_EQ(rbm_.used_bytes(), 0u);
 }
 

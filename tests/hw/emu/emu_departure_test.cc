@@ -76,7 +76,8 @@ class EmuDepartureTest : public ::testing::Test {
 TEST_F(EmuDepartureTest, BcastFromARootThatLeftCompletesFromStagedData) {
   ASSERT_NO_FATAL_FAILURE(Start(2, 51));
   const std::string reason = "rank 0 left: its client (pid 42) exited";
-  const std::vector<std::byte> data = Pattern(400000, 1);
+  // Eager, so the root's send is done while rank 1 still waits for its sentinel.
+  const std::vector<std::byte> data = Pattern(60000, 1);
   RankBuffers root, receiver;
   root.slots[2] = data;
   receiver.slots[2].resize(data.size());
@@ -100,7 +101,8 @@ TEST_F(EmuDepartureTest, BcastFromARootThatLeftCompletesFromStagedData) {
 TEST_F(EmuDepartureTest, BcastPostedRightAfterTheRootLeftCompletes) {
   for (uint8_t round = 0; round < 5; ++round) {
     ASSERT_NO_FATAL_FAILURE(Start(2, 60 + round));
-    const std::vector<std::byte> data = Pattern(200000, round);
+    // Eager (at most eager_max_bytes): the root's send is done before rank 1 posts.
+    const std::vector<std::byte> data = Pattern(60000, round);
     RankBuffers root, receiver;
     root.slots[2] = data;
     receiver.slots[2].resize(data.size());
@@ -117,10 +119,12 @@ TEST_F(EmuDepartureTest, BcastPostedRightAfterTheRootLeftCompletes) {
 }
 
 TEST_F(EmuDepartureTest, AllreduceSideThatFinishedFirstMayLeaveAtOnce) {
-  // Small segments and a pool smaller than one chunk: early data is staged and the
-  // sessions pause and resume while the two sides run at different times.
+  // Small segments, eager messages of up to one segment and a pool of eight buffers:
+  // early data is staged, credits run out and messages go by rendezvous while the two
+  // sides run at different times.
   EmuConfig config = TestConfig();
   config.segment_bytes = 4096;
+  config.eager_max_bytes = 4096;
   config.rx_pool_bytes = 8 * 4096;
   constexpr uint64_t kCount = 30000;
   for (uint8_t round = 0; round < 6; ++round) {
@@ -221,9 +225,9 @@ TEST_F(EmuDepartureTest, RanksThatStayedKeepTalking) {
     for (uint32_t rank = 0; rank < 2; ++rank) {
       buffers[rank].slots[0].resize(400);
       buffers[rank].slots[2].resize(400);
-      allreduce.push_back(Submit(*devices_[rank],
-                                 Describe(comm_, Collective::kAllreduce, rank, 100),
-                                 buffers[rank].Views(), absl::Hours(1)));
+      CallDescriptor call = Describe(comm_, Collective::kAllreduce, rank, 100);
+      call.algorithm = "ring";  // every rank talks to rank 2 (recursive doubling would not)
+      allreduce.push_back(Submit(*devices_[rank], call, buffers[rank].Views(), absl::Hours(1)));
     }
     for (auto& future : allreduce) EXPECT_EQ(Wait(future).status, left);
   }
@@ -235,28 +239,29 @@ TEST_F(EmuDepartureTest, RanksThatStayedKeepTalking) {
 
 TEST_F(EmuDepartureTest, RemovalFreesStagedData) {
   ASSERT_NO_FATAL_FAILURE(Start(2, 55));
-  // Rank 0 sends a message rank 1 never receives (staged), then one it does: when that
-  // one is in, so is the first.
+  // Rank 0 sends an eager message rank 1 never receives (staged), then one it does: when
+  // that one is in, so is the first.
+  const uint64_t staged_bytes = TestConfig().eager_max_bytes;
   RankBuffers unmatched, matched, received;
-  unmatched.slots[0] = Pattern(200000, 4);
+  unmatched.slots[0] = Pattern(60000, 4);
   matched.slots[0] = Pattern(40, 5);
   received.slots[2].resize(40);
   auto recv =
       Submit(*devices_[1], PointToPoint(comm_, Collective::kRecv, 1, 0, 10, 2), received.Views());
-  auto staged = Submit(*devices_[0], PointToPoint(comm_, Collective::kSend, 0, 1, 50000, 3),
+  auto staged = Submit(*devices_[0], PointToPoint(comm_, Collective::kSend, 0, 1, 15000, 3),
                        unmatched.Views());
   auto send =
       Submit(*devices_[0], PointToPoint(comm_, Collective::kSend, 0, 1, 10, 2), matched.Views());
   ASSERT_TRUE(Wait(staged).status.ok());
   ASSERT_TRUE(Wait(send).status.ok());
   ASSERT_TRUE(Wait(recv).status.ok());
-  EXPECT_GE(devices_[1]->Stats().rx_pool_bytes_used, 200000u);
+  EXPECT_EQ(devices_[1]->Stats().rx_pool_bytes_used, staged_bytes);
 
   // Rank 0 leaving keeps the whole staged message for a receive that may still come...
   auto sentinel = Sentinel(1, 0);
   RemoveAndWait(*devices_[0], comm_, "gone");
   EXPECT_EQ(Wait(sentinel).status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_GE(devices_[1]->Stats().rx_pool_bytes_used, 200000u);
+  EXPECT_EQ(devices_[1]->Stats().rx_pool_bytes_used, staged_bytes);
   // ...and removing the communicator frees it.
   RemoveAndWait(*devices_[1], comm_, "gone too");
   EXPECT_EQ(devices_[1]->Stats().rx_pool_bytes_used, 0u);

@@ -31,6 +31,15 @@ TEST(EmuConfigTest, RejectsBadConfigAndTakenPort) {
   config = TestConfig();
   config.rx_pool_bytes = config.segment_bytes - 1;
   EXPECT_THAT(CreateEmuDevice(config).status().message(), HasSubstr("rx_pool_bytes"));
+  config = TestConfig();
+  config.eager_max_bytes = config.segment_bytes + 8;
+  EXPECT_EQ(CreateEmuDevice(config).status(),
+            absl::InvalidArgumentError("eager_max_bytes 65544 exceeds segment_bytes 65536: an "
+                                       "eager message is one segment"));
+  config = TestConfig();
+  config.credits_per_peer = 65537;
+  EXPECT_EQ(CreateEmuDevice(config).status(),
+            absl::InvalidArgumentError("credits_per_peer 65537 exceeds the maximum of 65536"));
 
   std::vector<DevicePtr> devices = MakeDevices(1);
   const std::string address = devices[0]->DataAddress();

@@ -1,8 +1,7 @@
-// EmuDevice against a hand-driven peer on a raw socket: what the device does with
-// handshakes and segments that a well-behaved engine would never send, and with a peer
-// that leaves in the middle of the stream.
+// EmuDevice against a hand-driven peer on a raw socket: handshakes, eager and rendezvous
+// messages as the wire carries them, credits, and a peer that leaves in the middle of the
+// stream.
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -18,50 +17,22 @@ namespace {
 using poe::ControlKind;
 using poe::ControlMessage;
 using poe::SegmentHeader;
+using poe::SegmentType;
 using ::testing::HasSubstr;
 
-class EmuWireTest : public ::testing::Test {
- protected:
-  void SetUp() override { Start(TestConfig()); }
+using EmuWireTest = FakePeerTest;
 
-  void Start(const EmuConfig& config) {
-    devices_ = MakeDevices(1, config);
-    ASSERT_EQ(devices_.size(), 1u);
-    device_ = devices_[0].get();
-    comm_ = MakeComm({device_, device_}, 31);
-    comm_.config.ranks[0].data_address = kFakeAddress;
-    ASSERT_TRUE(device_->PrepareCommunicator(comm_.config.id, comm_.config.secret).ok());
-  }
+/// Small segments and eager messages; a pool of four buffers.
+EmuConfig SmallConfig(uint32_t credits) {
+  EmuConfig config = TestConfig();
+  config.segment_bytes = 4096;
+  config.eager_max_bytes = 4096;
+  config.rx_pool_bytes = 4 * 4096;
+  config.credits_per_peer = credits;
+  return config;
+}
 
-  /// Configures the device and completes the fake's handshake.
-  void Connect(FakePeer& peer) {
-    auto promise = std::make_shared<std::promise<absl::Status>>();
-    std::future<absl::Status> configured = promise->get_future();
-    device_->ConfigureCommunicator(comm_.config, absl::Now() + kWait,
-                                   [promise](absl::Status s) { promise->set_value(s); });
-    peer.Authenticate(comm_.config.secret);
-    absl::StatusOr<ControlMessage> accept = peer.ReadControl();
-    ASSERT_TRUE(accept.ok()) << accept.status();
-    EXPECT_EQ(accept->kind, ControlKind::kAccept);
-    ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-    ASSERT_TRUE(configured.get().ok());
-  }
-
-  /// Posts a receive of `floats` elements at rank 1 from the fake's rank 0.
-  std::future<Completion> PostRecv(RankBuffers& buffers, uint64_t floats) {
-    buffers.slots[2].resize(floats * 4);
-    CallDescriptor call = Describe(comm_, Collective::kRecv, 1, floats);
-    call.peer = 0;
-    call.tag = 1;
-    return Submit(*device_, call, buffers.Views());
-  }
-
-  std::vector<DevicePtr> devices_;
-  Device* device_ = nullptr;
-  TestComm comm_;
-};
-
-TEST_F(EmuWireTest, ParkedHandshakeCompletesWhenConfigured) {
+TEST_F(EmuWireTest, ParkedHandshakeCompletesOnceConfiguredAndGranted) {
   FakePeer peer(device_->DataAddress(), comm_);
   peer.Authenticate(comm_.config.secret);  // the device only knows the secret so far
   auto promise = std::make_shared<std::promise<absl::Status>>();
@@ -71,83 +42,124 @@ TEST_F(EmuWireTest, ParkedHandshakeCompletesWhenConfigured) {
   absl::StatusOr<ControlMessage> accept = peer.ReadControl();
   ASSERT_TRUE(accept.ok()) << accept.status();
   EXPECT_EQ(accept->kind, ControlKind::kAccept);
+  absl::StatusOr<SegmentHeader> grant = peer.ReadSegment();
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  EXPECT_EQ(grant->type, SegmentType::kCredit);
+  EXPECT_EQ(grant->total, 8u);  // credits_per_peer
+  EXPECT_EQ(device_->Stats().rx_pool_bytes_reserved, 8 * (64u << 10));
+  // Up, but not ready until the peer's own grant (here: none) is known.
+  EXPECT_EQ(configured.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  peer.Grant(0);
   EXPECT_TRUE(configured.get().ok());
   EXPECT_EQ(device_->Stats().sessions_up, 1u);
 }
 
-TEST_F(EmuWireTest, DataFlowsAndBackPressureKeepsItIntact) {
-  EmuConfig config = TestConfig();
-  config.segment_bytes = 4096;
-  config.rx_pool_bytes = 2 * 4096;  // room for two early segments only
-  Start(config);
+TEST_F(EmuWireTest, EagerMessagesWithinCreditsAreStagedAndTheirCreditsReturn) {
+  Start(SmallConfig(2));
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
-  std::vector<std::byte> message(5 * 4096);
-  for (size_t i = 0; i < message.size(); ++i) message[i] = std::byte(i * 13);
-  for (uint64_t offset = 0; offset < message.size(); offset += 4096) {
-    peer.SendSegment(
-        peer.Data(offset, message.size()),
-        std::vector<std::byte>(message.begin() + offset, message.begin() + offset + 4096));
-  }
-  RankBuffers buffers;
-  auto received = PostRecv(buffers, message.size() / 4);
-  EXPECT_TRUE(Wait(received).status.ok());
-  EXPECT_EQ(buffers.slots[2], message);
-  EXPECT_EQ(device_->Stats().rx_pool_bytes_used, 0u);
-  EXPECT_EQ(device_->Stats().bytes_received, message.size());
+  EXPECT_EQ(peer.credits(), 2u);
+  const std::vector<std::byte> first = Pattern(4096, 1), second = Pattern(100, 2);
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, first.size(), 0), first);
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, second.size(), 1), second);
+  RankBuffers a, b;
+  auto received_a = PostRecv(a, first.size());
+  auto received_b = PostRecv(b, second.size());
+  EXPECT_TRUE(Wait(received_a).status.ok());
+  EXPECT_TRUE(Wait(received_b).status.ok());
+  EXPECT_EQ(a.slots[2], first);
+  EXPECT_EQ(b.slots[2], second);
+  while (peer.credits() < 4) ASSERT_TRUE(peer.ReadUntil(SegmentType::kCredit).ok());
+  EXPECT_EQ(peer.credits(), 4u);  // both came back
+  const DeviceStats stats = device_->Stats();
+  EXPECT_EQ(stats.rx_pool_bytes_used, 0u);
+  EXPECT_EQ(stats.rx_pool_bytes_reserved, 2 * 4096u);
+  EXPECT_EQ(stats.bytes_received, first.size() + second.size());
 }
 
-TEST_F(EmuWireTest, WhatAPeerSentBeforeItsByeIsReceivedEvenWhilePaused) {
-  EmuConfig config = TestConfig();
-  config.segment_bytes = 4096;
-  config.rx_pool_bytes = 2 * 4096;  // the session pauses after two segments
-  Start(config);
+TEST_F(EmuWireTest, RendezvousDataGoesStraightIntoTheReceiveWhicheverCameFirst) {
+  Start(SmallConfig(2));
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
-  const std::vector<std::byte> message = [] {
-    std::vector<std::byte> bytes(5 * 4096);
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::byte(i * 29);
-    return bytes;
-  }();
-  for (uint64_t offset = 0; offset < message.size(); offset += 4096) {
-    peer.SendSegment(
-        peer.Data(offset, message.size()),
-        std::vector<std::byte>(message.begin() + offset, message.begin() + offset + 4096));
+  const std::vector<std::byte> early = Pattern(3 * 4096 + 5, 3), late = Pattern(9000, 4);
+  // Request before the receive is posted: the clear-to-send waits for the receive.
+  peer.SendSegment(peer.Message(SegmentType::kRequest, early.size(), 0));
+  RankBuffers a, b;
+  auto received_a = PostRecv(a, early.size());
+  auto received_b = PostRecv(b, late.size());  // queued behind the first receive
+  absl::StatusOr<SegmentHeader> clear = peer.ReadUntil(SegmentType::kClearToSend);
+  ASSERT_TRUE(clear.ok()) << clear.status();
+  EXPECT_EQ(clear->src, 0u);
+  EXPECT_EQ(clear->dst, 1u);
+  EXPECT_EQ(clear->sequence, 0u);
+  EXPECT_EQ(clear->total, early.size());
+  for (uint64_t offset = 0; offset < early.size(); offset += 4096) {
+    const uint64_t end = std::min<uint64_t>(offset + 4096, early.size());
+    peer.SendSegment(peer.Message(SegmentType::kRendezvousData, early.size(), 0, offset),
+                     std::vector<std::byte>(early.begin() + offset, early.begin() + end));
   }
+  EXPECT_TRUE(Wait(received_a).status.ok());
+  EXPECT_EQ(a.slots[2], early);
+  // Request after the receive is posted: cleared at once.
+  peer.SendSegment(peer.Message(SegmentType::kRequest, late.size(), 1));
+  clear = peer.ReadUntil(SegmentType::kClearToSend);
+  ASSERT_TRUE(clear.ok()) << clear.status();
+  EXPECT_EQ(clear->sequence, 1u);
+  for (uint64_t offset = 0; offset < late.size(); offset += 4096) {
+    const uint64_t end = std::min<uint64_t>(offset + 4096, late.size());
+    peer.SendSegment(peer.Message(SegmentType::kRendezvousData, late.size(), 1, offset),
+                     std::vector<std::byte>(late.begin() + offset, late.begin() + end));
+  }
+  EXPECT_TRUE(Wait(received_b).status.ok());
+  EXPECT_EQ(b.slots[2], late);
+  EXPECT_EQ(device_->Stats().rx_pool_bytes_used, 0u);  // never staged
+  EXPECT_EQ(device_->Stats().wire_errors, 0u);
+}
+
+TEST_F(EmuWireTest, WhatAPeerSentBeforeItsByeIsReceived) {
+  Start(SmallConfig(2));
+  FakePeer peer(device_->DataAddress(), comm_);
+  Connect(peer);
+  const std::vector<std::byte> first = Pattern(4096, 5), second = Pattern(4000, 6);
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, first.size(), 0), first);
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, second.size(), 1), second);
   peer.SendControl({.kind = ControlKind::kBye, .reason = "tenant finished"});
-  // The pool is full, so the device stops reading at the third segment; only then does
-  // the peer hang up.
-  const absl::Time give_up = absl::Now() + kWait;
-  while (device_->Stats().rx_pool_bytes_used < 2 * 4096 && absl::Now() < give_up) {
-    std::this_thread::yield();
-  }
-  ASSERT_EQ(device_->Stats().rx_pool_bytes_used, 2 * 4096u);
   peer.Hangup();
-  RankBuffers buffers;
-  auto received = PostRecv(buffers, message.size() / 4);
-  Completion done = Wait(received);
+  RankBuffers a, b;
+  auto received_a = PostRecv(a, first.size());
+  auto received_b = PostRecv(b, second.size());
+  Completion done = Wait(received_a);
   EXPECT_TRUE(done.status.ok()) << done.status;
-  EXPECT_EQ(buffers.slots[2], message);
-  // Once the BYE is read, rank 0 has left; nothing more comes from it.
+  done = Wait(received_b);
+  EXPECT_TRUE(done.status.ok()) << done.status;
+  EXPECT_EQ(a.slots[2], first);
+  EXPECT_EQ(b.slots[2], second);
+  // Rank 0 has left; nothing more comes from it.
   RankBuffers more;
   auto next = PostRecv(more, 4);
   EXPECT_EQ(Wait(next).status,
             absl::UnavailableError("rank 0 on peer daemon 127.0.0.1:1 left: tenant finished"));
-  EXPECT_EQ(device_->Stats().rx_pool_bytes_used, 0u);
-  EXPECT_EQ(device_->Stats().wire_errors, 0u);
+  const DeviceStats stats = device_->Stats();
+  EXPECT_EQ(stats.rx_pool_bytes_used, 0u);
+  EXPECT_EQ(stats.rx_pool_bytes_reserved, 0u);  // released with the link
+  EXPECT_EQ(stats.wire_errors, 0u);
 }
 
 TEST_F(EmuWireTest, PeerVanishingMidMessageFailsTheReceiveAsLost) {
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
-  peer.SendSegment(peer.Data(0, 64, 0), std::vector<std::byte>(64, std::byte{1}));  // whole
-  peer.SendSegment(peer.Data(0, 64, 1), std::vector<std::byte>(32, std::byte{2}));  // half
-  peer.Hangup();
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, 64, 0),
+                   std::vector<std::byte>(64, std::byte{1}));
+  peer.SendSegment(peer.Message(SegmentType::kRequest, 64 << 10, 1));
   RankBuffers whole, half;
-  auto first = PostRecv(whole, 16);
+  auto first = PostRecv(whole, 64);
   EXPECT_TRUE(Wait(first).status.ok());
   EXPECT_EQ(whole.slots[2], std::vector<std::byte>(64, std::byte{1}));
-  auto second = PostRecv(half, 16);
+  auto second = PostRecv(half, 64 << 10);
+  ASSERT_TRUE(peer.ReadUntil(SegmentType::kClearToSend).ok());
+  peer.SendSegment(peer.Message(SegmentType::kRendezvousData, 64 << 10, 1),
+                   std::vector<std::byte>(32 << 10, std::byte{2}));  // half of it
+  peer.Hangup();
   Completion lost = Wait(second);
   EXPECT_EQ(lost.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(lost.status.message(), HasSubstr("lost peer daemon 127.0.0.1:1 (rank 0)"));
@@ -159,15 +171,15 @@ TEST_F(EmuWireTest, SegmentFromARankThePeerDoesNotHostBreaksTheCommunicator) {
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
   RankBuffers buffers;
-  auto pending = PostRecv(buffers, 4);
-  SegmentHeader forged = peer.Data(0, 16);
+  auto pending = PostRecv(buffers, 16);
+  SegmentHeader forged = peer.Message(SegmentType::kEagerData, 16);
   forged.src = 1;  // the device's own rank
   peer.SendSegment(forged, std::vector<std::byte>(16));
   Completion failed = Wait(pending);
   EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(failed.status.message(),
               HasSubstr("invalid data from peer daemon 127.0.0.1:1 (rank 0)"));
-  EXPECT_THAT(failed.status.message(), HasSubstr("segment from rank 1"));
+  EXPECT_THAT(failed.status.message(), HasSubstr("eager segment from rank 1"));
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
   absl::StatusOr<ControlMessage> bye = peer.ReadControl();  // the device says why, then closes
   ASSERT_TRUE(bye.ok()) << bye.status();
@@ -181,9 +193,9 @@ TEST_F(EmuWireTest, MessageLargerThanThePostedReceiveBreaksTheCommunicator) {
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
   RankBuffers buffers;
-  auto pending = PostRecv(buffers, 4);
+  auto pending = PostRecv(buffers, 16);
   // Sent after the receive may or may not be posted; either way it must not fit.
-  peer.SendSegment(peer.Data(0, 64), std::vector<std::byte>(64));
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, 64), std::vector<std::byte>(64));
   Completion failed = Wait(pending);
   EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(failed.status.message(), HasSubstr("posted receive expects 16"));
@@ -194,13 +206,30 @@ TEST_F(EmuWireTest, GarbageHeaderBreaksTheCommunicator) {
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
   RankBuffers buffers;
-  auto pending = PostRecv(buffers, 4);
+  auto pending = PostRecv(buffers, 16);
   const std::vector<uint8_t> garbage(poe::kHeaderBytes, 0xFF);
   peer.Write(garbage.data(), garbage.size());
   Completion failed = Wait(pending);
   EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(failed.status.message(), HasSubstr("invalid data from peer daemon 127.0.0.1:1"));
   EXPECT_THAT(failed.status.message(), HasSubstr("bad magic 0xffffffff"));
+  EXPECT_EQ(device_->Stats().wire_errors, 1u);
+}
+
+TEST_F(EmuWireTest, PeerSpeakingWireVersion1IsTurnedAway) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  SegmentHeader hello{.type = SegmentType::kControl, .comm = comm_.config.id};
+  const std::vector<std::byte> payload = poe::EncodeControl({.kind = ControlKind::kHello,
+                                                             .segment_bytes = 4096,
+                                                             .connector = kFakeAddress,
+                                                             .acceptor = device_->DataAddress()});
+  hello.length = hello.total = payload.size();
+  poe::EncodedHeader bytes = poe::Encode(hello);
+  bytes[4] = std::byte{1};
+  peer.Write(bytes.data(), bytes.size());
+  peer.Write(payload.data(), payload.size());
+  char byte;
+  EXPECT_FALSE(peer.Read(&byte, 1));  // the device hangs up
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
 }
 
@@ -230,6 +259,19 @@ TEST_F(EmuWireTest, HelloForAnUnknownCommunicatorIsRefused) {
   EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
   EXPECT_THAT(refusal->reason, HasSubstr("unknown communicator"));
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
+}
+
+TEST_F(EmuWireTest, HelloWithAnEagerSizeAboveItsSegmentIsRefused) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  peer.SendControl({.kind = ControlKind::kHello,
+                    .segment_bytes = 4096,
+                    .eager_bytes = 8192,
+                    .connector = kFakeAddress,
+                    .acceptor = device_->DataAddress()});
+  absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
+  EXPECT_EQ(refusal->reason, "peer eager size 8192 exceeds its segment size 4096");
 }
 
 TEST_F(EmuWireTest, SilentConnectionMissesTheHandshakeDeadline) {

@@ -7,13 +7,15 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "gtest/gtest.h"
+#include <chrono>
+#include <memory>
 
 namespace cclo::hw::emu::testing {
 
 using poe::ControlKind;
 using poe::ControlMessage;
 using poe::SegmentHeader;
+using poe::SegmentType;
 
 FakePeer::FakePeer(const std::string& device_address, const TestComm& comm)
     : device_address_(device_address), comm_(comm) {
@@ -48,10 +50,14 @@ void FakePeer::SendSegment(SegmentHeader header, const std::vector<std::byte>& p
 }
 
 void FakePeer::SendControl(const ControlMessage& message) {
-  SegmentHeader header{.type = poe::SegmentType::kControl, .comm = comm_.config.id};
+  SegmentHeader header{.type = SegmentType::kControl, .comm = comm_.config.id};
   const std::vector<std::byte> payload = poe::EncodeControl(message);
   header.total = payload.size();
   SendSegment(header, payload);
+}
+
+void FakePeer::Grant(uint64_t credits) {
+  SendSegment({.type = SegmentType::kCredit, .comm = comm_.config.id, .total = credits});
 }
 
 bool FakePeer::Read(void* data, size_t size) {
@@ -65,13 +71,33 @@ bool FakePeer::Read(void* data, size_t size) {
   return true;
 }
 
-absl::StatusOr<ControlMessage> FakePeer::ReadControl() {
+absl::StatusOr<SegmentHeader> FakePeer::ReadSegment(std::vector<std::byte>* payload) {
   poe::EncodedHeader bytes;
   if (!Read(bytes.data(), bytes.size())) return absl::UnavailableError("closed");
   absl::StatusOr<SegmentHeader> header = poe::Decode(bytes.data(), bytes.size());
   if (!header.ok()) return header.status();
-  std::vector<std::byte> payload(header->length);
-  if (!Read(payload.data(), payload.size())) return absl::UnavailableError("closed");
+  std::vector<std::byte> data(header->length);
+  if (!Read(data.data(), data.size())) return absl::UnavailableError("closed");
+  if (header->type == SegmentType::kCredit) credits_ += header->total;
+  if (payload != nullptr) *payload = std::move(data);
+  return header;
+}
+
+absl::StatusOr<SegmentHeader> FakePeer::ReadUntil(SegmentType type) {
+  while (true) {
+    absl::StatusOr<SegmentHeader> header = ReadSegment();
+    if (!header.ok() || header->type == type) return header;
+  }
+}
+
+absl::StatusOr<ControlMessage> FakePeer::ReadControl() {
+  std::vector<std::byte> payload;
+  absl::StatusOr<SegmentHeader> header = ReadSegment(&payload);
+  while (header.ok() && header->type == SegmentType::kCredit) header = ReadSegment(&payload);
+  if (!header.ok()) return header.status();
+  if (header->type != SegmentType::kControl) {
+    return absl::InternalError("expected a control segment, got " + poe::Describe(*header));
+  }
   return poe::DecodeControl(payload.data(), payload.size());
 }
 
@@ -80,6 +106,7 @@ void FakePeer::Authenticate(const CommSecret& secret) {
   SendControl({.kind = ControlKind::kHello,
                .nonce = nonce,
                .segment_bytes = 64 << 10,
+               .eager_bytes = 64 << 10,
                .connector = kFakeAddress,
                .acceptor = device_address_});
   absl::StatusOr<ControlMessage> challenge = ReadControl();
@@ -94,8 +121,9 @@ void FakePeer::Authenticate(const CommSecret& secret) {
                                         kFakeAddress, device_address_, nonce, challenge->nonce)});
 }
 
-SegmentHeader FakePeer::Data(uint64_t offset, uint64_t total, uint64_t sequence) const {
-  return {.type = poe::SegmentType::kEagerData,
+SegmentHeader FakePeer::Message(SegmentType type, uint64_t total, uint64_t sequence,
+                                uint64_t offset) const {
+  return {.type = type,
           .comm = comm_.config.id,
           .src = 0,
           .dst = 1,
@@ -103,6 +131,46 @@ SegmentHeader FakePeer::Data(uint64_t offset, uint64_t total, uint64_t sequence)
           .sequence = sequence,
           .offset = offset,
           .total = total};
+}
+
+void FakePeerTest::Start(const EmuConfig& config) {
+  devices_ = MakeDevices(1, config);
+  ASSERT_EQ(devices_.size(), 1u);
+  device_ = devices_[0].get();
+  comm_ = MakeComm({device_, device_}, 31);
+  comm_.config.ranks[0].data_address = kFakeAddress;
+  ASSERT_TRUE(device_->PrepareCommunicator(comm_.config.id, comm_.config.secret).ok());
+}
+
+void FakePeerTest::Connect(FakePeer& peer, uint64_t credits) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> configured = promise->get_future();
+  device_->ConfigureCommunicator(comm_.config, absl::Now() + kWait,
+                                 [promise](absl::Status s) { promise->set_value(s); });
+  peer.Authenticate(comm_.config.secret);
+  absl::StatusOr<ControlMessage> accept = peer.ReadControl();
+  ASSERT_TRUE(accept.ok()) << accept.status();
+  EXPECT_EQ(accept->kind, ControlKind::kAccept);
+  absl::StatusOr<SegmentHeader> grant = peer.ReadSegment();  // the device's grant
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  ASSERT_EQ(grant->type, SegmentType::kCredit);
+  peer.Grant(credits);
+  ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  ASSERT_TRUE(configured.get().ok());
+}
+
+std::future<Completion> FakePeerTest::PostRecv(RankBuffers& buffers, uint64_t bytes) {
+  buffers.slots[2].resize(bytes);
+  CallDescriptor call = Describe(comm_, Collective::kRecv, 1, bytes, DataType::kUint8);
+  call.peer = 0;
+  call.tag = 1;
+  return Submit(*device_, call, buffers.Views());
+}
+
+std::vector<std::byte> Pattern(size_t count, int seed) {
+  std::vector<std::byte> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = std::byte((i * 13 + seed) % 251);
+  return data;
 }
 
 }  // namespace cclo::hw::emu::testing

@@ -4,16 +4,23 @@
 #include <numeric>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cclo::hw::emu {
 namespace {
 
-constexpr uint64_t kBuffer = 64;
+using ::testing::HasSubstr;
 
-poe::SegmentHeader Segment(uint64_t offset, uint32_t length, uint64_t total,
+constexpr uint64_t kEager = 4096;    ///< eager limit and pool buffer size
+constexpr uint64_t kSegment = 8192;  ///< rendezvous segment size
+constexpr uint64_t kBuffers = 4;
+
+using poe::SegmentType;
+
+poe::SegmentHeader Segment(SegmentType type, uint64_t offset, uint32_t length, uint64_t total,
                            uint64_t sequence = 0) {
-  return {.type = poe::SegmentType::kEagerData,
+  return {.type = type,
           .comm = CommId{7},
           .src = 1,
           .dst = 0,
@@ -26,170 +33,307 @@ poe::SegmentHeader Segment(uint64_t offset, uint32_t length, uint64_t total,
 
 MessageKey Key(uint64_t sequence = 0) { return {CommId{7}, 1, 0, 5, sequence}; }
 
-class RbmTest : public ::testing::Test {
- protected:
-  /// Lands `data[offset, offset + length)` as a network segment would.
-  absl::Status Arrive(uint64_t offset, uint32_t length, uint64_t total, const std::byte* data,
-                      uint64_t sequence = 0) {
-    const poe::SegmentHeader header = Segment(offset, length, total, sequence);
-    absl::StatusOr<std::byte*> landing = rbm_.Land(header, scratch_.data());
-    if (!landing.ok()) return landing.status();
-    if (*landing == nullptr) return absl::ResourceExhaustedError("no room");
-    if (length > 0) std::memcpy(*landing, data + offset, length);
-    return rbm_.Landed(header);
-  }
-
-  RxTarget CopyInto(std::vector<std::byte>& out) {
-    return {.bytes = out.size(), .result = out.data(), .on_complete = [this] { ++completed_; }};
-  }
-
-  int spaces_ = 0;
-  int completed_ = 0;
-  std::vector<std::byte> scratch_ = std::vector<std::byte>(kBuffer);
-  Rbm rbm_{4 * kBuffer, kBuffer, [this] { ++spaces_; }};
-};
-
 std::vector<std::byte> Pattern(size_t size) {
   std::vector<std::byte> data(size);
   for (size_t i = 0; i < size; ++i) data[i] = std::byte(i * 7 + 1);
   return data;
 }
 
-TEST_F(RbmTest, PostedCopyLandsInTheDestination) {
+class RbmTest : public ::testing::Test {
+ protected:
+  RbmTest() { account_ = rbm_.OpenAccount(2).account; }
+
+  /// Lands `segment`, its payload read from `data` at the segment's offset.
+  absl::Status Arrive(const poe::SegmentHeader& segment, const std::byte* data) {
+    absl::StatusOr<std::byte*> landing = rbm_.Land(segment, scratch_.data(), account_);
+    if (!landing.ok()) return landing.status();
+    if (segment.length > 0) std::memcpy(*landing, data + segment.offset, segment.length);
+    return rbm_.Landed(segment);
+  }
+  absl::Status Eager(const std::vector<std::byte>& data, uint64_t sequence = 0) {
+    return Arrive(Segment(SegmentType::kEagerData, 0, data.size(), data.size(), sequence),
+                  data.data());
+  }
+
+  RxTarget CopyInto(std::vector<std::byte>& out) {
+    return {.bytes = out.size(), .result = out.data(), .on_complete = [this] { ++completed_; }};
+  }
+
+  int completed_ = 0;
+  std::vector<std::pair<MessageKey, uint64_t>> cleared_;
+  std::vector<std::byte> scratch_ = std::vector<std::byte>(kSegment);
+  Rbm rbm_{kBuffers * kEager, kEager, kSegment, [this](const MessageKey& key, uint64_t total) {
+             cleared_.push_back({key, total});
+           }};
+  uint64_t account_ = 0;
+};
+
+TEST_F(RbmTest, PostedEagerMessageLandsInTheDestinationAndReturnsItsCredit) {
   const std::vector<std::byte> data = Pattern(100);
   std::vector<std::byte> out(100);
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  absl::StatusOr<std::byte*> landing = rbm_.Land(Segment(0, 64, 100), scratch_.data());
-  ASSERT_TRUE(landing.ok());
+  const poe::SegmentHeader segment = Segment(SegmentType::kEagerData, 0, 100, 100);
+  absl::StatusOr<std::byte*> landing = rbm_.Land(segment, scratch_.data(), account_);
+  ASSERT_TRUE(landing.ok()) << landing.status();
   EXPECT_EQ(*landing, out.data());  // no staging
-  std::memcpy(*landing, data.data(), 64);
-  ASSERT_TRUE(rbm_.Landed(Segment(0, 64, 100)).ok());
-  EXPECT_EQ(completed_, 0);
-  ASSERT_TRUE(Arrive(64, 36, 100, data.data()).ok());
+  std::memcpy(*landing, data.data(), 100);
+  ASSERT_TRUE(rbm_.Landed(segment).ok());
   EXPECT_EQ(completed_, 1);
   EXPECT_EQ(out, data);
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+  EXPECT_EQ(rbm_.TakeCredits(), (std::vector<std::pair<uint64_t, uint32_t>>{{account_, 1}}));
+}
+
+TEST_F(RbmTest, EarlyEagerMessageIsStagedAndItsCreditReturnsWhenApplied) {
+  const std::vector<std::byte> data = Pattern(kEager);
+  ASSERT_TRUE(Eager(data).ok());
+  EXPECT_EQ(rbm_.used_bytes(), kEager);
+  EXPECT_TRUE(rbm_.Arrived(Key()));
+  EXPECT_TRUE(rbm_.TakeCredits().empty());
+  std::vector<std::byte> out(kEager);
+  ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
+  EXPECT_EQ(completed_, 1);
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+  EXPECT_EQ(rbm_.TakeCredits(), (std::vector<std::pair<uint64_t, uint32_t>>{{account_, 1}}));
+}
+
+TEST_F(RbmTest, EagerBeyondTheCreditsOrTheLimitIsRejected) {
+  ASSERT_TRUE(Eager(Pattern(10), 0).ok());
+  ASSERT_TRUE(Eager(Pattern(10), 1).ok());
+  absl::Status status = Eager(Pattern(10), 2);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("(tag 5, sequence 2)"));
+  EXPECT_THAT(status.message(), HasSubstr("eager message beyond the 2 credits granted"));
+  // Posting one receive returns one credit; once handed out it may be spent again.
+  std::vector<std::byte> out(10);
+  ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(out)).ok());
+  EXPECT_EQ(rbm_.TakeCredits().size(), 1u);
+  EXPECT_TRUE(Eager(Pattern(10), 3).ok());
+  EXPECT_THAT(Eager(Pattern(kEager + 8), 4).message(), HasSubstr("beyond the 2 credits"));
+
+  const uint64_t other = rbm_.OpenAccount(1).account;
+  const std::vector<std::byte> big = Pattern(kEager + 8);
+  EXPECT_THAT(rbm_.Land(Segment(SegmentType::kEagerData, 0, big.size(), big.size(), 5),
+                        scratch_.data(), other)
+                  .status()
+                  .message(),
+              HasSubstr("eager message of 4104 bytes exceeds the eager limit of 4096"));
+  EXPECT_THAT(rbm_.Land(Segment(SegmentType::kEagerData, 0, 8, 8, 3), scratch_.data(), other)
+                  .status()
+                  .message(),
+              HasSubstr("eager message that was already announced"));
+}
+
+TEST_F(RbmTest, AccountsReserveOnlyWhatThePoolHas) {
+  EXPECT_EQ(rbm_.reserved_bytes(), 2 * kEager);
+  const Rbm::Grant second = rbm_.OpenAccount(5);  // two buffers are left
+  EXPECT_EQ(second.credits, 2u);
+  EXPECT_EQ(rbm_.reserved_bytes(), 4 * kEager);
+  const uint64_t third = rbm_.OpenAccount(5).account;
+  EXPECT_TRUE(rbm_.TakeCredits().empty());
+  EXPECT_THAT(rbm_.Land(Segment(SegmentType::kEagerData, 0, 8, 8), scratch_.data(), third)
+                  .status()
+                  .message(),
+              HasSubstr("beyond the 0 credits"));
+  // A local eager message finds no unclaimed buffer and waits for its receive.
+  const std::vector<std::byte> data = Pattern(64);
+  int sent = 0;
+  absl::StatusOr<bool> eager = rbm_.Deliver(Key(9), data.data(), 64, true, [&] { ++sent; });
+  ASSERT_TRUE(eager.ok());
+  EXPECT_FALSE(*eager);
+  EXPECT_EQ(sent, 0);
+  rbm_.CloseAccount(second.account);
+  EXPECT_EQ(rbm_.reserved_bytes(), 2 * kEager);
+  EXPECT_TRUE(*rbm_.Deliver(Key(10), data.data(), 64, true, [&] { ++sent; }));
+  EXPECT_EQ(sent, 1);
+  EXPECT_EQ(rbm_.used_bytes(), kEager);
+  rbm_.CloseAccount(account_);
+  rbm_.CloseAccount(third);
+  EXPECT_EQ(rbm_.reserved_bytes(), 0u);
+}
+
+TEST_F(RbmTest, StagedMessagesOfAClosedAccountAreStillReceived) {
+  const std::vector<std::byte> data = Pattern(kEager);
+  ASSERT_TRUE(Eager(data).ok());
+  rbm_.CloseAccount(account_);
+  EXPECT_EQ(rbm_.reserved_bytes(), 0u);
+  // Three buffers are free and unclaimed; the staged one comes back when applied.
+  EXPECT_EQ(rbm_.OpenAccount(4).credits, 3u);
+  std::vector<std::byte> out(kEager);
+  ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_TRUE(rbm_.TakeCredits().empty());  // no credit for a closed account
   EXPECT_EQ(rbm_.used_bytes(), 0u);
 }
 
-TEST_F(RbmTest, EarlyArrivalsAreStagedThenApplied) {
-  const std::vector<std::byte> data = Pattern(150);
-  ASSERT_TRUE(Arrive(0, 64, 150, data.data()).ok());
-  ASSERT_TRUE(Arrive(64, 64, 150, data.data()).ok());
-  EXPECT_EQ(rbm_.used_bytes(), 2 * kBuffer);
-  std::vector<std::byte> out(150);
-  ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
+TEST_F(RbmTest, RendezvousIsClearedOnceRequestedAndPostedInEitherOrder) {
+  const std::vector<std::byte> data = Pattern(3 * kSegment);
+  std::vector<std::byte> early(data.size()), late(data.size());
+  // Requested first, posted later.
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 0)).ok());
+  EXPECT_TRUE(cleared_.empty());
+  EXPECT_FALSE(rbm_.Arrived(Key(0)));
+  ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(late)).ok());
+  ASSERT_EQ(cleared_.size(), 1u);
+  EXPECT_EQ(cleared_[0], (std::pair<MessageKey, uint64_t>{Key(0), data.size()}));
+  // Posted first, requested later.
+  ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(early)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 1)).ok());
+  ASSERT_EQ(cleared_.size(), 2u);
+  for (uint64_t sequence : {0, 1}) {
+    for (uint64_t offset = 0; offset < data.size(); offset += kSegment) {
+      const poe::SegmentHeader segment =
+          Segment(SegmentType::kRendezvousData, offset, kSegment, data.size(), sequence);
+      absl::StatusOr<std::byte*> landing = rbm_.Land(segment, scratch_.data(), account_);
+      ASSERT_TRUE(landing.ok()) << landing.status();
+      EXPECT_EQ(*landing, (sequence == 0 ? late : early).data() + offset);  // no staging
+      std::memcpy(*landing, data.data() + offset, kSegment);
+      ASSERT_TRUE(rbm_.Landed(segment).ok());
+    }
+  }
+  EXPECT_EQ(completed_, 2);
+  EXPECT_EQ(late, data);
+  EXPECT_EQ(early, data);
   EXPECT_EQ(rbm_.used_bytes(), 0u);
-  EXPECT_EQ(spaces_, 2);
-  EXPECT_EQ(completed_, 0);
-  ASSERT_TRUE(Arrive(128, 22, 150, data.data()).ok());
-  EXPECT_EQ(completed_, 1);
-  EXPECT_EQ(out, data);
+  EXPECT_TRUE(rbm_.TakeCredits().empty());  // rendezvous spends no credit
 }
 
 TEST_F(RbmTest, ReduceReceiveReducesEachSegmentOnArrival) {
-  std::vector<int32_t> incoming(40), mine(40), result(40, 0);
+  std::vector<int32_t> incoming(5000), mine(5000), result(5000, 0);
   std::iota(incoming.begin(), incoming.end(), 100);
   std::iota(mine.begin(), mine.end(), 1);
-  RxTarget target{.bytes = 160,
+  RxTarget target{.bytes = 20000,
                   .function = Function::kReduce,
                   .result = reinterpret_cast<std::byte*>(result.data()),
                   .memory_operand = reinterpret_cast<const std::byte*>(mine.data()),
                   .datatype = DataType::kInt32,
                   .on_complete = [this] { ++completed_; }};
   ASSERT_TRUE(rbm_.Post(Key(), std::move(target)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 20000)).ok());
   const auto* bytes = reinterpret_cast<const std::byte*>(incoming.data());
-  ASSERT_TRUE(Arrive(0, 64, 160, bytes).ok());
-  EXPECT_EQ(result[15], 115 + 16);
-  EXPECT_EQ(result[16], 0);  // later elements wait for their segment
-  ASSERT_TRUE(Arrive(64, 64, 160, bytes).ok());
-  ASSERT_TRUE(Arrive(128, 32, 160, bytes).ok());
+  ASSERT_TRUE(Arrive(Segment(SegmentType::kRendezvousData, 0, 8192, 20000), bytes).ok());
+  EXPECT_EQ(result[2047], incoming[2047] + mine[2047]);
+  EXPECT_EQ(result[2048], 0);  // later elements wait for their segment
+  ASSERT_TRUE(Arrive(Segment(SegmentType::kRendezvousData, 8192, 8192, 20000), bytes).ok());
+  ASSERT_TRUE(Arrive(Segment(SegmentType::kRendezvousData, 16384, 3616, 20000), bytes).ok());
   EXPECT_EQ(completed_, 1);
-  for (int i = 0; i < 40; ++i) EXPECT_EQ(result[i], incoming[i] + mine[i]);
-}
-
-TEST_F(RbmTest, FullPoolAnswersNoRoomUntilTheReceiveIsPosted) {
-  const std::vector<std::byte> data = Pattern(6 * kBuffer);
-  for (uint64_t k = 0; k < 4; ++k) {
-    ASSERT_TRUE(Arrive(k * kBuffer, kBuffer, data.size(), data.data()).ok());
-  }
-  EXPECT_EQ(rbm_.used_bytes(), rbm_.pool_bytes());
-  absl::StatusOr<std::byte*> landing = rbm_.Land(Segment(256, 64, 384), scratch_.data());
-  ASSERT_TRUE(landing.ok());
-  EXPECT_EQ(*landing, nullptr);  // no room: the caller stops reading
-  std::vector<std::byte> out(data.size());
-  ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  EXPECT_EQ(spaces_, 4);
-  ASSERT_TRUE(Arrive(256, 64, 384, data.data()).ok());  // asked again: goes direct
-  ASSERT_TRUE(Arrive(320, 64, 384, data.data()).ok());
-  EXPECT_EQ(completed_, 1);
-  EXPECT_EQ(out, data);
+  for (int i = 0; i < 5000; ++i) ASSERT_EQ(result[i], incoming[i] + mine[i]) << i;
 }
 
 TEST_F(RbmTest, EmptyMessagesMatchToo) {
   std::vector<std::byte> out;
-  ASSERT_TRUE(Arrive(0, 0, 0, nullptr).ok());
+  ASSERT_TRUE(Eager({}).ok());
   EXPECT_EQ(rbm_.used_bytes(), 0u);
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
   EXPECT_EQ(completed_, 1);
   ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(out)).ok());
   EXPECT_EQ(completed_, 1);  // waits for its (empty) message
-  ASSERT_TRUE(Arrive(0, 0, 0, nullptr, 1).ok());
-  EXPECT_EQ(completed_, 2);
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 0, 1)).ok());
+  EXPECT_EQ(completed_, 2);  // cleared, and nothing more to come
+  EXPECT_EQ(cleared_.size(), 1u);
 }
 
 TEST_F(RbmTest, RejectsSegmentsThatDoNotFit) {
-  const std::vector<std::byte> data = Pattern(1000);
+  const std::vector<std::byte> data = Pattern(3 * kSegment);
   std::vector<std::byte> out(100);
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  absl::StatusOr<std::byte*> landing = rbm_.Land(Segment(0, 64, 200), scratch_.data());
-  EXPECT_EQ(landing.status().message(),
+  EXPECT_EQ(rbm_.Land(Segment(SegmentType::kEagerData, 0, 200, 200), scratch_.data(), account_)
+                .status()
+                .message(),
             "message from rank 1 to rank 0 (tag 5, sequence 0) of communicator "
             "07000000000000000000000000000000: has 200 bytes but the posted receive expects 100");
+  EXPECT_THAT(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 300, 0)).message(),
+              HasSubstr("has 300 bytes but the posted receive expects 100"));
 
-  ASSERT_TRUE(Arrive(0, 64, 300, data.data(), 1).ok());
-  EXPECT_NE(rbm_.Land(Segment(128, 64, 300, 1), scratch_.data())
-                .status()
-                .message()
-                .find("segment at offset 128 arrived where offset 64 was due"),
-            std::string::npos);
-  EXPECT_NE(rbm_.Land(Segment(64, 64, 400, 1), scratch_.data())
-                .status()
-                .message()
-                .find("total changed from 300 to 400 bytes"),
-            std::string::npos);
-  EXPECT_NE(rbm_.Land(Segment(0, 65, 300, 2), scratch_.data())
-                .status()
-                .message()
-                .find("segment of 65 bytes exceeds the 64-byte rx buffers"),
-            std::string::npos);
+  // Rendezvous data before its clear-to-send: nobody asked for it.
+  EXPECT_THAT(
+      rbm_.Land(Segment(SegmentType::kRendezvousData, 0, 64, 64, 1), scratch_.data(), account_)
+          .status()
+          .message(),
+      HasSubstr("(tag 5, sequence 1) of communicator 07000000000000000000000000000000: "
+                "rendezvous data without a clear-to-send"));
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 2)).ok());
+  EXPECT_THAT(rbm_.Land(Segment(SegmentType::kRendezvousData, 0, 64, data.size(), 2),
+                        scratch_.data(), account_)
+                  .status()
+                  .message(),
+              HasSubstr("rendezvous data without a clear-to-send"));  // not posted yet
+  EXPECT_THAT(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 2)).message(),
+              HasSubstr("rendezvous request for a message that was already announced"));
+  std::vector<std::byte> big(data.size());
+  ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(big)).ok());
+  ASSERT_TRUE(
+      Arrive(Segment(SegmentType::kRendezvousData, 0, kSegment, data.size(), 2), data.data()).ok());
+  EXPECT_THAT(rbm_.Land(Segment(SegmentType::kRendezvousData, 2 * kSegment, 64, data.size(), 2),
+                        scratch_.data(), account_)
+                  .status()
+                  .message(),
+              HasSubstr("segment at offset 16384 arrived where offset 8192 was due"));
+  EXPECT_THAT(rbm_.Land(Segment(SegmentType::kRendezvousData, kSegment, 64, 2 * data.size(), 2),
+                        scratch_.data(), account_)
+                  .status()
+                  .message(),
+              HasSubstr("total changed from 24576 to 49152 bytes"));
+  EXPECT_THAT(
+      rbm_.Land(Segment(SegmentType::kRendezvousData, kSegment, kSegment + 8, data.size(), 2),
+                scratch_.data(), account_)
+          .status()
+          .message(),
+      HasSubstr("segment of 8200 bytes exceeds the segment size of 8192"));
+  ASSERT_TRUE(Eager(Pattern(30), 3).ok());
   std::vector<std::byte> small(10);
-  EXPECT_NE(rbm_.Post(Key(1), CopyInto(small))
-                .message()
-                .find("has 300 bytes but the posted receive expects 10"),
-            std::string::npos);
+  EXPECT_THAT(rbm_.Post(Key(3), CopyInto(small)).message(),
+              HasSubstr("has 30 bytes but the posted receive expects 10"));
 }
 
-TEST_F(RbmTest, LocalDeliveryGoesDirectOrWaitsForSpace) {
-  const std::vector<std::byte> data = Pattern(5 * kBuffer);
-  for (uint64_t k = 0; k < 4; ++k) {
-    absl::StatusOr<bool> delivered =
-        rbm_.Deliver(Segment(k * kBuffer, kBuffer, data.size()), data.data() + k * kBuffer);
-    ASSERT_TRUE(delivered.ok() && *delivered);
-  }
-  absl::StatusOr<bool> delivered = rbm_.Deliver(Segment(256, 64, 320), data.data() + 256);
-  ASSERT_TRUE(delivered.ok());
-  EXPECT_FALSE(*delivered);
-  std::vector<std::byte> out(data.size());
+TEST_F(RbmTest, LocalMessagesGoEagerWhenSmallElseWaitForTheReceive) {
+  const std::vector<std::byte> small = Pattern(kEager), large = Pattern(3 * kEager);
+  std::vector<std::byte> small_out(small.size()), large_out(large.size());
+  int sent = 0;
+  // Small with a free unclaimed buffer: staged, the sender is done at once.
+  absl::StatusOr<bool> eager =
+      rbm_.Deliver(Key(0), small.data(), small.size(), true, [&] { ++sent; });
+  ASSERT_TRUE(eager.ok() && *eager);
+  EXPECT_EQ(sent, 1);
+  EXPECT_EQ(rbm_.used_bytes(), kEager);
+  // Large: kept until the receive is posted, then copied straight across.
+  eager = rbm_.Deliver(Key(1), large.data(), large.size(), false, [&] { ++sent; });
+  ASSERT_TRUE(eager.ok());
+  EXPECT_FALSE(*eager);
+  EXPECT_EQ(sent, 1);
+  ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(large_out)).ok());
+  EXPECT_EQ(sent, 2);
+  EXPECT_EQ(large_out, large);
+  ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(small_out)).ok());
+  EXPECT_EQ(small_out, small);
+  EXPECT_EQ(completed_, 2);
+  // Receive first: applied at once, whatever the size.
+  ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(large_out)).ok());
+  eager = rbm_.Deliver(Key(2), small.data(), large.size(), false, [&] { ++sent; });
+  ASSERT_TRUE(eager.ok());
+  EXPECT_EQ(sent, 3);
+  EXPECT_EQ(completed_, 3);
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+  EXPECT_TRUE(rbm_.TakeCredits().empty());
+}
+
+TEST_F(RbmTest, DetachedLocalMessageIsCopiedAndStillDelivered) {
+  std::vector<std::byte> source = Pattern(3 * kEager);
+  const std::vector<std::byte> expected = source;
+  int sent = 0;
+  ASSERT_TRUE(rbm_.Deliver(Key(), source.data(), source.size(), false, [&] { ++sent; }).ok());
+  rbm_.Detach(Key());
+  source.assign(source.size(), std::byte{0});  // the sender's memory is free again
+  std::vector<std::byte> out(source.size());
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  delivered = rbm_.Deliver(Segment(256, 64, 320), data.data() + 256);
-  ASSERT_TRUE(delivered.ok() && *delivered);
+  EXPECT_EQ(out, expected);
+  EXPECT_EQ(sent, 0);
   EXPECT_EQ(completed_, 1);
-  EXPECT_EQ(out, data);
 }
 
 TEST_F(RbmTest, DropForgetsACommunicator) {
-  const std::vector<std::byte> data = Pattern(200);
-  ASSERT_TRUE(Arrive(0, 64, 200, data.data()).ok());
+  ASSERT_TRUE(Eager(Pattern(200)).ok());
   std::vector<std::byte> out(10);
   ASSERT_TRUE(rbm_.Post(Key(3), CopyInto(out)).ok());
   rbm_.Drop(CommId{7});
@@ -199,60 +343,67 @@ TEST_F(RbmTest, DropForgetsACommunicator) {
 }
 
 TEST_F(RbmTest, DropUnfinishedKeepsWholeMessagesOfALeavingRank) {
-  const std::vector<std::byte> data = Pattern(100);
-  ASSERT_TRUE(Arrive(0, 64, 100, data.data(), 0).ok());
-  ASSERT_TRUE(Arrive(64, 36, 100, data.data(), 0).ok());  // sequence 0: whole
-  ASSERT_TRUE(Arrive(0, 64, 100, data.data(), 1).ok());   // sequence 1: half
+  const std::vector<std::byte> data = Pattern(2 * kSegment);
+  ASSERT_TRUE(Eager(Pattern(100), 0).ok());  // sequence 0: whole
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 1)).ok());
+  std::vector<std::byte> half(data.size());  // sequence 1: half arrived
+  ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(half)).ok());
+  ASSERT_TRUE(
+      Arrive(Segment(SegmentType::kRendezvousData, 0, kSegment, data.size(), 1), data.data()).ok());
   std::vector<std::byte> posted(100);
   ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(posted)).ok());  // sequence 2: nothing yet
   EXPECT_TRUE(rbm_.Arrived(Key(0)));
   EXPECT_FALSE(rbm_.Arrived(Key(1)));
-  EXPECT_EQ(rbm_.used_bytes(), 3 * kBuffer);
+  EXPECT_EQ(rbm_.used_bytes(), kEager);
 
   rbm_.DropUnfinished(CommId{7}, {2});  // another rank left: nothing changes
-  EXPECT_EQ(rbm_.used_bytes(), 3 * kBuffer);
+  EXPECT_EQ(rbm_.used_bytes(), kEager);
   rbm_.DropUnfinished(CommId{7}, {1});
-  EXPECT_EQ(rbm_.used_bytes(), 2 * kBuffer);
+  EXPECT_EQ(rbm_.used_bytes(), kEager);
   EXPECT_TRUE(rbm_.Arrived(Key(0)));
-  EXPECT_FALSE(rbm_.Arrived(Key(1)));
   std::vector<std::byte> out(100);
   ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(out)).ok());
   EXPECT_EQ(completed_, 1);
-  EXPECT_EQ(out, data);
-  ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(posted)).ok());  // the old post is gone
+  EXPECT_EQ(out, Pattern(100));
+  ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(half)).ok());  // the old posts are gone
+  ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(posted)).ok());
   EXPECT_EQ(rbm_.used_bytes(), 0u);
 }
 
 TEST_F(RbmTest, AbandonedReceiveDiscardsTheRest) {
-  const std::vector<std::byte> data = Pattern(200);
-  std::vector<std::byte> out(200, std::byte{0x11});
+  const std::vector<std::byte> data = Pattern(3 * kSegment);
+  std::vector<std::byte> out(data.size(), std::byte{0x11});
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  ASSERT_TRUE(Arrive(0, 64, 200, data.data()).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size())).ok());
+  ASSERT_TRUE(
+      Arrive(Segment(SegmentType::kRendezvousData, 0, kSegment, data.size()), data.data()).ok());
   // The next segment is landing in `out` when the receive is given up: `out` is free only
   // once that segment is in, which on_complete tells.
-  absl::StatusOr<std::byte*> landing = rbm_.Land(Segment(64, 64, 200), scratch_.data());
+  const poe::SegmentHeader second =
+      Segment(SegmentType::kRendezvousData, kSegment, kSegment, data.size());
+  absl::StatusOr<std::byte*> landing = rbm_.Land(second, scratch_.data(), account_);
   ASSERT_TRUE(landing.ok());
-  EXPECT_EQ(*landing, out.data() + 64);
+  EXPECT_EQ(*landing, out.data() + kSegment);
   EXPECT_FALSE(rbm_.Abandon(Key()));
-  std::memcpy(*landing, data.data() + 64, 64);
-  ASSERT_TRUE(rbm_.Landed(Segment(64, 64, 200)).ok());
+  std::memcpy(*landing, data.data() + kSegment, kSegment);
+  ASSERT_TRUE(rbm_.Landed(second).ok());
   EXPECT_EQ(completed_, 1);
   const std::vector<std::byte> snapshot = out;
-  ASSERT_TRUE(Arrive(128, 64, 200, data.data()).ok());  // discarded
-  ASSERT_TRUE(Arrive(192, 8, 200, data.data()).ok());
+  ASSERT_TRUE(Arrive(Segment(SegmentType::kRendezvousData, 2 * kSegment, kSegment, data.size()),
+                     data.data())
+                  .ok());  // discarded
   EXPECT_EQ(out, snapshot);
   EXPECT_EQ(completed_, 1);
-  EXPECT_EQ(rbm_.used_bytes(), 0u);
   EXPECT_TRUE(rbm_.Abandon(Key()));  // forgotten once whole
 
   std::vector<std::byte> other(100, std::byte{0x22});
   ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(other)).ok());
   EXPECT_TRUE(rbm_.Abandon(Key(1)));  // nothing landing: free at once
-  ASSERT_TRUE(Arrive(0, 64, 100, data.data(), 1).ok());
-  ASSERT_TRUE(Arrive(64, 36, 100, data.data(), 1).ok());
+  ASSERT_TRUE(Eager(Pattern(100), 1).ok());
   EXPECT_EQ(other, std::vector<std::byte>(100, std::byte{0x22}));
   EXPECT_EQ(completed_, 1);
   EXPECT_EQ(rbm_.used_bytes(), 0u);
+  EXPECT_EQ(rbm_.TakeCredits().size(), 1u);  // the discarded eager message's credit
 }
 
 }  // namespace

@@ -29,11 +29,15 @@ TEST(HandshakeTest, ControlMessagesRoundTrip) {
   const ControlMessage hello{.kind = ControlKind::kHello,
                              .nonce = nonce,
                              .segment_bytes = 65536,
+                             .eager_bytes = 16384,
                              .connector = "10.0.0.1:4000",
                              .acceptor = "10.0.0.2:4000"};
   EXPECT_EQ(Roundtrip(hello), hello);
-  const ControlMessage challenge{
-      .kind = ControlKind::kChallenge, .nonce = nonce, .segment_bytes = 4096, .mac = mac};
+  const ControlMessage challenge{.kind = ControlKind::kChallenge,
+                                 .nonce = nonce,
+                                 .segment_bytes = 4096,
+                                 .eager_bytes = 0,
+                                 .mac = mac};
   EXPECT_EQ(Roundtrip(challenge), challenge);
   const ControlMessage response{.kind = ControlKind::kResponse, .mac = mac};
   EXPECT_EQ(Roundtrip(response), response);
@@ -98,9 +102,7 @@ TEST(HandshakeTest, ProofsBindSecretRoleCommAddressesAndNonces) {
       base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1b", ":2", nc, na)));
 }
 
-TEST(HandshakeTest, NoncesAreFresh) {
-  EXPECT_NE(RandomNonce(), RandomNonce());
-}
+TEST(HandshakeTest, NoncesAreFresh) { EXPECT_NE(RandomNonce(), RandomNonce()); }
 
 }  // namespace
 }  // namespace cclo::hw::poe

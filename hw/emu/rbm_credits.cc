@@ -1,0 +1,65 @@
+// The RBM's pool buffers and eager credit accounts. Invariant: the free buffers are at
+// least `promised_`, the sum over open accounts of reserved - staged, so every credit an
+// account has out can be staged; local eager staging takes only buffers beyond that.
+// Cost: O(1) per buffer or credit; TakeCredits is O(accounts with credits to return).
+#include <algorithm>
+
+#include "hw/emu/rbm.h"
+
+namespace cclo::hw::emu {
+
+uint32_t Rbm::Allocate() {
+  if (free_.empty()) return kNoBuffer;
+  const uint32_t buffer = free_.back();
+  free_.pop_back();
+  used_bytes_.fetch_add(buffer_bytes_);
+  return buffer;
+}
+
+void Rbm::Free(uint32_t buffer) {
+  if (buffer == kNoBuffer) return;
+  free_.push_back(buffer);
+  used_bytes_.fetch_sub(buffer_bytes_);
+}
+
+void Rbm::Release(uint64_t account, uint32_t buffer, bool credit) {
+  Free(buffer);
+  auto it = accounts_.find(account);
+  if (it == accounts_.end()) return;  // local, or the account closed meanwhile
+  if (buffer != kNoBuffer) {
+    --it->second.staged;
+    ++promised_;
+  }
+  if (credit && it->second.returnable++ == 0) returning_.push_back(account);
+}
+
+Rbm::Grant Rbm::OpenAccount(uint32_t credits) {
+  const uint64_t unclaimed = free_.size() - promised_;
+  const uint32_t reserved = static_cast<uint32_t>(std::min<uint64_t>(credits, unclaimed));
+  const uint64_t account = next_account_++;
+  accounts_[account] = {.reserved = reserved, .granted = reserved};
+  promised_ += reserved;
+  reserved_bytes_.fetch_add(reserved * buffer_bytes_);
+  return {account, reserved};
+}
+
+void Rbm::CloseAccount(uint64_t account) {
+  auto it = accounts_.find(account);
+  if (it == accounts_.end()) return;
+  promised_ -= it->second.reserved - it->second.staged;
+  reserved_bytes_.fetch_sub(it->second.reserved * buffer_bytes_);
+  accounts_.erase(it);
+}
+
+std::vector<std::pair<uint64_t, uint32_t>> Rbm::TakeCredits() {
+  std::vector<std::pair<uint64_t, uint32_t>> credits;
+  for (uint64_t account : std::exchange(returning_, {})) {
+    auto it = accounts_.find(account);
+    if (it == accounts_.end() || it->second.returnable == 0) continue;
+    it->second.granted += it->second.returnable;
+    credits.push_back({account, std::exchange(it->second.returnable, 0)});
+  }
+  return credits;
+}
+
+}  // namespace cclo::hw::emu

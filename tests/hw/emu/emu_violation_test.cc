@@ -1,0 +1,131 @@
+// EmuDevice against a peer that breaks the eager/rendezvous protocol: rendezvous data
+// nobody cleared, eager messages beyond the credits granted, a clear-to-send for a message
+// the device is not sending, a credit grant beyond the limit. Each breaks only the
+// communicator it came on, with a wire error; another communicator of the same device,
+// with a real peer device, keeps working.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hw/poe/wire.h"
+#include "tests/hw/emu/device_harness.h"
+#include "tests/hw/emu/fake_peer.h"
+
+namespace cclo::hw::emu::testing {
+namespace {
+
+using poe::ControlKind;
+using poe::SegmentHeader;
+using poe::SegmentType;
+using ::testing::HasSubstr;
+
+class EmuViolationTest : public FakePeerTest {
+ protected:
+  void SetUp() override {
+    EmuConfig config = TestConfig();
+    config.credits_per_peer = 1;
+    Start(config);
+    peer_.emplace(device_->DataAddress(), comm_);
+    ASSERT_NO_FATAL_FAILURE(Connect(*peer_));
+    // A second communicator between the device and another one.
+    others_ = MakeDevices(1, config);
+    ASSERT_EQ(others_.size(), 1u);
+    healthy_ = MakeComm({device_, others_[0].get()}, 77);
+    ASSERT_TRUE(ConfigureAll(healthy_).ok());
+  }
+
+  /// Sends `segment` (with `payload`) while rank 1 waits for a message from the fake;
+  /// expects that receive to fail with invalid data naming `problem`, the fake to hear
+  /// BYE, one wire error, and the healthy communicator to go on.
+  void ExpectBreaks(SegmentHeader segment, const std::vector<std::byte>& payload,
+                    const std::string& problem) {
+    RankBuffers buffers;
+    auto pending = PostRecv(buffers, 1 << 20);
+    peer_->SendSegment(segment, payload);
+    Completion failed = Wait(pending);
+    EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(failed.status.message(),
+                HasSubstr("invalid data from peer daemon 127.0.0.1:1 (rank 0)"));
+    EXPECT_THAT(failed.status.message(), HasSubstr(problem));
+    absl::StatusOr<poe::ControlMessage> bye = peer_->ReadControl();  // says why, then closes
+    ASSERT_TRUE(bye.ok()) << bye.status();
+    EXPECT_EQ(bye->kind, ControlKind::kBye);
+    EXPECT_THAT(bye->reason, HasSubstr("invalid data from peer daemon"));  // cut to 256 bytes
+    EXPECT_EQ(device_->Stats().wire_errors, 1u);
+    ExpectHealthyWorks();
+  }
+
+  /// A 300000-byte send and an eager 1000-byte send over the healthy communicator.
+  void ExpectHealthyWorks() {
+    for (uint64_t bytes : {300000, 1000}) {
+      RankBuffers from, to;
+      from.slots[0] = Pattern(bytes, 9);
+      to.slots[2].resize(bytes);
+      CallDescriptor send = Describe(healthy_, Collective::kSend, 0, bytes, DataType::kUint8);
+      send.peer = 1;
+      CallDescriptor recv = Describe(healthy_, Collective::kRecv, 1, bytes, DataType::kUint8);
+      recv.peer = 0;
+      auto sent = Submit(*device_, send, from.Views());
+      auto received = Submit(*others_[0], recv, to.Views());
+      EXPECT_TRUE(Wait(sent).status.ok());
+      EXPECT_TRUE(Wait(received).status.ok());
+      EXPECT_TRUE(to.slots[2] == from.slots[0]) << bytes << " bytes";
+    }
+  }
+
+  std::optional<FakePeer> peer_;
+  std::vector<DevicePtr> others_;
+  TestComm healthy_;
+};
+
+TEST_F(EmuViolationTest, RendezvousDataWithoutClearToSend) {
+  ExpectBreaks(peer_->Message(SegmentType::kRendezvousData, 1 << 20), std::vector<std::byte>(4096),
+               "rendezvous data without a clear-to-send");
+}
+
+TEST_F(EmuViolationTest, RendezvousDataAfterARequestButBeforeTheClearToSend) {
+  peer_->SendSegment(peer_->Message(SegmentType::kRequest, 4096, 5));
+  // Sequence 5 of the fake's messages: nobody posted a receive for it, so no CTS went.
+  ExpectBreaks(peer_->Message(SegmentType::kRendezvousData, 4096, 5), std::vector<std::byte>(4096),
+               "rendezvous data without a clear-to-send");
+}
+
+TEST_F(EmuViolationTest, EagerBeyondTheCredits) {
+  // One credit: the first eager message is fine (staged), the second is one too many.
+  peer_->SendSegment(peer_->Message(SegmentType::kEagerData, 64, 3), std::vector<std::byte>(64));
+  ExpectBreaks(peer_->Message(SegmentType::kEagerData, 64, 4), std::vector<std::byte>(64),
+               "eager message beyond the 1 credits granted to its sender");
+}
+
+TEST_F(EmuViolationTest, EagerLargerThanTheDeviceTakes) {
+  const uint64_t bytes = (64 << 10) + 8;  // fits a segment, not the eager limit
+  ExpectBreaks(peer_->Message(SegmentType::kEagerData, bytes, 1), std::vector<std::byte>(bytes),
+               "eager message of 65544 bytes exceeds the eager limit of 65536");
+}
+
+TEST_F(EmuViolationTest, ClearToSendForAMessageTheDeviceIsNotSending) {
+  SegmentHeader clear = peer_->Message(SegmentType::kClearToSend, 4096);
+  clear.src = 1;  // the device's rank ...
+  clear.dst = 0;  // ... sending to the fake's
+  ExpectBreaks(clear, {},
+               "clear-to-send for the message from rank 1 to rank 0 (tag 1, sequence 0) of "
+               "communicator " +
+                   CommIdHex(comm_.config.id) + ", which this engine is not sending");
+}
+
+TEST_F(EmuViolationTest, ClearToSendInTheWrongDirection) {
+  // Names the fake's rank as the sender: a clear-to-send travels the other way.
+  ExpectBreaks(peer_->Message(SegmentType::kClearToSend, 4096), {},
+               "clear-to-send segment from rank 1, which that peer does not host");
+}
+
+TEST_F(EmuViolationTest, CreditsBeyondTheLimit) {
+  peer_->Grant(poe::kMaxCredits);
+  ExpectBreaks({.type = SegmentType::kCredit, .comm = comm_.config.id, .total = 1}, {},
+               "credit segment raises the eager credits held to 65537, above 65536");
+}
+
+}  // namespace
+}  // namespace cclo::hw::emu::testing
