@@ -52,9 +52,14 @@ absl::StatusOr<attach::Frame> Handshake(int fd, absl::Time deadline) {
   switch (answer->frame.type) {
     case attach::FrameType::kWelcome:
       return answer->frame;
-    case attach::FrameType::kRefused:
-      return absl::PermissionDeniedError(
-          absl::StrCat("cclod refused the attach: ", answer->frame.text));
+    case attach::FrameType::kRefused: {
+      // The id is the daemon's status code: PERMISSION_DENIED for a caller of no tenant,
+      // RESOURCE_EXHAUSTED for a full sessions quota.
+      const uint64_t code = answer->frame.id;
+      return absl::Status(code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code)
+                                                 : absl::StatusCode::kPermissionDenied,
+                          absl::StrCat("cclod refused the attach: ", answer->frame.text));
+    }
     default:
       return absl::InternalError(absl::StrCat("attach handshake: expected WELCOME, got frame type ",
                                               static_cast<int>(answer->frame.type)));

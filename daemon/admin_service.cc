@@ -1,3 +1,6 @@
+#include <map>
+#include <string>
+
 #include "daemon/services.h"
 #include "daemon/status.h"
 #include "daemon/version.h"
@@ -16,8 +19,7 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_version(kVersion);
   response->set_peer_address(peer_address_);
   response->set_data_address(device_->DataAddress());
-  response->set_uptime_seconds(
-      static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - start_)));
+  response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - start_)));
   std::vector<SessionPtr> sessions = sessions_->All();
   response->set_sessions(static_cast<uint32_t>(sessions.size()));
   uint64_t buffers = 0, buffer_bytes = 0;
@@ -56,6 +58,55 @@ grpc::Status AdminService::ShowCommunicator(grpc::ServerContext*,
       communicators_->Show(request->comm_id());
   if (!show.ok()) return ToGrpc(show.status());
   *response = *std::move(show);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListTenants(grpc::ServerContext*, const cclo::v1::ListTenantsRequest*,
+                                       cclo::v1::ListTenantsResponse* response) {
+  std::map<std::string, Session::OpCounts> ops;
+  for (const SessionPtr& session : sessions_->All()) {
+    const Session::OpCounts counts = session->CountOps();
+    Session::OpCounts& sum = ops[session->tenant()->name()];
+    sum.queued += counts.queued;
+    sum.running += counts.running;
+  }
+  for (const TenantPtr& tenant : tenants_->All()) {
+    cclo::v1::TenantInfo& info = *response->add_tenants();
+    info.set_name(tenant->name());
+    info.set_weight(tenant->weight());
+    const auto limits = tenant->Limits();
+    const auto used = tenant->Usage();
+    const auto refusals = tenant->Refusals();
+    for (size_t slot = 0; slot < kResourceCount; ++slot) {
+      cclo::v1::QuotaUse& quota = *info.add_quotas();
+      quota.set_name(ResourceName(static_cast<Resource>(slot)));
+      quota.set_limit(limits[slot]);
+      quota.set_used(used[slot]);
+      info.set_refusals(info.refusals() + refusals[slot]);
+    }
+    info.set_ops_queued(ops[tenant->name()].queued);
+    info.set_ops_running(ops[tenant->name()].running);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListSessions(grpc::ServerContext*, const cclo::v1::ListSessionsRequest*,
+                                        cclo::v1::ListSessionsResponse* response) {
+  for (const SessionPtr& session : sessions_->All()) {
+    cclo::v1::SessionInfo& info = *response->add_sessions();
+    info.set_session_id(session->id());
+    info.set_tenant(session->tenant()->name());
+    info.set_pid(static_cast<uint32_t>(session->credentials().pid));
+    info.set_uid(session->credentials().uid);
+    info.set_gid(session->credentials().gid);
+    info.set_buffers(static_cast<uint32_t>(session->BufferCount()));
+    info.set_buffer_bytes(session->BufferBytes());
+    info.set_communicators(static_cast<uint32_t>(session->CommHandles().size()));
+    const Session::OpCounts ops = session->CountOps();
+    info.set_ops_queued(ops.queued);
+    info.set_ops_running(ops.running);
+    info.set_attached_unix_ms(static_cast<uint64_t>(absl::ToUnixMillis(session->attached())));
+  }
   return grpc::Status::OK;
 }
 

@@ -31,6 +31,7 @@ absl::Status Errno(const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::string& path,
+                                                                  const TenantStore* tenants,
                                                                   SessionRegistry* sessions,
                                                                   SessionEndFn on_end) {
   sockaddr_un address{};
@@ -55,14 +56,15 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::str
     return Errno("eventfd");
   }
   return std::unique_ptr<AttachServer>(
-      new AttachServer(path, fd, wake, sessions, std::move(on_end)));
+      new AttachServer(path, fd, wake, tenants, sessions, std::move(on_end)));
 }
 
-AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd,
+AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
                            SessionRegistry* sessions, SessionEndFn on_end)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       wake_fd_(wake_fd),
+      tenants_(tenants),
       sessions_(sessions),
       on_end_(std::move(on_end)),
       thread_([this] { Run(); }) {}
@@ -93,7 +95,8 @@ void AttachServer::Run() {
         next_deadline == absl::InfiniteFuture()
             ? -1
             : static_cast<int>(absl::ToInt64Milliseconds(
-                  std::max(next_deadline - absl::Now(), absl::ZeroDuration())) + 1);
+                                   std::max(next_deadline - absl::Now(), absl::ZeroDuration())) +
+                               1);
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("attach server poll failed: {}", std::strerror(errno));
@@ -109,8 +112,8 @@ void AttachServer::Run() {
       } else if (absl::Now() >= pending.deadline) {
         pending_.erase(fds[i].fd);
         Refuse(fds[i].fd, pending.credentials,
-               absl::DeadlineExceededError(absl::StrCat(
-                   "no HELLO within ", absl::FormatDuration(kHelloTimeout))));
+               absl::DeadlineExceededError(
+                   absl::StrCat("no HELLO within ", absl::FormatDuration(kHelloTimeout))));
       }
     }
     for (size_t i = first_connection; i < fds.size(); ++i) {
@@ -142,8 +145,7 @@ void AttachServer::Accept() {
     close(fd);
     return;
   }
-  pending_[fd] = {absl::Now() + kHelloTimeout,
-                  {credentials.pid, credentials.uid, credentials.gid}};
+  pending_[fd] = {absl::Now() + kHelloTimeout, {credentials.pid, credentials.uid, credentials.gid}};
 }
 
 void AttachServer::Greet(int fd, const Pending& pending) {
@@ -159,13 +161,17 @@ void AttachServer::Greet(int fd, const Pending& pending) {
       refusal = absl::InvalidArgumentError("HELLO must not carry file descriptors");
     }
     if (hello->frame.type != attach::FrameType::kHello) {
-      refusal = absl::InvalidArgumentError(absl::StrCat(
-          "expected a HELLO frame, got type ", static_cast<int>(hello->frame.type)));
+      refusal = absl::InvalidArgumentError(
+          absl::StrCat("expected a HELLO frame, got type ", static_cast<int>(hello->frame.type)));
     }
   }
   if (!refusal.ok()) return Refuse(fd, pending.credentials, refusal);
   const PeerCredentials& credentials = pending.credentials;
-  SessionPtr session = sessions_->Create(credentials, fd);
+  absl::StatusOr<TenantPtr> tenant = tenants_->Identify(credentials.uid, credentials.gid);
+  if (!tenant.ok()) return Refuse(fd, credentials, tenant.status());
+  absl::StatusOr<Lease> lease = (*tenant)->Acquire(Resource::kSessions, 1);
+  if (!lease.ok()) return Refuse(fd, credentials, lease.status());
+  SessionPtr session = sessions_->Create(credentials, fd, *tenant, *std::move(lease));
   attach::Frame welcome{attach::FrameType::kWelcome, session->id(), 0, session->token()};
   if (absl::Status sent = attach::SendFrame(fd, welcome); !sent.ok()) {
     spdlog::warn("attach: welcome to pid {} failed: {}", credentials.pid,
@@ -175,15 +181,15 @@ void AttachServer::Greet(int fd, const Pending& pending) {
     return;
   }
   connections_[fd] = session->id();
-  spdlog::info("session {} attached: pid {} uid {} gid {}", session->id(), credentials.pid,
-               credentials.uid, credentials.gid);
+  spdlog::info("session {} attached: pid {} uid {} gid {}, tenant '{}'", session->id(),
+               credentials.pid, credentials.uid, credentials.gid, (*tenant)->name());
 }
 
-void AttachServer::Refuse(int fd, const PeerCredentials& credentials,
-                          const absl::Status& reason) {
+void AttachServer::Refuse(int fd, const PeerCredentials& credentials, const absl::Status& reason) {
   spdlog::warn("attach from pid {} uid {} refused: {}", credentials.pid, credentials.uid,
                std::string(reason.message()));
-  attach::Frame refused{attach::FrameType::kRefused, 0, 0,
+  // The id carries the status code, so the client reports it as it is.
+  attach::Frame refused{attach::FrameType::kRefused, static_cast<uint64_t>(reason.code()), 0,
                         std::string(reason.message().substr(0, attach::kTextBytes - 1))};
   (void)attach::SendFrame(fd, refused);
   close(fd);

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/sessions.h"
+#include "daemon/tenants.h"
 
 namespace cclo::daemon {
 
@@ -17,17 +18,20 @@ class AttachServer {
  public:
   using SessionEndFn = std::function<void(const SessionPtr&)>;
 
-  /// Binds `path` (replacing a stale socket file) with mode 0666 and starts serving.
+  /// Binds `path` (replacing a stale socket file) with mode 0666 and starts serving. A
+  /// caller becomes a session of the tenant `tenants` maps it to, charged to that tenant's
+  /// sessions quota; an unknown caller or a full quota is refused with the reason.
   /// `on_end` runs on the server thread after a client's connection closed.
   static absl::StatusOr<std::unique_ptr<AttachServer>> Start(const std::string& path,
+                                                             const TenantStore* tenants,
                                                              SessionRegistry* sessions,
                                                              SessionEndFn on_end);
   /// Stops serving, ends every session (running `on_end`) and removes the socket file.
   ~AttachServer();
 
  private:
-  AttachServer(std::string path, int listen_fd, int wake_fd, SessionRegistry* sessions,
-               SessionEndFn on_end);
+  AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
+               SessionRegistry* sessions, SessionEndFn on_end);
   /// A connection accepted but not yet greeted: it must send HELLO by `deadline`.
   struct Pending {
     absl::Time deadline;
@@ -44,6 +48,7 @@ class AttachServer {
   const std::string path_;
   const int listen_fd_;
   const int wake_fd_;  ///< eventfd that stops Run()
+  const TenantStore* const tenants_;
   SessionRegistry* const sessions_;
   const SessionEndFn on_end_;
   /// Touched only by the server thread: greeted connections (fd -> session id) and

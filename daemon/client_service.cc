@@ -29,6 +29,9 @@ grpc::Status ClientService::AllocBuffer(grpc::ServerContext* context,
     return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
         "buffer size ", request->bytes(), " is not in [1, ", config_->max_buffer_bytes, "]")));
   }
+  absl::StatusOr<Lease> lease =
+      (*session)->tenant()->Acquire(Resource::kBufferBytes, request->bytes());
+  if (!lease.ok()) return ToGrpc(lease.status());
   uint64_t id;
   {
     absl::MutexLock lock(&mu_);
@@ -36,7 +39,8 @@ grpc::Status ClientService::AllocBuffer(grpc::ServerContext* context,
   }
   absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(id, request->bytes());
   if (!buffer.ok()) return ToGrpc(buffer.status());
-  if (absl::Status added = (*session)->AddBuffer(*buffer); !added.ok()) return ToGrpc(added);
+  if (absl::Status added = (*session)->AddBuffer(*buffer, *std::move(lease)); !added.ok())
+    return ToGrpc(added);
   response->set_buffer_id(id);
   response->set_bytes(request->bytes());
   return grpc::Status::OK;
@@ -93,6 +97,11 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
   absl::StatusOr<cclo::v1::SubmitResponse> submitted = ops_->Submit(*session, *request);
+  if (absl::IsResourceExhausted(submitted.status())) {
+    context->AddTrailingMetadata(
+        "cclo-retry-after-ms",
+        std::to_string(absl::ToInt64Milliseconds((*session)->tenant()->RetryHint())));
+  }
   if (!submitted.ok()) return ToGrpc(submitted.status());
   *response = *std::move(submitted);
   return grpc::Status::OK;

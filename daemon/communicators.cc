@@ -43,6 +43,8 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   if (rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " >= size ", size));
   }
+  absl::StatusOr<Lease> lease = session->tenant()->Acquire(Resource::kCommunicators, 1);
+  if (!lease.ok()) return lease.status();
   const hw::CommId id = token->id;
   {
     absl::MutexLock lock(&mu_);
@@ -52,18 +54,23 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
       comm.secret = token->secret;
       comm.size = size;
       comm.created = absl::Now();
+      comm.tenant = session->tenant()->name();
     } else if (comm.secret != token->secret) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "token secret does not match communicator ", hw::CommIdHex(id), " joined here"));
+      return absl::PermissionDeniedError(absl::StrCat("token secret does not match communicator ",
+                                                      hw::CommIdHex(id), " joined here"));
+    } else if (comm.tenant != session->tenant()->name()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("communicator ", hw::CommIdHex(id), " is not open to tenant '",
+                       session->tenant()->name(), "' on this daemon"));
     } else if (comm.size != size) {
-      return absl::InvalidArgumentError(absl::StrCat("size ", size, " disagrees with size ",
-                                                     comm.size, " of ranks joined here"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("size ", size, " disagrees with size ", comm.size, " of ranks joined here"));
     } else if (comm.local_ranks.count(rank)) {
       return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " of communicator ",
                                                    hw::CommIdHex(id), " already joined here"));
     } else if (comm.state == State::kBroken) {
-      return absl::UnavailableError(absl::StrCat("communicator ", hw::CommIdHex(id),
-                                                 " is broken: ", comm.error));
+      return absl::UnavailableError(
+          absl::StrCat("communicator ", hw::CommIdHex(id), " is broken: ", comm.error));
     }
     comm.local_ranks.insert(rank);
     comm.departed.erase(rank);
@@ -96,8 +103,8 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
                                           " failed: ", response.status().message())));
   }
   if (response->ranks_size() != static_cast<int>(size)) {
-    return fail(absl::InternalError(absl::StrCat("root daemon answered with ",
-                                                 response->ranks_size(), " ranks, not ", size)));
+    return fail(absl::InternalError(
+        absl::StrCat("root daemon answered with ", response->ranks_size(), " ranks, not ", size)));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -120,7 +127,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   }
   if (comm.state == State::kJoining) comm.state = State::kReady;
   uint64_t handle = next_handle_++;
-  handles_[handle] = {session->id(), session->credentials().pid, id, rank};
+  handles_[handle] = {session->id(), session->credentials().pid, id, rank, *std::move(lease)};
   session->AddCommHandle(handle);
   spdlog::info("session {} joined communicator {} as rank {} of {}", session->id(),
                hw::CommIdHex(id), rank, size);
@@ -170,13 +177,11 @@ absl::StatusOr<Member> Communicators::Resolve(const SessionPtr& session, uint64_
   absl::MutexLock lock(&mu_);
   auto found = handles_.find(handle);
   if (found == handles_.end() || found->second.session_id != session->id()) {
-    return absl::NotFoundError(absl::StrCat("no communicator handle ", handle,
-                                            " in this session"));
+    return absl::NotFoundError(absl::StrCat("no communicator handle ", handle, " in this session"));
   }
   const Comm& comm = comms_.at(found->second.comm);
   if (comm.state == State::kBroken) {
-    return absl::UnavailableError(absl::StrCat("communicator ",
-                                               hw::CommIdHex(found->second.comm),
+    return absl::UnavailableError(absl::StrCat("communicator ", hw::CommIdHex(found->second.comm),
                                                " is broken: ", comm.error));
   }
   return Member{found->second.comm, found->second.rank, comm.size};
@@ -211,10 +216,9 @@ absl::Status Communicators::Destroy(const SessionPtr& session, uint64_t handle) 
   absl::MutexLock lock(&mu_);
   auto found = handles_.find(handle);
   if (found == handles_.end() || found->second.session_id != session->id()) {
-    return absl::NotFoundError(absl::StrCat("no communicator handle ", handle,
-                                            " in this session"));
+    return absl::NotFoundError(absl::StrCat("no communicator handle ", handle, " in this session"));
   }
-  Handle destroyed = found->second;
+  Handle destroyed = std::move(found->second);
   handles_.erase(found);
   session->RemoveCommHandle(handle);
   LeaveLocked(destroyed.comm, destroyed.rank,
@@ -227,7 +231,7 @@ void Communicators::EndSession(const SessionPtr& session) {
   for (uint64_t handle : session->CommHandles()) {
     auto found = handles_.find(handle);
     if (found == handles_.end()) continue;
-    Handle ended = found->second;
+    Handle ended = std::move(found->second);
     handles_.erase(found);
     const std::string reason = ClientExited(*session, ended.rank);
     Comm& comm = comms_.at(ended.comm);
@@ -255,6 +259,7 @@ std::vector<cclo::v1::CommunicatorInfo> Communicators::List() const {
     info.set_error(comm.error);
     info.set_ops_completed(comm.ops_completed);
     for (const cclo::v1::RankInfo& rank : comm.table) *info.add_ranks() = rank;
+    info.set_tenant(comm.tenant);
   }
   return list;
 }
@@ -274,6 +279,7 @@ absl::StatusOr<cclo::v1::ShowCommunicatorResponse> Communicators::Show(
   show.set_size(comm.size);
   show.set_state(StateName(comm.state));
   show.set_error(comm.error);
+  show.set_tenant(comm.tenant);
   for (const cclo::v1::RankInfo& rank : comm.table) {
     cclo::v1::MemberInfo& member = *show.add_members();
     member.set_rank(rank.rank());
@@ -350,8 +356,7 @@ void Communicators::BreakLocked(const hw::CommId& id, Comm& comm, const std::str
   }
 }
 
-void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank,
-                                const std::string& reason) {
+void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank, const std::string& reason) {
   auto found = comms_.find(id);
   if (found == comms_.end()) return;
   Comm& comm = found->second;

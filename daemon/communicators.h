@@ -17,6 +17,7 @@
 #include "daemon/peer_client.h"
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
+#include "daemon/tenants.h"
 #include "daemon/token.h"
 #include "hw/device.h"
 
@@ -48,8 +49,8 @@ class Communicators {
   };
   /// Joins `rank` of a `size`-rank communicator for `session`; returns when every rank
   /// joined and all data sessions are up, or fails by `deadline`.
-  absl::StatusOr<Joined> Join(const SessionPtr& session, const std::string& token,
-                              uint32_t rank, uint32_t size, absl::Time deadline);
+  absl::StatusOr<Joined> Join(const SessionPtr& session, const std::string& token, uint32_t rank,
+                              uint32_t size, absl::Time deadline);
 
   /// The rank a handle of `session` names; NOT_FOUND for handles it does not own,
   /// UNAVAILABLE (with the reason) once the communicator broke.
@@ -94,6 +95,8 @@ class Communicators {
     std::string error;
     std::vector<cclo::v1::RankInfo> table;
     std::set<uint32_t> local_ranks;
+    /// The tenant of the local ranks: a communicator is never shared between tenants here.
+    std::string tenant;
     bool configure_started = false;
     std::optional<absl::Status> configured;
     bool device_removed = false;
@@ -110,6 +113,7 @@ class Communicators {
     pid_t client_pid = 0;
     hw::CommId comm{};
     uint32_t rank = 0;
+    Lease lease;  ///< on the tenant's communicators quota
   };
 
   static const char* StateName(State state);

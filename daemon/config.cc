@@ -40,9 +40,8 @@ Setter Number(T Config::*field, uint64_t min, uint64_t max) {
   return [field, min, max](const YAML::Node& node, Config& config) -> absl::Status {
     absl::StatusOr<uint64_t> value = As<uint64_t>(node, "");
     if (!value.ok() || *value < min || *value > max) {
-      return absl::InvalidArgumentError(absl::StrCat("'", YAML::Dump(node),
-                                                     "' is not a whole number in [", min,
-                                                     ", ", max, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", YAML::Dump(node), "' is not a whole number in [", min, ", ", max, "]"));
     }
     config.*field = static_cast<T>(*value);
     return absl::OkStatus();
@@ -61,6 +60,124 @@ Setter Millis(absl::Duration Config::*field) {
   };
 }
 
+/// A list of scalars of type T.
+template <typename T>
+absl::Status List(const YAML::Node& node, const std::string& key, std::vector<T>& out) {
+  if (!node.IsSequence())
+    return absl::InvalidArgumentError(absl::StrCat("'", key, "' must be a list"));
+  for (const YAML::Node& item : node) {
+    absl::StatusOr<T> value = As<T>(item, key);
+    if (!value.ok()) return value.status();
+    out.push_back(*std::move(value));
+  }
+  return absl::OkStatus();
+}
+
+/// A whole number in [min, max] under `key` of a tenant entry.
+template <typename T>
+absl::Status Bounded(const YAML::Node& node, const std::string& key, uint64_t min, uint64_t max,
+                     T& out) {
+  absl::StatusOr<uint64_t> value = As<uint64_t>(node, key);
+  if (!value.ok() || *value < min || *value > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", key, "': '", YAML::Dump(node), "' is not a whole number in [", min, ", ", max, "]"));
+  }
+  out = static_cast<T>(*value);
+  return absl::OkStatus();
+}
+
+absl::Status ParseQuotas(const YAML::Node& node, TenantQuotas& quotas) {
+  if (!node.IsMap()) return absl::InvalidArgumentError("'quotas' must be a mapping");
+  for (const auto& entry : node) {
+    const std::string key = entry.first.as<std::string>();
+    absl::Status status;
+    if (key == "buffer_bytes") {
+      status = Bounded(entry.second, key, 0, 1ull << 48, quotas.buffer_bytes);
+    } else if (key == "communicators") {
+      status = Bounded(entry.second, key, 0, 1u << 20, quotas.communicators);
+    } else if (key == "inflight_ops") {
+      status = Bounded(entry.second, key, 0, 1u << 20, quotas.inflight_ops);
+    } else if (key == "sessions") {
+      status = Bounded(entry.second, key, 0, 1u << 20, quotas.sessions);
+    } else {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "unknown quota '", key, "'; valid: buffer_bytes, communicators, inflight_ops, sessions"));
+    }
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TenantConfig> ParseTenant(const YAML::Node& node) {
+  if (!node.IsMap()) return absl::InvalidArgumentError("a tenant must be a mapping");
+  TenantConfig tenant;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.as<std::string>();
+    absl::Status status;
+    if (key == "name") {
+      absl::StatusOr<std::string> name = As<std::string>(entry.second, key);
+      if (!name.ok()) return name.status();
+      tenant.name = *name;
+    } else if (key == "uids") {
+      status = List(entry.second, key, tenant.uids);
+    } else if (key == "users") {
+      status = List(entry.second, key, tenant.users);
+    } else if (key == "groups") {
+      status = List(entry.second, key, tenant.groups);
+    } else if (key == "weight") {
+      status = Bounded(entry.second, key, 1, 1000, tenant.weight);
+    } else if (key == "quotas") {
+      status = ParseQuotas(entry.second, tenant.quotas);
+    } else {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "unknown tenant key '", key, "'; valid: name, uids, users, groups, weight, quotas"));
+    }
+    if (!status.ok()) return status;
+  }
+  const bool valid_name =
+      !tenant.name.empty() && tenant.name.size() <= 32 &&
+      tenant.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+  if (!valid_name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tenant name '", tenant.name, "' is not 1 to 32 characters of a-z, 0-9, _ and -"));
+  }
+  return tenant;
+}
+
+absl::Status ParseTenants(const YAML::Node& node, Config& config) {
+  if (!node.IsSequence() || node.size() == 0) {
+    return absl::InvalidArgumentError("expected a non-empty list of tenants");
+  }
+  config.tenants.clear();
+  std::map<std::string, std::string> claimed;  // "uid 5", "user bob", "group ml" -> tenant
+  for (size_t i = 0; i < node.size(); ++i) {
+    absl::StatusOr<TenantConfig> tenant = ParseTenant(node[i]);
+    if (!tenant.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tenant ", i, ": ", tenant.status().message()));
+    }
+    std::vector<std::string> identities;
+    for (uint32_t uid : tenant->uids) identities.push_back(absl::StrCat("uid ", uid));
+    for (const std::string& user : tenant->users) identities.push_back("user " + user);
+    for (const std::string& group : tenant->groups) identities.push_back("group " + group);
+    for (const std::string& identity : identities) {
+      auto [owner, inserted] = claimed.emplace(identity, tenant->name);
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            identity, " is listed by tenants '", owner->second, "' and '", tenant->name, "'"));
+      }
+    }
+    for (const TenantConfig& earlier : config.tenants) {
+      if (earlier.name == tenant->name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tenant '", tenant->name, "' is listed twice"));
+      }
+    }
+    config.tenants.push_back(*std::move(tenant));
+  }
+  return absl::OkStatus();
+}
+
 const std::map<std::string, Setter>& Setters() {
   static const auto* setters = new std::map<std::string, Setter>{
       {"runtime_dir", String(&Config::runtime_dir)},
@@ -77,6 +194,10 @@ const std::map<std::string, Setter>& Setters() {
       {"op_deadline_ms", Millis(&Config::op_deadline)},
       {"join_timeout_ms", Millis(&Config::join_timeout)},
       {"log_level", String(&Config::log_level)},
+      {"admin_group", String(&Config::admin_group)},
+      {"tenants", ParseTenants},
+      {"default_tenant", String(&Config::default_tenant)},
+      {"scheduler", String(&Config::scheduler)},
   };
   return *setters;
 }
@@ -106,25 +227,23 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
     }
     absl::Status status = setter->second(entry.second, config);
     if (!status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config key '", key, "': ", status.message()));
+      return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': ", status.message()));
     }
   }
   if (spdlog::level::from_str(config.log_level) == spdlog::level::off &&
       config.log_level != "off") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config key 'log_level': '", config.log_level,
-        "' is not one of trace, debug, info, warn, error, critical, off"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key 'log_level': '", config.log_level,
+                     "' is not one of trace, debug, info, warn, error, critical, off"));
   }
   if (config.segment_bytes % 8 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("config key 'segment_bytes': ",
-                                                   config.segment_bytes,
-                                                   " is not a multiple of 8"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config key 'segment_bytes': ", config.segment_bytes, " is not a multiple of 8"));
   }
   if (config.segment_bytes > config.rx_pool_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config: segment_bytes ", config.segment_bytes,
-                     " exceeds rx_pool_bytes ", config.rx_pool_bytes));
+    return absl::InvalidArgumentError(absl::StrCat("config: segment_bytes ", config.segment_bytes,
+                                                   " exceeds rx_pool_bytes ",
+                                                   config.rx_pool_bytes));
   }
   if (!root["eager_max_bytes"]) {
     config.eager_max_bytes = std::min(config.eager_max_bytes, config.segment_bytes);
@@ -132,6 +251,20 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
     return absl::InvalidArgumentError(
         absl::StrCat("config: eager_max_bytes ", config.eager_max_bytes, " exceeds segment_bytes ",
                      config.segment_bytes, " (an eager message travels as one segment)"));
+  }
+  if (config.scheduler != "drr" && config.scheduler != "fifo") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key 'scheduler': '", config.scheduler, "' is not one of drr, fifo"));
+  }
+  if (!config.default_tenant.empty()) {
+    std::string names;
+    for (const TenantConfig& tenant : config.tenants) {
+      if (tenant.name == config.default_tenant) return config;
+      absl::StrAppend(&names, names.empty() ? "" : ", ", tenant.name);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key 'default_tenant': '", config.default_tenant,
+                     "' names no tenant (tenants: ", names, "); '' refuses unknown callers"));
   }
   return config;
 }

@@ -3,11 +3,31 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace cclo::daemon {
+
+/// What one tenant may hold at a time.
+struct TenantQuotas {
+  uint64_t buffer_bytes = 16ull << 30;  ///< bytes of shared-memory buffers
+  uint32_t communicators = 256;         ///< communicator memberships (handles)
+  uint32_t inflight_ops = 1024;         ///< ops submitted and not finished
+  uint32_t sessions = 64;               ///< attached client sessions
+};
+
+/// A tenant: who belongs to it (any of the listed uids, user names or group names, as
+/// SO_PEERCRED and the user database say), its share of the engine and its quotas.
+struct TenantConfig {
+  std::string name;  ///< [a-z0-9_-], 1..32 characters: also a metric label
+  std::vector<uint32_t> uids;
+  std::vector<std::string> users;
+  std::vector<std::string> groups;  ///< the caller's primary or supplementary groups
+  uint32_t weight = 1;              ///< share of the engine, 1..1000
+  TenantQuotas quotas;
+};
 
 struct Config {
   /// Directory holding attach.sock, client.sock and admin.sock.
@@ -37,6 +57,15 @@ struct Config {
   absl::Duration join_timeout = absl::Seconds(60);
   /// spdlog level name: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  /// Group owning admin.sock (mode 0660); empty keeps the daemon's own group.
+  std::string admin_group;
+  /// Tenants in matching order: a caller belongs to the first tenant that lists it.
+  std::vector<TenantConfig> tenants = {TenantConfig{.name = "default"}};
+  /// The tenant of callers no tenant lists; empty refuses them.
+  std::string default_tenant = "default";
+  /// How the engine shares itself between tenants: "drr" (weighted deficit round robin)
+  /// or "fifo" (arrival order, for comparison).
+  std::string scheduler = "drr";
 };
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values are

@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/version.h"
@@ -52,14 +54,35 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& add
   return server;
 }
 
+/// Mode 0660 and, if `group` is set, that group: who may use ccloctl.
+absl::Status SetAdminMode(const std::string& path, const std::string& group) {
+  gid_t gid = static_cast<gid_t>(-1);
+  if (!group.empty()) {
+    ::group entry{};
+    ::group* found = nullptr;
+    std::vector<char> text(16384);
+    if (getgrnam_r(group.c_str(), &entry, text.data(), text.size(), &found) != 0 ||
+        found == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config key 'admin_group': no group named '", group, "'"));
+    }
+    gid = entry.gr_gid;
+  }
+  if (chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0 || chmod(path.c_str(), 0660) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot set owner group and mode of ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   std::error_code error;
   std::filesystem::create_directories(config.runtime_dir, error);
   if (error) {
-    return absl::UnavailableError(absl::StrCat("cannot create runtime dir ", config.runtime_dir,
-                                               ": ", error.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot create runtime dir ", config.runtime_dir, ": ", error.message()));
   }
   hw::emu::EmuConfig emu;
   emu.listen_host = config.host;
@@ -83,9 +106,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   absl::Status started = daemon->StartServers(peer_port);
   if (reserved_fd >= 0) close(reserved_fd);
   if (!started.ok()) return started;
-  spdlog::info("cclod {} ready: peer {}, data {}, metrics {}:{}, runtime dir {}",
-               kVersion, daemon->peer_address(), daemon->device_->DataAddress(),
-               config.host, daemon->metrics_server_->port(), config.runtime_dir);
+  spdlog::info("cclod {} ready: peer {}, data {}, metrics {}:{}, runtime dir {}", kVersion,
+               daemon->peer_address(), daemon->device_->DataAddress(), config.host,
+               daemon->metrics_server_->port(), config.runtime_dir);
   return daemon;
 }
 
@@ -93,11 +116,12 @@ Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_addr
     : config_(config),
       device_(std::move(device)),
       peer_address_(std::move(peer_address)),
+      tenants_(config_),
       communicators_(device_.get(), &peer_client_, &root_gather_, peer_address_),
       ops_(device_.get(), &communicators_, config.op_deadline),
       client_service_(&config_, &sessions_, &communicators_, &ops_),
       peer_service_(&root_gather_),
-      admin_service_(peer_address_, &sessions_, &communicators_, device_.get()) {}
+      admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, device_.get()) {}
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
@@ -116,10 +140,12 @@ absl::Status Daemon::StartServers(int peer_port) {
   server = StartServer(absl::StrCat("unix:", dir, "/admin.sock"), &admin_service_);
   if (!server.ok()) return server.status();
   admin_server_ = *std::move(server);
-  chmod((dir + "/admin.sock").c_str(), 0660);
+  if (absl::Status owned = SetAdminMode(dir + "/admin.sock", config_.admin_group); !owned.ok()) {
+    return owned;
+  }
 
   absl::StatusOr<std::unique_ptr<AttachServer>> attach = AttachServer::Start(
-      dir + "/attach.sock", &sessions_,
+      dir + "/attach.sock", &tenants_, &sessions_,
       [this](const SessionPtr& session) { communicators_.EndSession(session); });
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);

@@ -16,6 +16,7 @@
 #include "daemon/services.h"
 #include "daemon/sessions.h"
 #include "daemon/telemetry.h"
+#include "daemon/tenants.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -37,6 +38,7 @@ class Daemon {
   const Config config_;
   hw::DevicePtr device_;
   const std::string peer_address_;
+  TenantStore tenants_;
   PeerClient peer_client_;
   RootGather root_gather_;
   SessionRegistry sessions_;

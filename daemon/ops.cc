@@ -120,6 +120,17 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
       request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms()) : default_deadline_;
   const absl::Time submitted = absl::Now();
   const absl::Time deadline = submitted + timeout;
+  const TenantPtr& tenant = session->tenant();
+  absl::StatusOr<Lease> room = tenant->Acquire(
+      Resource::kInflightOps, 1, request.wait_for_room() ? deadline : absl::InfinitePast());
+  if (!room.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(room.status().message(), "; retry after ",
+                                                     absl::ToInt64Milliseconds(tenant->RetryHint()),
+                                                     " ms"));
+  }
+  // Held until the op ends, however it ends: through `ended` if it never reaches the
+  // engine, else through the engine's completion.
+  auto inflight = std::make_shared<Lease>(*std::move(room));
   NewOp op;
   op.comm_handle = request.comm_handle();
   op.after.assign(request.after().begin(), request.after().end());
@@ -127,15 +138,16 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
                          " of communicator ", hw::CommIdHex(call.comm));
   // Communicators counts every accepted op as in flight until it ends, however it ends.
   op.accepted = [this, comm = call.comm] { communicators_->OpStarted(comm); };
-  op.ended = [this, comm = call.comm](const absl::Status& status) {
+  op.ended = [this, comm = call.comm, inflight](const absl::Status& status) {
+    inflight->Release();
     communicators_->OpFinished(comm, status);
   };
   op.held = [this, deadline, session](uint64_t op_id) { Watch({deadline, op_id}, session); };
   // The session calls this when the op may start; it holds only a weak reference, so that
   // the op kept in the session does not keep the session alive.
   op.start = [this, weak = std::weak_ptr<Session>(session), handle = request.comm_handle(), call,
-              buffers = std::move(buffers), submitted, deadline,
-              what = op.what](uint64_t op_id) -> absl::Status {
+              buffers = std::move(buffers), submitted, deadline, what = op.what,
+              inflight](uint64_t op_id) -> absl::Status {
     Unwatch({deadline, op_id});
     SessionPtr owner = weak.lock();
     if (!owner) return absl::UnavailableError("session is closing");
@@ -147,11 +159,15 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
       return absl::DeadlineExceededError(absl::StrCat(
           what, " did not finish by its deadline: the ops it waited for took all its time"));
     }
-    device_->Call(call, buffers, deadline,
-                  [this, owner, op_id, submitted, comm = call.comm](hw::Completion completion) {
-                    communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
-                    owner->FinishOp(op_id, {std::move(completion), absl::Now() - submitted});
-                  });
+    device_->Call(
+        call, buffers, deadline,
+        [this, owner, op_id, submitted, comm = call.comm, inflight](hw::Completion completion) {
+          const absl::Duration elapsed = absl::Now() - submitted;
+          inflight->Release();
+          owner->tenant()->RecordOpTime(elapsed);
+          communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
+          owner->FinishOp(op_id, {std::move(completion), elapsed});
+        });
     return absl::OkStatus();
   };
   absl::StatusOr<uint64_t> op_id = session->AddOp(std::move(op));

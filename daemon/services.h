@@ -12,6 +12,7 @@
 #include "daemon/ops.h"
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
+#include "daemon/tenants.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -70,9 +71,10 @@ class PeerService final : public cclo::v1::Peer::Service {
 /// Admin service on admin.sock, for ccloctl.
 class AdminService final : public cclo::v1::Admin::Service {
  public:
-  AdminService(std::string peer_address, SessionRegistry* sessions,
+  AdminService(std::string peer_address, const TenantStore* tenants, SessionRegistry* sessions,
                Communicators* communicators, hw::Device* device)
       : peer_address_(std::move(peer_address)),
+        tenants_(tenants),
         sessions_(sessions),
         communicators_(communicators),
         device_(device) {}
@@ -88,9 +90,16 @@ class AdminService final : public cclo::v1::Admin::Service {
   grpc::Status ShowCommunicator(grpc::ServerContext* context,
                                 const cclo::v1::ShowCommunicatorRequest* request,
                                 cclo::v1::ShowCommunicatorResponse* response) override;
+  grpc::Status ListTenants(grpc::ServerContext* context,
+                           const cclo::v1::ListTenantsRequest* request,
+                           cclo::v1::ListTenantsResponse* response) override;
+  grpc::Status ListSessions(grpc::ServerContext* context,
+                            const cclo::v1::ListSessionsRequest* request,
+                            cclo::v1::ListSessionsResponse* response) override;
 
  private:
   const std::string peer_address_;
+  const TenantStore* const tenants_;
   const absl::Time start_ = absl::Now();
   SessionRegistry* const sessions_;
   Communicators* const communicators_;

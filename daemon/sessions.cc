@@ -10,7 +10,7 @@
 
 namespace cclo::daemon {
 
-absl::Status Session::AddBuffer(SharedBufferPtr buffer) {
+absl::Status Session::AddBuffer(SharedBufferPtr buffer, Lease lease) {
   absl::MutexLock send_lock(&send_mu_);
   if (closed()) return absl::UnavailableError("session is closing");
   attach::Frame frame{attach::FrameType::kBuffer, buffer->id(), buffer->bytes(), ""};
@@ -18,7 +18,8 @@ absl::Status Session::AddBuffer(SharedBufferPtr buffer) {
     return sent;
   }
   absl::MutexLock lock(&mu_);
-  buffers_.emplace(buffer->id(), std::move(buffer));
+  const uint64_t id = buffer->id();
+  buffers_.emplace(id, HeldBuffer{std::move(buffer), std::move(lease)});
   return absl::OkStatus();
 }
 
@@ -36,13 +37,13 @@ absl::StatusOr<SharedBufferPtr> Session::FindBuffer(uint64_t buffer_id) const {
   if (found == buffers_.end()) {
     return absl::NotFoundError(absl::StrCat("no buffer ", buffer_id, " in this session"));
   }
-  return found->second;
+  return found->second.buffer;
 }
 
 uint64_t Session::BufferBytes() const {
   absl::MutexLock lock(&mu_);
   uint64_t total = 0;
-  for (const auto& [id, buffer] : buffers_) total += buffer->bytes();
+  for (const auto& [id, held] : buffers_) total += held.buffer->bytes();
   return total;
 }
 
@@ -64,6 +65,16 @@ bool Session::RemoveCommHandle(uint64_t handle) {
 std::vector<uint64_t> Session::CommHandles() const {
   absl::MutexLock lock(&mu_);
   return {comm_handles_.begin(), comm_handles_.end()};
+}
+
+Session::OpCounts Session::CountOps() const {
+  absl::MutexLock lock(&mu_);
+  OpCounts counts;
+  for (const auto& [id, op] : ops_) {
+    if (op.state == OpState::kWaiting) ++counts.queued;
+    if (op.state == OpState::kStarted) ++counts.running;
+  }
+  return counts;
 }
 
 namespace {
@@ -305,6 +316,7 @@ void Session::Close() {
     absl::MutexLock lock(&mu_);
     closed_ = true;
     buffers_.clear();
+    lease_.Release();
     // Waiting ops never start; started ones finish in the engine and find nothing to update.
     ends.swap(unstarted_ends_);
     for (auto& [id, op] : ops_) {
@@ -324,12 +336,13 @@ bool Session::closed() const {
   return closed_;
 }
 
-SessionPtr SessionRegistry::Create(PeerCredentials credentials, int attach_fd) {
+SessionPtr SessionRegistry::Create(PeerCredentials credentials, int attach_fd, TenantPtr tenant,
+                                   Lease lease) {
   uint8_t secret[32];
   hw::RandomBytes(secret, sizeof(secret));
   absl::MutexLock lock(&mu_);
   auto session = std::make_shared<Session>(next_id_++, hw::Hex(secret, sizeof(secret)), credentials,
-                                           attach_fd);
+                                           attach_fd, std::move(tenant), std::move(lease));
   by_token_[session->token()] = session;
   by_id_[session->id()] = session;
   return session;

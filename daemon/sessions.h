@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/buffers.h"
+#include "daemon/tenants.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -69,17 +70,27 @@ inline constexpr size_t kMaxAfter = 64;
 /// finished op's result stays until WaitOp collects it; Close() drops everything.
 class Session {
  public:
-  Session(uint64_t id, std::string token, PeerCredentials credentials, int attach_fd)
-      : id_(id), token_(std::move(token)), credentials_(credentials), attach_fd_(attach_fd) {}
+  /// `lease` is the session's charge to its tenant's sessions quota.
+  Session(uint64_t id, std::string token, PeerCredentials credentials, int attach_fd,
+          TenantPtr tenant, Lease lease)
+      : id_(id),
+        token_(std::move(token)),
+        credentials_(credentials),
+        attach_fd_(attach_fd),
+        tenant_(std::move(tenant)),
+        lease_(std::move(lease)) {}
 
   uint64_t id() const { return id_; }
   const std::string& token() const { return token_; }
   const PeerCredentials& credentials() const { return credentials_; }
+  const TenantPtr& tenant() const { return tenant_; }
+  absl::Time attached() const { return attached_; }
   /// Sends the buffer's fd to the client, then records the buffer. The send holds only
   /// `send_mu_` (never `mu_`, which op completions on the engine thread take) and is
   /// bounded by the attach socket's send timeout, so a client that stops reading fails
-  /// its own AllocBuffer and stalls no one else.
-  absl::Status AddBuffer(SharedBufferPtr buffer);
+  /// its own AllocBuffer and stalls no one else. `lease` (the buffer's charge to the
+  /// tenant's buffer_bytes quota) is held until the buffer is removed or the session ends.
+  absl::Status AddBuffer(SharedBufferPtr buffer, Lease lease);
   absl::Status RemoveBuffer(uint64_t buffer_id);
   /// The buffer if this session owns it, else NOT_FOUND (never says whose it is).
   absl::StatusOr<SharedBufferPtr> FindBuffer(uint64_t buffer_id) const;
@@ -89,6 +100,12 @@ class Session {
   void AddCommHandle(uint64_t handle);
   bool RemoveCommHandle(uint64_t handle);
   std::vector<uint64_t> CommHandles() const;
+
+  struct OpCounts {
+    uint64_t queued = 0;   ///< registered, not started
+    uint64_t running = 0;  ///< handed to the engine, not finished
+  };
+  OpCounts CountOps() const;
 
   /// Registers an op and returns its id (unique within the daemon). The op starts through
   /// `op.start` as soon as it may, possibly before this returns; an op in `op.after` that
@@ -120,7 +137,13 @@ class Session {
   const std::string token_;
   const PeerCredentials credentials_;
   const int attach_fd_;
+  const TenantPtr tenant_;
+  const absl::Time attached_ = absl::Now();
 
+  struct HeldBuffer {
+    SharedBufferPtr buffer;
+    Lease lease;
+  };
   enum class OpState { kWaiting, kStarted, kDone };
   struct Op {
     OpState state = OpState::kWaiting;
@@ -157,7 +180,7 @@ class Session {
   /// the engine in submission order.
   absl::Mutex launch_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
-  std::map<uint64_t, SharedBufferPtr> buffers_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, HeldBuffer> buffers_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> comm_handles_ ABSL_GUARDED_BY(mu_);
   /// Every op not collected yet, by id.
   std::map<uint64_t, Op> ops_ ABSL_GUARDED_BY(mu_);
@@ -166,6 +189,7 @@ class Session {
   /// Ends of ops that never reached the engine, to report outside the lock.
   std::vector<std::pair<OpEnded, absl::Status>> unstarted_ends_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  Lease lease_ ABSL_GUARDED_BY(mu_);  ///< on the tenant's sessions quota, until Close()
 };
 
 using SessionPtr = std::shared_ptr<Session>;
@@ -173,7 +197,8 @@ using SessionPtr = std::shared_ptr<Session>;
 /// All live sessions, by token and by id. Thread-safe.
 class SessionRegistry {
  public:
-  SessionPtr Create(PeerCredentials credentials, int attach_fd);
+  /// A new session of `tenant`, holding `lease` on its sessions quota.
+  SessionPtr Create(PeerCredentials credentials, int attach_fd, TenantPtr tenant, Lease lease);
   /// The session holding `token`, or UNAUTHENTICATED.
   absl::StatusOr<SessionPtr> FindByToken(const std::string& token) const;
   /// Removes and returns the session (nullptr if unknown).

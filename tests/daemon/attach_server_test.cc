@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "cclo/v1/attach.h"
 
 namespace cclo::daemon {
@@ -21,8 +22,15 @@ class AttachServerTest : public ::testing::Test {
     char dir[] = "/tmp/cclo.XXXXXX";
     dir_ = mkdtemp(dir);
     path_ = dir_ + "/attach.sock";
+    Serve(Config{});
+  }
+
+  /// (Re)starts the server with the tenants of `config`.
+  void Serve(const Config& config) {
+    server_.reset();
+    tenants_ = std::make_unique<TenantStore>(config);
     absl::StatusOr<std::unique_ptr<AttachServer>> server =
-        AttachServer::Start(path_, &sessions_, [this](const SessionPtr& session) {
+        AttachServer::Start(path_, tenants_.get(), &sessions_, [this](const SessionPtr& session) {
           absl::MutexLock lock(&mu_);
           ended_.push_back(session->id());
         });
@@ -44,7 +52,17 @@ class AttachServerTest : public ::testing::Test {
     return fd;
   }
 
+  /// HELLO and the answer to it.
+  attach::Frame Hello(int fd) {
+    EXPECT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
+    absl::StatusOr<attach::Received> answer =
+        attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? answer->frame : attach::Frame{};
+  }
+
   std::string dir_, path_;
+  std::unique_ptr<TenantStore> tenants_;
   SessionRegistry sessions_;
   std::unique_ptr<AttachServer> server_;
   absl::Mutex mu_;
@@ -54,7 +72,8 @@ class AttachServerTest : public ::testing::Test {
 TEST_F(AttachServerTest, HelloGetsSessionWithPeerCredentials) {
   int fd = Connect();
   ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome =
+      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
   EXPECT_EQ(welcome->frame.text.size(), 64u);
@@ -66,10 +85,64 @@ TEST_F(AttachServerTest, HelloGetsSessionWithPeerCredentials) {
   close(fd);
 }
 
+TEST_F(AttachServerTest, CallerOfNoTenantIsRefusedWhenThereIsNoDefault) {
+  Config config;
+  config.tenants = {TenantConfig{.name = "others", .uids = {getuid() + 1}}};
+  config.default_tenant = "";
+  Serve(config);
+  int fd = Connect();
+  attach::Frame refused = Hello(fd);
+  EXPECT_EQ(refused.type, attach::FrameType::kRefused);
+  EXPECT_EQ(refused.id, static_cast<uint64_t>(absl::StatusCode::kPermissionDenied));
+  EXPECT_NE(refused.text.find(absl::StrCat("uid ", getuid())), std::string::npos) << refused.text;
+  EXPECT_NE(refused.text.find("belongs to no tenant"), std::string::npos) << refused.text;
+  close(fd);
+  EXPECT_TRUE(sessions_.All().empty());
+}
+
+TEST_F(AttachServerTest, CallerListedByUidGetsThatTenant) {
+  Config config;
+  config.tenants = {TenantConfig{.name = "others", .uids = {getuid() + 1}},
+                    TenantConfig{.name = "mine", .uids = {getuid()}}};
+  config.default_tenant = "";
+  Serve(config);
+  int fd = Connect();
+  attach::Frame welcome = Hello(fd);
+  ASSERT_EQ(welcome.type, attach::FrameType::kWelcome) << welcome.text;
+  EXPECT_EQ((*sessions_.FindByToken(welcome.text))->tenant()->name(), "mine");
+  close(fd);
+}
+
+TEST_F(AttachServerTest, FullSessionsQuotaIsRefusedUntilASessionEnds) {
+  Config config;
+  config.tenants[0].quotas.sessions = 1;
+  Serve(config);
+  int first = Connect();
+  ASSERT_EQ(Hello(first).type, attach::FrameType::kWelcome);
+  int second = Connect();
+  attach::Frame refused = Hello(second);
+  EXPECT_EQ(refused.type, attach::FrameType::kRefused);
+  EXPECT_EQ(refused.id, static_cast<uint64_t>(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(refused.text.find("tenant 'default' quota sessions: limit 1, in use 1"),
+            std::string::npos)
+      << refused.text;
+  close(second);
+  close(first);
+  {
+    absl::MutexLock lock(&mu_);
+    auto ended = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !ended_.empty(); };
+    ASSERT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&ended), absl::Seconds(10)));
+  }
+  int third = Connect();
+  EXPECT_EQ(Hello(third).type, attach::FrameType::kWelcome);
+  close(third);
+}
+
 TEST_F(AttachServerTest, ClosingTheConnectionEndsTheSession) {
   int fd = Connect();
   ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome =
+      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   close(fd);
   absl::MutexLock lock(&mu_);
@@ -82,13 +155,15 @@ TEST_F(AttachServerTest, ClosingTheConnectionEndsTheSession) {
 TEST_F(AttachServerTest, BufferFrameCarriesTheFd) {
   int fd = Connect();
   ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome =
+      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   SessionPtr session = *sessions_.FindByToken(welcome->frame.text);
   absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(42, 4096);
   ASSERT_TRUE(buffer.ok());
-  ASSERT_TRUE(session->AddBuffer(*buffer).ok());
-  absl::StatusOr<attach::Received> frame = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(session->AddBuffer(*buffer, {}).ok());
+  absl::StatusOr<attach::Received> frame =
+      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_EQ(frame->frame.type, attach::FrameType::kBuffer);
   EXPECT_EQ(frame->frame.id, 42u);
@@ -103,7 +178,8 @@ TEST_F(AttachServerTest, BadHelloIsRefusedAndServerKeepsServing) {
   int fd = Connect();
   uint8_t garbage[attach::kFrameBytes] = {1, 2, 3};
   ASSERT_EQ(write(fd, garbage, sizeof(garbage)), static_cast<ssize_t>(sizeof(garbage)));
-  absl::StatusOr<attach::Received> refused = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> refused =
+      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
   EXPECT_NE(refused->frame.text.find("magic"), std::string::npos) << refused->frame.text;
@@ -111,7 +187,8 @@ TEST_F(AttachServerTest, BadHelloIsRefusedAndServerKeepsServing) {
 
   int good = Connect();
   ASSERT_TRUE(attach::SendFrame(good, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome = attach::ReceiveFrame(good, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome =
+      attach::ReceiveFrame(good, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
   close(good);
@@ -142,7 +219,8 @@ TEST_F(AttachServerTest, SilentConnectionDoesNotDelayOthersAndIsRefusedLater) {
 TEST_F(AttachServerTest, WrongFirstFrameTypeIsRefused) {
   int fd = Connect();
   ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kBuffer, 1, 1, ""}).ok());
-  absl::StatusOr<attach::Received> refused = attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> refused =
+      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
   EXPECT_NE(refused->frame.text.find("expected a HELLO"), std::string::npos);
@@ -196,14 +274,13 @@ TEST(AttachFrameTest, DecodeRejectsEachBadField) {
   EXPECT_FALSE(attach::Decode(bytes.data(), bytes.size() - 1).ok());
   auto bad_version = bytes;
   bad_version[4] = 9;
-  EXPECT_NE(attach::Decode(bad_version.data(), bad_version.size()).status().message().find(
-                "version 9"),
-            std::string::npos);
+  EXPECT_NE(
+      attach::Decode(bad_version.data(), bad_version.size()).status().message().find("version 9"),
+      std::string::npos);
   auto bad_type = bytes;
   bad_type[6] = 77;
-  EXPECT_NE(
-      attach::Decode(bad_type.data(), bad_type.size()).status().message().find("type 77"),
-      std::string::npos);
+  EXPECT_NE(attach::Decode(bad_type.data(), bad_type.size()).status().message().find("type 77"),
+            std::string::npos);
   auto unterminated = bytes;
   std::fill(unterminated.begin() + 24, unterminated.end(), 'x');
   EXPECT_NE(attach::Decode(unterminated.data(), unterminated.size())

@@ -57,6 +57,49 @@ log_level: debug
   EXPECT_EQ(config->log_level, "debug");
 }
 
+TEST(ConfigTest, ReadsTenants) {
+  absl::StatusOr<Config> config = ParseConfig(R"(
+admin_group: cclo-admin
+scheduler: fifo
+default_tenant: ""
+tenants:
+  - name: training
+    users: [alice]
+    groups: [ml]
+    weight: 3
+    quotas: {buffer_bytes: 1073741824, communicators: 8, inflight_ops: 64, sessions: 4}
+  - name: batch
+    uids: [1001, 1002]
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->admin_group, "cclo-admin");
+  EXPECT_EQ(config->scheduler, "fifo");
+  EXPECT_EQ(config->default_tenant, "");
+  ASSERT_EQ(config->tenants.size(), 2u);
+  const TenantConfig& training = config->tenants[0];
+  EXPECT_EQ(training.name, "training");
+  EXPECT_EQ(training.users, std::vector<std::string>{"alice"});
+  EXPECT_EQ(training.groups, std::vector<std::string>{"ml"});
+  EXPECT_EQ(training.weight, 3u);
+  EXPECT_EQ(training.quotas.buffer_bytes, 1ull << 30);
+  EXPECT_EQ(training.quotas.communicators, 8u);
+  EXPECT_EQ(training.quotas.inflight_ops, 64u);
+  EXPECT_EQ(training.quotas.sessions, 4u);
+  const TenantConfig& batch = config->tenants[1];
+  EXPECT_EQ(batch.uids, (std::vector<uint32_t>{1001, 1002}));
+  EXPECT_EQ(batch.weight, 1u);
+  EXPECT_EQ(batch.quotas.sessions, TenantQuotas{}.sessions);
+}
+
+TEST(ConfigTest, DefaultIsOneDefaultTenantTakingEveryone) {
+  absl::StatusOr<Config> config = ParseConfig("");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->tenants.size(), 1u);
+  EXPECT_EQ(config->tenants[0].name, "default");
+  EXPECT_EQ(config->default_tenant, "default");
+  EXPECT_EQ(config->scheduler, "drr");
+}
+
 struct BadConfig {
   std::string yaml;
   std::string error;
@@ -68,8 +111,7 @@ TEST_P(BadConfigTest, IsRejectedNamingKeyAndValue) {
   absl::StatusOr<Config> config = ParseConfig(GetParam().yaml);
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(config.status().message().find(GetParam().error), std::string::npos)
-      << config.status();
+  EXPECT_NE(config.status().message().find(GetParam().error), std::string::npos) << config.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -82,9 +124,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"op_deadline_ms: 0", "'op_deadline_ms': '0' is not a duration"},
         BadConfig{"log_level: loud", "'loud' is not one of"},
         BadConfig{"runtime_dir: [a, b]", "'runtime_dir': expected a string"},
-        BadConfig{"- a\n- b", "must be a YAML mapping"},
-        BadConfig{"a: [", "not valid YAML"},
-        BadConfig{"segment_bytes: 33554432", "'33554432' is not a whole number in [4096, 16777216]"},
+        BadConfig{"- a\n- b", "must be a YAML mapping"}, BadConfig{"a: [", "not valid YAML"},
+        BadConfig{"segment_bytes: 33554432",
+                  "'33554432' is not a whole number in [4096, 16777216]"},
         BadConfig{"segment_bytes: 4100", "'segment_bytes': 4100 is not a multiple of 8"},
         BadConfig{"rx_pool_bytes: 65536\nsegment_bytes: 131072",
                   "segment_bytes 131072 exceeds rx_pool_bytes 65536"},
@@ -97,7 +139,28 @@ INSTANTIATE_TEST_SUITE_P(
                   "travels as one segment)"},
         BadConfig{"credits_per_peer: 65537",
                   "config key 'credits_per_peer': '65537' is not a whole number in [0, 65536]"},
-        BadConfig{"credits_per_peer: many", "'many' is not a whole number in [0, 65536]"}));
+        BadConfig{"credits_per_peer: many", "'many' is not a whole number in [0, 65536]"},
+        BadConfig{"tenants: []", "config key 'tenants': expected a non-empty list of tenants"},
+        BadConfig{"tenants: [{name: Big}]",
+                  "tenant 0: tenant name 'Big' is not 1 to 32 characters of a-z, 0-9, _ and -"},
+        BadConfig{"tenants: [{uids: [1]}]", "tenant 0: tenant name '' is not 1 to 32"},
+        BadConfig{"tenants: [{name: a, weight: 0}]",
+                  "tenant 0: 'weight': '0' is not a whole number in [1, 1000]"},
+        BadConfig{"tenants: [{name: a, color: red}]",
+                  "unknown tenant key 'color'; valid: name, uids, users, groups, weight, quotas"},
+        BadConfig{"tenants: [{name: a, quotas: {memory: 1}}]",
+                  "unknown quota 'memory'; valid: buffer_bytes, communicators, inflight_ops, "
+                  "sessions"},
+        BadConfig{"tenants: [{name: a, quotas: {sessions: -1}}]", "'sessions': '-1' is not"},
+        BadConfig{"tenants: [{name: a, uids: 5}]", "'uids' must be a list"},
+        BadConfig{"tenants: [{name: a, users: [bob]}, {name: b, users: [bob]}]",
+                  "user bob is listed by tenants 'a' and 'b'"},
+        BadConfig{"tenants: [{name: a}, {name: a}]", "tenant 'a' is listed twice"},
+        BadConfig{"tenants: [{name: a}]",
+                  "config key 'default_tenant': 'default' names no tenant (tenants: a); '' "
+                  "refuses unknown callers"},
+        BadConfig{"scheduler: lottery",
+                  "config key 'scheduler': 'lottery' is not one of drr, fifo"}));
 
 TEST(ConfigTest, MissingFileIsNotFound) {
   absl::StatusOr<Config> config = LoadConfig("/nonexistent/cclod.yaml");

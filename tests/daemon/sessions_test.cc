@@ -48,7 +48,7 @@ absl::Status Ended(Session& session, uint64_t op_id) {
 }
 
 TEST(SessionTest, ConcurrentWaitsOnOneOpCollectItOnce) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t op = Add(session, Op(started));
   absl::StatusOr<std::optional<OpResult>> first, second;
@@ -69,7 +69,7 @@ TEST(SessionTest, ConcurrentWaitsOnOneOpCollectItOnce) {
 }
 
 TEST(SessionTest, WaitTimesOutWithoutResultAndKeepsTheOp) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t op = Add(session, Op(started));
   absl::StatusOr<std::optional<OpResult>> waited = session.WaitOp(op, absl::Milliseconds(1));
@@ -81,7 +81,7 @@ TEST(SessionTest, WaitTimesOutWithoutResultAndKeepsTheOp) {
 }
 
 TEST(SessionTest, CloseWakesWaiters) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t op = Add(session, Op(started));
   absl::StatusOr<std::optional<OpResult>> waited;
@@ -92,7 +92,7 @@ TEST(SessionTest, CloseWakesWaiters) {
 }
 
 TEST(SessionTest, OpIdsDifferAcrossSessions) {
-  Session first(1, "a", {}, -1), second(2, "b", {}, -1);
+  Session first(1, "a", {}, -1, nullptr, {}), second(2, "b", {}, -1, nullptr, {});
   Started started;
   const uint64_t op = Add(first, Op(started));
   absl::StatusOr<uint64_t> foreign = second.AddOp(Op(started, {op}));
@@ -103,7 +103,7 @@ TEST(SessionTest, OpIdsDifferAcrossSessions) {
 }
 
 TEST(SessionTest, OpStartsOnlyAfterWhatItWaitsFor) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t first = Add(session, Op(started));
   bool held = false;
@@ -122,7 +122,7 @@ TEST(SessionTest, OpStartsOnlyAfterWhatItWaitsFor) {
 }
 
 TEST(SessionTest, FailedDependencyAbortsTheChain) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t first = Add(session, Op(started));
   const uint64_t second = Add(session, Op(started, {first}));
@@ -145,7 +145,7 @@ TEST(SessionTest, FailedDependencyAbortsTheChain) {
 }
 
 TEST(SessionTest, OpsOfOneHandleStartInSubmissionOrder) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t other = Add(session, Op(started, {}, kHandle + 1));
   const uint64_t blocked = Add(session, Op(started, {other}));
@@ -157,7 +157,7 @@ TEST(SessionTest, OpsOfOneHandleStartInSubmissionOrder) {
 }
 
 TEST(SessionTest, BadAfterListsAreRefused) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t op = Add(session, Op(started));
   absl::StatusOr<uint64_t> twice = session.AddOp(Op(started, {op, op}));
@@ -173,7 +173,7 @@ TEST(SessionTest, BadAfterListsAreRefused) {
 }
 
 TEST(SessionTest, CancelOnlyWhileWaiting) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t running = Add(session, Op(started));
   const uint64_t waiting = Add(session, Op(started, {running}));
@@ -200,7 +200,7 @@ TEST(SessionTest, CancelOnlyWhileWaiting) {
 }
 
 TEST(SessionTest, ExpiredWaitingOpSaysWhatItWaitedFor) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t running = Add(session, Op(started));
   const uint64_t waiting = Add(session, Op(started, {running}));
@@ -224,7 +224,7 @@ TEST(SessionTest, ExpiredWaitingOpSaysWhatItWaitedFor) {
 }
 
 TEST(SessionTest, OpThatCannotStartEndsWithTheReason) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   NewOp op;
   op.comm_handle = kHandle;
   op.start = [](uint64_t) { return absl::UnavailableError("communicator is broken"); };
@@ -233,7 +233,7 @@ TEST(SessionTest, OpThatCannotStartEndsWithTheReason) {
 }
 
 TEST(SessionTest, CloseDropsWaitingOpsAndTheirBuffers) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   Started started;
   const uint64_t running = Add(session, Op(started));
   auto buffer = std::make_shared<int>(0);
@@ -250,7 +250,7 @@ TEST(SessionTest, CloseDropsWaitingOpsAndTheirBuffers) {
 }
 
 TEST(SessionTest, HooksReportAcceptanceAndEveryEndWithoutTheEngine) {
-  Session session(1, "token", {}, -1);
+  Session session(1, "token", {}, -1, nullptr, {});
   std::vector<std::string> events;
   // An op whose hooks log "<name> accepted|started|ended <code>".
   auto logged = [&](const std::string& name, std::vector<uint64_t> after, bool fail_start) {

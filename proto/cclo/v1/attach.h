@@ -1,7 +1,8 @@
 // The attach protocol, version 1: fixed-size frames on the Unix stream socket attach.sock.
 //
 //   client -> daemon  HELLO    (once, right after connect)
-//   daemon -> client  WELCOME  (session id and token) or REFUSED (reason), then
+//   daemon -> client  WELCOME  (session id and token) or REFUSED (status code and reason),
+//                              then
 //   daemon -> client  BUFFER   (buffer id and size, with the buffer's memfd by SCM_RIGHTS),
 //                              one per AllocBuffer, sent before the RPC answers.
 //
@@ -31,7 +32,7 @@ enum class FrameType : uint16_t {
 /// One decoded frame.
 struct Frame {
   FrameType type = FrameType::kHello;
-  uint64_t id = 0;     ///< WELCOME: session id; BUFFER: buffer id
+  uint64_t id = 0;     ///< WELCOME: session id; BUFFER: buffer id; REFUSED: status code
   uint64_t bytes = 0;  ///< BUFFER: buffer size
   std::string text;    ///< WELCOME: session token; REFUSED: reason
 };

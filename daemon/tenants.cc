@@ -1,0 +1,229 @@
+#include "daemon/tenants.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace cclo::daemon {
+namespace {
+
+size_t Slot(Resource resource) { return static_cast<size_t>(resource); }
+
+class SystemUserDatabase final : public UserDatabase {
+ public:
+  std::string UserName(uid_t uid) const override {
+    passwd entry{};
+    passwd* found = nullptr;
+    std::vector<char> text(16384);
+    if (getpwuid_r(uid, &entry, text.data(), text.size(), &found) != 0 || found == nullptr) {
+      return "";
+    }
+    return entry.pw_name;
+  }
+
+  std::vector<std::string> GroupNames(const std::string& user, gid_t primary) const override {
+    std::vector<gid_t> gids(64);
+    int count = static_cast<int>(gids.size());
+    if (user.empty()) {
+      gids.assign(1, primary);
+    } else {
+      while (getgrouplist(user.c_str(), primary, gids.data(), &count) < 0) {
+        gids.resize(static_cast<size_t>(count) * 2);
+        count = static_cast<int>(gids.size());
+      }
+      gids.resize(static_cast<size_t>(count));
+    }
+    std::vector<std::string> names;
+    std::vector<char> text(16384);
+    for (gid_t gid : gids) {
+      group entry{};
+      group* found = nullptr;
+      if (getgrgid_r(gid, &entry, text.data(), text.size(), &found) == 0 && found != nullptr) {
+        names.push_back(entry.gr_name);
+      }
+    }
+    return names;
+  }
+};
+
+}  // namespace
+
+const char* ResourceName(Resource resource) {
+  switch (resource) {
+    case Resource::kBufferBytes:
+      return "buffer_bytes";
+    case Resource::kCommunicators:
+      return "communicators";
+    case Resource::kInflightOps:
+      return "inflight_ops";
+    case Resource::kSessions:
+      return "sessions";
+  }
+  return "unknown";
+}
+
+Lease::Lease(TenantPtr tenant, Resource resource, uint64_t amount)
+    : tenant_(std::move(tenant)), resource_(resource), amount_(amount) {}
+
+Lease::Lease(Lease&& other) noexcept
+    : tenant_(std::move(other.tenant_)), resource_(other.resource_), amount_(other.amount_) {
+  other.amount_ = 0;
+}
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    tenant_ = std::move(other.tenant_);
+    resource_ = other.resource_;
+    amount_ = std::exchange(other.amount_, 0);
+  }
+  return *this;
+}
+
+void Lease::Release() {
+  if (tenant_ != nullptr && amount_ > 0) tenant_->Give(resource_, amount_);
+  tenant_ = nullptr;
+  amount_ = 0;
+}
+
+uint32_t Tenant::weight() const {
+  absl::MutexLock lock(&mu_);
+  return config_.weight;
+}
+
+TenantQuotas Tenant::quotas() const {
+  absl::MutexLock lock(&mu_);
+  return config_.quotas;
+}
+
+uint64_t Tenant::Limit(Resource resource) const {
+  switch (resource) {
+    case Resource::kBufferBytes:
+      return config_.quotas.buffer_bytes;
+    case Resource::kCommunicators:
+      return config_.quotas.communicators;
+    case Resource::kInflightOps:
+      return config_.quotas.inflight_ops;
+    case Resource::kSessions:
+      return config_.quotas.sessions;
+  }
+  return 0;
+}
+
+absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::Time wait_until) {
+  absl::MutexLock lock(&mu_);
+  uint64_t& used = used_[Slot(resource)];
+  auto fits = [this, &used, resource, amount]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    const uint64_t limit = Limit(resource);
+    return used <= limit && amount <= limit - used;
+  };
+  if (!fits() && wait_until > absl::Now())
+    mu_.AwaitWithDeadline(absl::Condition(&fits), wait_until);
+  if (!fits()) {
+    ++refused_[Slot(resource)];
+    return absl::ResourceExhaustedError(
+        absl::StrCat("tenant '", config_.name, "' quota ", ResourceName(resource), ": limit ",
+                     Limit(resource), ", in use ", used, ", asked for ", amount));
+  }
+  used += amount;
+  return Lease(shared_from_this(), resource, amount);
+}
+
+void Tenant::Give(Resource resource, uint64_t amount) {
+  absl::MutexLock lock(&mu_);
+  uint64_t& used = used_[Slot(resource)];
+  used -= std::min(used, amount);
+}
+
+std::array<uint64_t, kResourceCount> Tenant::Usage() const {
+  absl::MutexLock lock(&mu_);
+  return used_;
+}
+
+std::array<uint64_t, kResourceCount> Tenant::Refusals() const {
+  absl::MutexLock lock(&mu_);
+  return refused_;
+}
+
+std::array<uint64_t, kResourceCount> Tenant::Limits() const {
+  absl::MutexLock lock(&mu_);
+  std::array<uint64_t, kResourceCount> limits;
+  for (size_t slot = 0; slot < kResourceCount; ++slot) {
+    limits[slot] = Limit(static_cast<Resource>(slot));
+  }
+  return limits;
+}
+
+void Tenant::RecordOpTime(absl::Duration elapsed) {
+  absl::MutexLock lock(&mu_);
+  op_time_ = (op_time_ * 7 + elapsed) / 8;
+}
+
+absl::Duration Tenant::RetryHint() const {
+  absl::MutexLock lock(&mu_);
+  return std::max(op_time_, absl::Milliseconds(1));
+}
+
+bool Tenant::Lists(uid_t uid, const std::string& user,
+                   const std::vector<std::string>& groups) const {
+  absl::MutexLock lock(&mu_);
+  auto has = [](const auto& list, const auto& value) {
+    return std::find(list.begin(), list.end(), value) != list.end();
+  };
+  if (has(config_.uids, uid) || (!user.empty() && has(config_.users, user))) return true;
+  return std::any_of(groups.begin(), groups.end(),
+                     [&](const std::string& group) { return has(config_.groups, group); });
+}
+
+void Tenant::Update(const TenantConfig& config) {
+  absl::MutexLock lock(&mu_);
+  config_ = config;
+}
+
+const UserDatabase& SystemUsers() {
+  static const SystemUserDatabase* users = new SystemUserDatabase;
+  return *users;
+}
+
+namespace {
+
+std::vector<TenantPtr> MakeTenants(const Config& config) {
+  std::vector<TenantPtr> tenants;
+  for (const TenantConfig& tenant : config.tenants) {
+    tenants.push_back(std::make_shared<Tenant>(static_cast<uint32_t>(tenants.size()), tenant));
+  }
+  return tenants;
+}
+
+TenantPtr Named(const std::vector<TenantPtr>& tenants, const std::string& name) {
+  for (const TenantPtr& tenant : tenants) {
+    if (tenant->name() == name) return tenant;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TenantStore::TenantStore(const Config& config, const UserDatabase& users)
+    : users_(users),
+      tenants_(MakeTenants(config)),
+      default_tenant_(Named(tenants_, config.default_tenant)) {}
+
+absl::StatusOr<TenantPtr> TenantStore::Identify(uid_t uid, gid_t gid) const {
+  const std::string user = users_.UserName(uid);
+  const std::vector<std::string> groups = users_.GroupNames(user, gid);
+  for (const TenantPtr& tenant : tenants_) {
+    if (tenant->Lists(uid, user, groups)) return tenant;
+  }
+  if (default_tenant_ != nullptr) return default_tenant_;
+  return absl::PermissionDeniedError(
+      absl::StrCat("uid ", uid, user.empty() ? "" : absl::StrCat(" (user ", user, ")"),
+                   " belongs to no tenant of this daemon, and it refuses unknown callers"));
+}
+
+}  // namespace cclo::daemon
