@@ -60,6 +60,7 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   }
   request.set_comm_handle(handle_);
   request.set_algorithm(options.algorithm);
+  request.set_wait_for_room(options.wait_for_room);
   request.set_in_place(InPlaceHere(static_cast<hw::Collective>(request.collective()), rank_,
                                    request.root(), options));
   absl::StatusOr<uint32_t> timeout_ms = client::TimeoutMillis(options.timeout, "op");
@@ -83,7 +84,13 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   }
   v1::SubmitResponse response;
   grpc::ClientContext context;
-  session_->Prepare(context, session_->rpc_timeout());
+  // Waiting for room may take until the op's deadline (unknown here when the daemon's
+  // default applies: then at most kRoomWait).
+  constexpr absl::Duration kRoomWait = absl::Minutes(10);
+  const absl::Duration room_wait = !options.wait_for_room ? absl::ZeroDuration()
+                                   : options.timeout > absl::ZeroDuration() ? options.timeout
+                                                                            : kRoomWait;
+  session_->Prepare(context, session_->rpc_timeout() + room_wait);
   const absl::Time submitted_at = absl::Now();
   grpc::Status status = session_->stub().Submit(&context, request, &response);
   if (!status.ok()) return client::FromGrpc(status, "Submit");

@@ -19,35 +19,4 @@ absl::Status AdminRpc::Failure(const grpc::Status& status, const std::string& rp
                       absl::StrCat(rpc, " at ", target_, ": ", status.error_message()));
 }
 
-absl::StatusOr<v1::StatusResponse> AdminRpc::Status() {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  v1::StatusResponse response;
-  grpc::Status status = stub_->Status(&context, v1::StatusRequest(), &response);
-  if (!status.ok()) return Failure(status, "Status");
-  return response;
-}
-
-absl::StatusOr<v1::ListCommunicatorsResponse> AdminRpc::ListCommunicators() {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  v1::ListCommunicatorsResponse response;
-  grpc::Status status =
-      stub_->ListCommunicators(&context, v1::ListCommunicatorsRequest(), &response);
-  if (!status.ok()) return Failure(status, "ListCommunicators");
-  return response;
-}
-
-absl::StatusOr<v1::ShowCommunicatorResponse> AdminRpc::ShowCommunicator(
-    const std::string& comm_id) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  v1::ShowCommunicatorRequest request;
-  request.set_comm_id(comm_id);
-  v1::ShowCommunicatorResponse response;
-  grpc::Status status = stub_->ShowCommunicator(&context, request, &response);
-  if (!status.ok()) return Failure(status, "ShowCommunicator");
-  return response;
-}
-
 }  // namespace cclo::ccloctl

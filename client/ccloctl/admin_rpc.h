@@ -1,10 +1,13 @@
 // The Admin RPCs ccloctl calls on a daemon's admin.sock.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cclo/v1/admin.grpc.pb.h"
 
@@ -16,14 +19,21 @@ class AdminRpc {
   /// Targets unix:<runtime_dir>/admin.sock; each RPC has `timeout` as its deadline.
   AdminRpc(const std::string& runtime_dir, absl::Duration timeout);
 
-  /// Daemon identity, uptime and counters. An unreachable daemon is UNAVAILABLE naming the
-  /// socket.
-  absl::StatusOr<v1::StatusResponse> Status();
-  /// Communicators the daemon takes part in.
-  absl::StatusOr<v1::ListCommunicatorsResponse> ListCommunicators();
-  /// One communicator by hex id or unique prefix; NOT_FOUND or INVALID_ARGUMENT (with the
-  /// daemon's reason) when the id names none or several.
-  absl::StatusOr<v1::ShowCommunicatorResponse> ShowCommunicator(const std::string& comm_id);
+  /// Calls `rpc` (e.g. &v1::Admin::Stub::Status, named `name` in errors). An unreachable
+  /// daemon is UNAVAILABLE naming the socket; other failures keep the daemon's code and
+  /// reason (e.g. ShowCommunicator: NOT_FOUND or INVALID_ARGUMENT for an id naming none or
+  /// several).
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(grpc::Status (v1::Admin::Stub::*rpc)(grpc::ClientContext*,
+                                                                     const Request&, Response*),
+                                const char* name, const Request& request = Request()) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+    Response response;
+    grpc::Status status = (stub_.get()->*rpc)(&context, request, &response);
+    if (!status.ok()) return Failure(status, name);
+    return response;
+  }
 
  private:
   // Converts an RPC failure, saying which daemon could not be reached.

@@ -61,14 +61,36 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                    "communicator id in hex as `ccloctl comms` prints it, or a "
                    "prefix of it that names one communicator")
       ->required();
+  CLI::App* tenants = app.add_subcommand(
+      "tenants",
+      "tenants: weight, each quota as used/limit, ops queued and running, quota refusals");
+  CLI::App* sessions = app.add_subcommand(
+      "sessions",
+      "attached client sessions: tenant, pid/uid/gid, buffers, communicators, ops queued and "
+      "running, attach time");
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
 
   AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
-  if (status->parsed()) return Show(admin.Status(), options.json, &StatusTable, out, err);
-  if (show->parsed()) {
-    return Show(admin.ShowCommunicator(comm_id), options.json, &CommunicatorTable, out, err);
+  using Stub = v1::Admin::Stub;
+  if (status->parsed()) {
+    return Show(admin.Call(&Stub::Status, "Status"), options.json, &StatusTable, out, err);
   }
-  return Show(admin.ListCommunicators(), options.json, &CommunicatorsTable, out, err);
+  if (tenants->parsed()) {
+    return Show(admin.Call(&Stub::ListTenants, "ListTenants"), options.json, &TenantsTable, out,
+                err);
+  }
+  if (sessions->parsed()) {
+    return Show(admin.Call(&Stub::ListSessions, "ListSessions"), options.json, &SessionsTable, out,
+                err);
+  }
+  if (show->parsed()) {
+    v1::ShowCommunicatorRequest request;
+    request.set_comm_id(comm_id);
+    return Show(admin.Call(&Stub::ShowCommunicator, "ShowCommunicator", request), options.json,
+                &CommunicatorTable, out, err);
+  }
+  return Show(admin.Call(&Stub::ListCommunicators, "ListCommunicators"), options.json,
+              &CommunicatorsTable, out, err);
 }
 
 }  // namespace cclo::ccloctl

@@ -93,6 +93,43 @@ std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator) 
   return out;
 }
 
+std::string TenantsTable(const v1::ListTenantsResponse& tenants) {
+  std::vector<std::string> header = {"tenant", "weight"};
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::TenantInfo& tenant : tenants.tenants()) {
+    if (rows.empty()) {
+      for (const v1::QuotaUse& quota : tenant.quotas()) header.push_back(quota.name());
+    }
+    std::vector<std::string>& row = rows.emplace_back();
+    row = {tenant.name(), absl::StrCat(tenant.weight())};
+    for (const v1::QuotaUse& quota : tenant.quotas()) {
+      row.push_back(absl::StrCat(quota.used(), "/", quota.limit()));
+    }
+    row.push_back(absl::StrCat(tenant.ops_queued()));
+    row.push_back(absl::StrCat(tenant.ops_running()));
+    row.push_back(absl::StrCat(tenant.refusals()));
+  }
+  for (const char* column : {"queued", "running", "refusals"}) header.push_back(column);
+  return client::RenderTable(header, rows);
+}
+
+std::string SessionsTable(const v1::ListSessionsResponse& sessions) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::SessionInfo& session : sessions.sessions()) {
+    const absl::Time attached =
+        absl::FromUnixMillis(static_cast<int64_t>(session.attached_unix_ms()));
+    rows.push_back({absl::StrCat(session.session_id()), session.tenant(),
+                    absl::StrCat(session.pid()), absl::StrCat(session.uid()),
+                    absl::StrCat(session.gid()), absl::StrCat(session.buffers()),
+                    absl::StrCat(session.buffer_bytes()), absl::StrCat(session.communicators()),
+                    absl::StrCat(session.ops_queued()), absl::StrCat(session.ops_running()),
+                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", attached, absl::UTCTimeZone())});
+  }
+  return client::RenderTable({"session", "tenant", "pid", "uid", "gid", "buffers", "buffer_bytes",
+                              "comms", "queued", "running", "attached"},
+                             rows);
+}
+
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.always_print_primitive_fields = true;

@@ -20,6 +20,14 @@ std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicator
 /// if local ranks left, a blank line and one line per departed rank with the reason.
 std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator);
 
+/// One line per tenant: name, weight, each quota as used/limit, ops queued and running,
+/// quota refusals.
+std::string TenantsTable(const v1::ListTenantsResponse& tenants);
+
+/// One line per session: id, tenant, pid, uid, gid, buffers, buffer bytes, communicators,
+/// ops queued and running, attach time (UTC).
+std::string SessionsTable(const v1::ListSessionsResponse& sessions);
+
 /// `message` as one line of JSON with the proto field names, fields at their default value
 /// included (proto3 JSON mapping: 64-bit integers are strings), ending in a newline.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);

@@ -158,8 +158,7 @@ TEST_F(BadInputTest, UnknownEnumValuesAndMissingSession) {
   ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT, "unknown datatype 42");
   request.set_datatype(cclo::v1::FLOAT32);
   request.set_collective(static_cast<cclo::v1::Collective>(99));
-  ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
-              "unknown collective 99");
+  ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT, "unknown collective 99");
 
   grpc::ClientContext anonymous;
   cclo::v1::AllocBufferRequest alloc;

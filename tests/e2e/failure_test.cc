@@ -2,13 +2,12 @@
 // stopped or killed (SIGKILL) mid-op, and an op that can never complete. The survivors get
 // a clear error, fast, keep serving and leak nothing.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <sys/stat.h>
-
-#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -76,9 +75,8 @@ TEST(FailureTest, KilledClientBreaksTheCommunicatorForItsPeers) {
   RawSession rank0(a.runtime_dir());
   const std::string token = rank0.NewToken();
   // Rank 1 is a real client process that joins and then blocks in an allreduce.
-  Process rank1({Runfile("client/cclo-run"), "run", "--runtime-dir", b.runtime_dir(),
-                 "--token", token, "--rank", "1", "--size", "2", "--ops", "allreduce",
-                 "--sizes", "1M"});
+  Process rank1({Runfile("client/cclo-run"), "run", "--runtime-dir", b.runtime_dir(), "--token",
+                 token, "--rank", "1", "--size", "2", "--ops", "allreduce", "--sizes", "1M"});
   uint64_t handle = 0;
   grpc::Status joined = rank0.Join(token, 0, 2, &handle);
   ASSERT_TRUE(joined.ok()) << joined.error_message();

@@ -27,8 +27,8 @@ RawSession::RawSession(const std::string& runtime_dir) {
       attach::ReceiveFrame(attach_fd_, absl::Now() + absl::Seconds(10));
   if (!welcome.ok() || welcome->frame.type != attach::FrameType::kWelcome) std::abort();
   token_ = welcome->frame.text;
-  stub_ = cclo::v1::Client::NewStub(grpc::CreateChannel(
-      "unix:" + runtime_dir + "/client.sock", grpc::InsecureChannelCredentials()));
+  stub_ = cclo::v1::Client::NewStub(grpc::CreateChannel("unix:" + runtime_dir + "/client.sock",
+                                                        grpc::InsecureChannelCredentials()));
 }
 
 RawSession::~RawSession() { close(attach_fd_); }
@@ -57,8 +57,7 @@ uint64_t RawSession::Alloc(uint64_t bytes) {
 
 namespace cclo::testing {
 
-cclo::v1::SubmitRequest AllreduceRequest(uint64_t comm_handle, uint64_t buffer,
-                                         uint64_t count) {
+cclo::v1::SubmitRequest AllreduceRequest(uint64_t comm_handle, uint64_t buffer, uint64_t count) {
   cclo::v1::SubmitRequest request;
   request.set_comm_handle(comm_handle);
   request.set_collective(cclo::v1::ALLREDUCE);

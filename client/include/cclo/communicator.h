@@ -43,6 +43,11 @@ struct OpOptions {
   /// failure). The pointers are read during the call only; do not Wait on those requests
   /// from another thread meanwhile.
   std::vector<const Request*> after;
+  /// When the tenant already has as many ops in flight as its quota allows: false fails
+  /// the submission at once with RESOURCE_EXHAUSTED (naming the quota and a retry hint);
+  /// true waits for room until the op's deadline (with the daemon's default deadline, this
+  /// process stops waiting after 10 minutes).
+  bool wait_for_room = false;
 };
 
 /// This process's rank in a communicator (from Client::Join).

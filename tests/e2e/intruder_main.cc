@@ -1,0 +1,115 @@
+// A client of another user, for the tenant isolation tests. Started as root, it drops to
+// `uid` (group `uid` too, no supplementary groups) before it touches the daemon, then:
+//
+//   intruder RUNTIME_DIR UID attach
+//       attaches and prints "attach CODE MESSAGE" (CODE 0 and the session id, then stays
+//       attached for 60 s; or the refusal).
+//   intruder RUNTIME_DIR UID intrude BUFFER_ID COMM_HANDLE OP_ID TOKEN
+//       attaches, then names another tenant's buffer, communicator handle, op and
+//       communicator token in every Client RPC that takes them, tries a forged session
+//       token and the admin socket, and prints "STEP CODE MESSAGE" for each.
+#include <grp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cclo/client.h"
+#include "cclo/v1/admin.grpc.pb.h"
+#include "tests/e2e/raw_session.h"
+
+namespace cclo::testing {
+namespace {
+
+void Print(const std::string& step, const grpc::Status& status) {
+  std::printf("%s %d %s\n", step.c_str(), static_cast<int>(status.error_code()),
+              status.error_message().c_str());
+}
+
+void Intrude(const std::string& dir, uint64_t buffer, uint64_t handle, uint64_t op,
+             const std::string& token) {
+  RawSession session(dir);
+  const uint64_t own_buffer = session.Alloc(4096);
+  uint64_t own_handle = 0;
+  Print("join_own", session.Join(session.NewToken(), 0, 1, &own_handle));
+
+  cclo::v1::FreeBufferRequest free;
+  free.set_buffer_id(buffer);
+  cclo::v1::FreeBufferResponse freed;
+  Print("free_buffer", session.stub().FreeBuffer(session.Context().get(), free, &freed));
+  Print("submit_their_handle", session.Run(AllreduceRequest(handle, own_buffer, 16)));
+  Print("submit_their_buffer", session.Run(AllreduceRequest(own_handle, buffer, 16)));
+  cclo::v1::SubmitRequest mixed = AllreduceRequest(own_handle, own_buffer, 16);
+  mixed.mutable_recv()->set_buffer_id(buffer);
+  Print("submit_their_recv_buffer", session.Run(mixed));
+  cclo::v1::SubmitRequest after = AllreduceRequest(own_handle, own_buffer, 16);
+  after.add_after(op);
+  Print("submit_after_their_op", session.Run(after));
+
+  cclo::v1::WaitRequest wait;
+  wait.set_op_id(op);
+  cclo::v1::WaitResponse waited;
+  Print("wait_their_op", session.stub().Wait(session.Context().get(), wait, &waited));
+  cclo::v1::CancelRequest cancel;
+  cancel.set_op_id(op);
+  cclo::v1::CancelResponse cancelled;
+  Print("cancel_their_op", session.stub().Cancel(session.Context().get(), cancel, &cancelled));
+  cclo::v1::DestroyCommunicatorRequest destroy;
+  destroy.set_comm_handle(handle);
+  cclo::v1::DestroyCommunicatorResponse destroyed;
+  Print("destroy_their_comm",
+        session.stub().DestroyCommunicator(session.Context().get(), destroy, &destroyed));
+  Print("join_their_comm", session.Join(token, 1, 2));
+
+  grpc::ClientContext forged;
+  forged.AddMetadata("cclo-session", std::string(64, '0'));
+  forged.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  cclo::v1::AllocBufferRequest alloc;
+  alloc.set_bytes(4096);
+  cclo::v1::AllocBufferResponse allocated;
+  Print("forged_session", session.stub().AllocBuffer(&forged, alloc, &allocated));
+
+  auto admin = cclo::v1::Admin::NewStub(
+      grpc::CreateChannel("unix:" + dir + "/admin.sock", grpc::InsecureChannelCredentials()));
+  grpc::ClientContext admin_context;
+  admin_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  cclo::v1::StatusResponse status;
+  Print("admin_status", admin->Status(&admin_context, {}, &status));
+  Print("run_own", session.Run(AllreduceRequest(own_handle, own_buffer, 16)));
+}
+
+}  // namespace
+}  // namespace cclo::testing
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: intruder RUNTIME_DIR UID attach|intrude ...\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  const auto uid = static_cast<uid_t>(std::strtoul(argv[2], nullptr, 10));
+  if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) {
+    std::perror("dropping to the test uid");
+    return 2;
+  }
+  const std::string mode = argv[3];
+  if (mode == "attach") {
+    absl::StatusOr<std::unique_ptr<cclo::Client>> client = cclo::Client::Attach(dir);
+    const std::string said = client.ok() ? std::to_string((*client)->session_id())
+                                         : std::string(client.status().message());
+    std::printf("attach %d %s\n", static_cast<int>(client.status().code()), said.c_str());
+    std::fflush(stdout);
+    // Attached: stay so that the test can look at the session, then leave by ourselves.
+    if (client.ok()) sleep(60);
+    return 0;
+  }
+  if (mode == "intrude" && argc == 8) {
+    cclo::testing::Intrude(dir, std::strtoull(argv[4], nullptr, 10),
+                           std::strtoull(argv[5], nullptr, 10), std::strtoull(argv[6], nullptr, 10),
+                           argv[7]);
+    return 0;
+  }
+  std::fprintf(stderr, "intruder: bad arguments\n");
+  return 2;
+}

@@ -1,0 +1,254 @@
+// Tenants across real processes: a client of another user names the first tenant's ids in
+// every Client RPC and is refused without learning anything; unknown callers are refused
+// or take the default tenant as configured; each quota is hit and reported.
+#include <sys/stat.h>
+
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cclo/client.h"
+#include "cclo/v1/admin.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo::testing {
+namespace {
+
+constexpr uid_t kNobody = 65534;
+constexpr uid_t kStranger = 65533;  // in no tenant and no passwd entry
+
+/// Lets other users reach the daemon's sockets (the harness makes its dir 0700).
+void OpenToOthers(const Daemon& daemon) {
+  ASSERT_EQ(chmod((daemon.runtime_dir() + "/..").c_str(), 0755), 0);
+}
+
+/// Runs the intruder as `uid` and returns its "STEP CODE MESSAGE" lines by step.
+std::map<std::string, std::pair<int, std::string>> Intruder(const std::vector<std::string>& args) {
+  std::vector<std::string> command = {Runfile("tests/e2e/intruder")};
+  command.insert(command.end(), args.begin(), args.end());
+  ProcessResult result = Process(command).Wait(absl::Seconds(60));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  std::map<std::string, std::pair<int, std::string>> steps;
+  std::istringstream lines(result.output);
+  std::string step;
+  int code;
+  while (lines >> step >> code) {
+    std::string message;
+    std::getline(lines, message);
+    steps[step] = {code, message.empty() ? "" : message.substr(1)};
+  }
+  return steps;
+}
+
+template <typename Response>
+Response AdminJson(const Daemon& daemon, const std::string& command) {
+  ProcessResult result = Ccloctl(daemon, {command, "--json"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  Response response;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.output, &response).ok())
+      << result.output;
+  return response;
+}
+
+/// What `ccloctl tenants` says `tenant` uses of `quota`.
+uint64_t Used(const Daemon& daemon, const std::string& tenant, const std::string& quota) {
+  const v1::ListTenantsResponse tenants = AdminJson<v1::ListTenantsResponse>(daemon, "tenants");
+  for (const v1::TenantInfo& info : tenants.tenants()) {
+    if (info.name() != tenant) continue;
+    for (const v1::QuotaUse& use : info.quotas()) {
+      if (use.name() == quota) return use.used();
+    }
+  }
+  ADD_FAILURE() << "no quota " << quota << " of tenant " << tenant;
+  return ~0ull;
+}
+
+const char kTwoTenants[] = R"(default_tenant: ""
+tenants:
+  - name: alpha
+    uids: [0]
+  - name: beta
+    uids: [65534]
+)";
+
+TEST(TenantsTest, AnotherTenantIsRefusedEveryIdOfTheFirstAndItsDataStays) {
+  Daemon daemon(kTwoTenants);
+  OpenToOthers(daemon);
+  absl::StatusOr<std::unique_ptr<Client>> alpha = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(alpha.ok()) << alpha.status();
+  absl::StatusOr<Buffer> buffer = (*alpha)->AllocBuffer(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  float* values = reinterpret_cast<float*>(buffer->data());
+  for (int i = 0; i < 16; ++i) values[i] = static_cast<float>(i) + 0.5f;
+  absl::StatusOr<std::string> token = (*alpha)->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok());
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = (*alpha)->Join(*token, 0, 1);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  // An op whose result alpha has not collected yet.
+  absl::StatusOr<Request> op =
+      (*comm)->AllreduceAsync(*buffer, *buffer, 16, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_TRUE(op.ok()) << op.status();
+
+  auto steps =
+      Intruder({daemon.runtime_dir(), absl::StrCat(kNobody), "intrude", absl::StrCat(buffer->id()),
+                absl::StrCat((*comm)->handle()), absl::StrCat(op->op_id()), *token});
+  const std::map<std::string, absl::StatusCode> expected = {
+      {"join_own", absl::StatusCode::kOk},
+      {"free_buffer", absl::StatusCode::kNotFound},
+      {"submit_their_handle", absl::StatusCode::kNotFound},
+      {"submit_their_buffer", absl::StatusCode::kNotFound},
+      {"submit_their_recv_buffer", absl::StatusCode::kNotFound},
+      {"submit_after_their_op", absl::StatusCode::kNotFound},
+      {"wait_their_op", absl::StatusCode::kNotFound},
+      {"cancel_their_op", absl::StatusCode::kNotFound},
+      {"destroy_their_comm", absl::StatusCode::kNotFound},
+      {"join_their_comm", absl::StatusCode::kPermissionDenied},
+      {"forged_session", absl::StatusCode::kUnauthenticated},
+      {"admin_status", absl::StatusCode::kUnavailable},
+      {"run_own", absl::StatusCode::kOk},
+  };
+  for (const auto& [step, code] : expected) {
+    ASSERT_TRUE(steps.count(step)) << "intruder did not report " << step;
+    EXPECT_EQ(steps[step].first, static_cast<int>(code)) << step << ": " << steps[step].second;
+  }
+  // NOT_FOUND answers speak of "this session" only, never of whose the id is.
+  EXPECT_EQ(steps["free_buffer"].second,
+            absl::StrCat("no buffer ", buffer->id(), " in this session"));
+  EXPECT_EQ(steps["destroy_their_comm"].second,
+            absl::StrCat("no communicator handle ", (*comm)->handle(), " in this session"));
+  EXPECT_TRUE(absl::StrContains(steps["join_their_comm"].second, "is not open to tenant 'beta'"))
+      << steps["join_their_comm"].second;
+
+  // Alpha's op, buffer and communicator are as they were.
+  ASSERT_TRUE(op->Wait().ok());
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(values[i], static_cast<float>(i) + 0.5f) << i;
+  EXPECT_TRUE((*comm)->Allreduce(*buffer, *buffer, 16, DataType::kFloat32, ReduceOp::kSum).ok());
+  EXPECT_EQ(Used(daemon, "alpha", "buffer_bytes"), 4096u);
+  EXPECT_EQ(Used(daemon, "alpha", "communicators"), 1u);
+  // Beta's session ended with the intruder and gave back everything it held.
+  EXPECT_TRUE(WaitUntil([&] { return Used(daemon, "beta", "sessions") == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(Used(daemon, "beta", "buffer_bytes"), 0u);
+  EXPECT_EQ(Used(daemon, "beta", "communicators"), 0u);
+  EXPECT_EQ(Used(daemon, "beta", "inflight_ops"), 0u);
+  EXPECT_TRUE((*alpha)->FreeBuffer(*std::move(buffer)).ok());
+}
+
+TEST(TenantsTest, UnknownCallerIsRefusedWithoutADefaultTenant) {
+  Daemon daemon(kTwoTenants);
+  OpenToOthers(daemon);
+  auto steps = Intruder({daemon.runtime_dir(), absl::StrCat(kStranger), "attach"});
+  ASSERT_TRUE(steps.count("attach"));
+  EXPECT_EQ(steps["attach"].first, static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(steps["attach"].second,
+            "cclod refused the attach: uid 65533 belongs to no tenant of this daemon, and it "
+            "refuses unknown callers");
+  EXPECT_TRUE(daemon.process().WaitForOutput("attach from pid", absl::Seconds(10)));
+  EXPECT_TRUE(absl::StrContains(daemon.process().Output(), "uid 65533 refused: uid 65533"));
+}
+
+TEST(TenantsTest, UnknownCallerTakesTheDefaultTenant) {
+  Daemon daemon("tenants:\n  - name: alpha\n    uids: [0]\n  - name: default\n");
+  OpenToOthers(daemon);
+  Process stranger(
+      {Runfile("tests/e2e/intruder"), daemon.runtime_dir(), absl::StrCat(kStranger), "attach"});
+  ASSERT_TRUE(stranger.WaitForOutput("attach 0 ", absl::Seconds(30))) << stranger.Output();
+  v1::ListSessionsResponse sessions = AdminJson<v1::ListSessionsResponse>(daemon, "sessions");
+  ASSERT_EQ(sessions.sessions_size(), 1);
+  EXPECT_EQ(sessions.sessions(0).uid(), kStranger);
+  EXPECT_EQ(sessions.sessions(0).tenant(), "default");
+  EXPECT_EQ(sessions.sessions(0).pid(), static_cast<uint32_t>(stranger.pid()));
+  ProcessResult table = Ccloctl(daemon, {"sessions"});
+  EXPECT_TRUE(absl::StrContains(table.output, "default")) << table.output;
+}
+
+TEST(TenantsTest, EachQuotaIsEnforcedAndReported) {
+  Daemon daemon(R"(tenants:
+  - name: default
+    quotas: {buffer_bytes: 8192, communicators: 4, inflight_ops: 2, sessions: 2}
+)");
+  absl::StatusOr<std::unique_ptr<Client>> first = Client::Attach(daemon.runtime_dir());
+  absl::StatusOr<std::unique_ptr<Client>> second = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status() << second.status();
+  absl::StatusOr<std::unique_ptr<Client>> third = Client::Attach(daemon.runtime_dir());
+  ASSERT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_EQ(third.status().message(),
+            "cclod refused the attach: tenant 'default' quota sessions: limit 2, in use 2, asked "
+            "for 1");
+
+  absl::StatusOr<Buffer> one = (*first)->AllocBuffer(4096);
+  absl::StatusOr<Buffer> two = (*second)->AllocBuffer(4096);
+  ASSERT_TRUE(one.ok() && two.ok()) << one.status() << two.status();
+  absl::StatusOr<Buffer> over = (*first)->AllocBuffer(1);
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
+  EXPECT_TRUE(absl::StrContains(over.status().message(),
+                                "tenant 'default' quota buffer_bytes: limit 8192, in use 8192, "
+                                "asked for 1"))
+      << over.status();
+
+  // Two 2-rank communicators between the two sessions hold all four handles.
+  std::vector<std::unique_ptr<Communicator>> ours, theirs;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::string> token = (*first)->CreateCommunicatorId();
+    ASSERT_TRUE(token.ok());
+    absl::StatusOr<std::unique_ptr<Communicator>> rank1;
+    std::thread joiner([&] { rank1 = (*second)->Join(*token, 1, 2); });
+    absl::StatusOr<std::unique_ptr<Communicator>> rank0 = (*first)->Join(*token, 0, 2);
+    joiner.join();
+    ASSERT_TRUE(rank0.ok() && rank1.ok()) << rank0.status() << rank1.status();
+    ours.push_back(*std::move(rank0));
+    theirs.push_back(*std::move(rank1));
+  }
+  absl::StatusOr<std::string> token = (*first)->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok());
+  absl::StatusOr<std::unique_ptr<Communicator>> fifth = (*first)->Join(*token, 0, 1);
+  ASSERT_EQ(fifth.status().code(), absl::StatusCode::kResourceExhausted) << fifth.status();
+  EXPECT_TRUE(absl::StrContains(fifth.status().message(),
+                                "tenant 'default' quota communicators: limit 4, in use 4"))
+      << fifth.status();
+
+  // Two receives in flight fill the in-flight quota; the second ends at its deadline.
+  absl::StatusOr<Request> matched = ours[0]->RecvAsync(*one, 0, 8, DataType::kInt32, 1, 7);
+  absl::StatusOr<Request> expiring =
+      ours[1]->RecvAsync(*one, 64, 8, DataType::kInt32, 1, 9, {.timeout = absl::Seconds(5)});
+  ASSERT_TRUE(matched.ok() && expiring.ok()) << matched.status() << expiring.status();
+  absl::Status refused = theirs[0]->Send(*two, 0, 8, DataType::kInt32, 0, 7);
+  ASSERT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(
+      absl::StrContains(refused.message(),
+                        "tenant 'default' quota inflight_ops: limit 2, in use 2, asked for 1; "
+                        "retry after "))
+      << refused;
+  // Waiting for room gives up at the op's own deadline...
+  absl::Status waited =
+      theirs[0]->Send(*two, 0, 8, DataType::kInt32, 0, 7,
+                      {.timeout = absl::Milliseconds(200), .wait_for_room = true});
+  EXPECT_EQ(waited.code(), absl::StatusCode::kResourceExhausted) << waited;
+  v1::ListTenantsResponse tenants = AdminJson<v1::ListTenantsResponse>(daemon, "tenants");
+  ASSERT_EQ(tenants.tenants_size(), 1);
+  EXPECT_EQ(tenants.tenants(0).refusals(), 5u);
+  EXPECT_EQ(tenants.tenants(0).ops_running() + tenants.tenants(0).ops_queued(), 2u);
+  EXPECT_EQ(Used(daemon, "default", "inflight_ops"), 2u);
+  EXPECT_EQ(Used(daemon, "default", "sessions"), 2u);
+  EXPECT_EQ(Used(daemon, "default", "buffer_bytes"), 8192u);
+  // ... or gets it when an op ends.
+  EXPECT_TRUE(theirs[0]
+                  ->Send(*two, 0, 8, DataType::kInt32, 0, 7,
+                         {.timeout = absl::Seconds(30), .wait_for_room = true})
+                  .ok());
+  EXPECT_TRUE(matched->Wait().ok());
+  EXPECT_EQ(expiring->Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(
+      WaitUntil([&] { return Used(daemon, "default", "inflight_ops") == 0; }, absl::Seconds(10)));
+  ProcessResult table = Ccloctl(daemon, {"tenants"});
+  EXPECT_EQ(table.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(table.output, "8192/8192")) << table.output;
+}
+
+}  // namespace
+}  // namespace cclo::testing
