@@ -27,6 +27,21 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(shipped->op_deadline, defaults.op_deadline);
   EXPECT_EQ(shipped->join_timeout, defaults.join_timeout);
   EXPECT_EQ(shipped->log_level, defaults.log_level);
+  EXPECT_EQ(shipped->admin_group, defaults.admin_group);
+  EXPECT_EQ(shipped->default_tenant, defaults.default_tenant);
+  EXPECT_EQ(shipped->scheduler, defaults.scheduler);
+  ASSERT_EQ(shipped->tenants.size(), defaults.tenants.size());
+  const TenantConfig& tenant = shipped->tenants[0];
+  const TenantConfig& expected = defaults.tenants[0];
+  EXPECT_EQ(tenant.name, expected.name);
+  EXPECT_EQ(tenant.uids, expected.uids);
+  EXPECT_EQ(tenant.users, expected.users);
+  EXPECT_EQ(tenant.groups, expected.groups);
+  EXPECT_EQ(tenant.weight, expected.weight);
+  EXPECT_EQ(tenant.quotas.buffer_bytes, expected.quotas.buffer_bytes);
+  EXPECT_EQ(tenant.quotas.communicators, expected.quotas.communicators);
+  EXPECT_EQ(tenant.quotas.inflight_ops, expected.quotas.inflight_ops);
+  EXPECT_EQ(tenant.quotas.sessions, expected.quotas.sessions);
 }
 
 }  // namespace
