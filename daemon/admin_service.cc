@@ -61,8 +61,7 @@ grpc::Status AdminService::ShowCommunicator(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListTenants(grpc::ServerContext*, const cclo::v1::ListTenantsRequest*,
-                                       cclo::v1::ListTenantsResponse* response) {
+cclo::v1::ListTenantsResponse AdminService::Tenants() const {
   std::map<std::string, Session::OpCounts> ops;
   for (const SessionPtr& session : sessions_->All()) {
     const Session::OpCounts counts = session->CountOps();
@@ -70,8 +69,9 @@ grpc::Status AdminService::ListTenants(grpc::ServerContext*, const cclo::v1::Lis
     sum.queued += counts.queued;
     sum.running += counts.running;
   }
+  cclo::v1::ListTenantsResponse response;
   for (const TenantPtr& tenant : tenants_->All()) {
-    cclo::v1::TenantInfo& info = *response->add_tenants();
+    cclo::v1::TenantInfo& info = *response.add_tenants();
     info.set_name(tenant->name());
     info.set_weight(tenant->weight());
     const auto limits = tenant->Limits();
@@ -82,11 +82,18 @@ grpc::Status AdminService::ListTenants(grpc::ServerContext*, const cclo::v1::Lis
       quota.set_name(ResourceName(static_cast<Resource>(slot)));
       quota.set_limit(limits[slot]);
       quota.set_used(used[slot]);
+      quota.set_refusals(refusals[slot]);
       info.set_refusals(info.refusals() + refusals[slot]);
     }
     info.set_ops_queued(ops[tenant->name()].queued);
     info.set_ops_running(ops[tenant->name()].running);
   }
+  return response;
+}
+
+grpc::Status AdminService::ListTenants(grpc::ServerContext*, const cclo::v1::ListTenantsRequest*,
+                                       cclo::v1::ListTenantsResponse* response) {
+  *response = Tenants();
   return grpc::Status::OK;
 }
 

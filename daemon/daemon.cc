@@ -150,8 +150,10 @@ absl::Status Daemon::StartServers(int peer_port) {
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
 
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(
-      config_.host, config_.metrics_port, [this] { return admin_service_.Snapshot(); });
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+      MetricsServer::Start(config_.host, config_.metrics_port, [this] {
+        return Snapshot{admin_service_.Snapshot(), admin_service_.Tenants()};
+      });
   if (!metrics.ok()) return metrics.status();
   metrics_server_ = *std::move(metrics);
   return absl::OkStatus();

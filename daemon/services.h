@@ -82,8 +82,10 @@ class AdminService final : public cclo::v1::Admin::Service {
   grpc::Status Status(grpc::ServerContext* context, const cclo::v1::StatusRequest* request,
                       cclo::v1::StatusResponse* response) override;
 
-  /// The daemon's state as Status reports it; also the source of the metrics.
+  /// The daemon's state as Status reports it; also a source of the metrics.
   cclo::v1::StatusResponse Snapshot() const;
+  /// The tenants as ListTenants reports them; also a source of the metrics.
+  cclo::v1::ListTenantsResponse Tenants() const;
   grpc::Status ListCommunicators(grpc::ServerContext* context,
                                  const cclo::v1::ListCommunicatorsRequest* request,
                                  cclo::v1::ListCommunicatorsResponse* response) override;

@@ -9,9 +9,8 @@
 namespace cclo::daemon {
 namespace {
 
-prometheus::MetricFamily Family(const std::string& name, const std::string& help,
-                                prometheus::MetricType type, double value,
-                                std::vector<prometheus::ClientMetric::Label> labels = {}) {
+prometheus::ClientMetric Metric(prometheus::MetricType type, double value,
+                                std::vector<prometheus::ClientMetric::Label> labels) {
   prometheus::ClientMetric metric;
   metric.label = std::move(labels);
   if (type == prometheus::MetricType::Counter) {
@@ -19,7 +18,53 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
   } else {
     metric.gauge.value = value;
   }
-  return {name, help, type, {metric}};
+  return metric;
+}
+
+prometheus::MetricFamily Family(const std::string& name, const std::string& help,
+                                prometheus::MetricType type, double value,
+                                std::vector<prometheus::ClientMetric::Label> labels = {}) {
+  return {name, help, type, {Metric(type, value, std::move(labels))}};
+}
+
+/// Per-tenant families; the labels are bounded by the config (tenant and quota names).
+void AddTenants(const cclo::v1::ListTenantsResponse& tenants,
+                std::vector<prometheus::MetricFamily>& families) {
+  using prometheus::MetricType;
+  prometheus::MetricFamily weight{
+      "cclod_tenant_weight", "Share of the engine of each tenant.", MetricType::Gauge, {}};
+  prometheus::MetricFamily limit{
+      "cclod_tenant_quota_limit", "Quota limit of each tenant.", MetricType::Gauge, {}};
+  prometheus::MetricFamily used{
+      "cclod_tenant_quota_used", "What each tenant holds of a quota.", MetricType::Gauge, {}};
+  prometheus::MetricFamily rejections{"cclod_admission_rejections_total",
+                                      "Requests refused because a tenant's quota was full.",
+                                      MetricType::Counter,
+                                      {}};
+  prometheus::MetricFamily queued{
+      "cclod_tenant_ops_queued", "Ops of each tenant waiting to start.", MetricType::Gauge, {}};
+  prometheus::MetricFamily running{
+      "cclod_tenant_ops_running", "Ops of each tenant in the engine.", MetricType::Gauge, {}};
+  auto add = [](prometheus::MetricFamily& family, double value,
+                std::vector<prometheus::ClientMetric::Label> labels) {
+    family.metric.push_back(Metric(family.type, value, std::move(labels)));
+  };
+  for (const cclo::v1::TenantInfo& tenant : tenants.tenants()) {
+    add(weight, tenant.weight(), {{"tenant", tenant.name()}});
+    add(queued, static_cast<double>(tenant.ops_queued()), {{"tenant", tenant.name()}});
+    add(running, static_cast<double>(tenant.ops_running()), {{"tenant", tenant.name()}});
+    for (const cclo::v1::QuotaUse& quota : tenant.quotas()) {
+      const std::vector<prometheus::ClientMetric::Label> labels = {{"tenant", tenant.name()},
+                                                                   {"quota", quota.name()}};
+      add(limit, static_cast<double>(quota.limit()), labels);
+      add(used, static_cast<double>(quota.used()), labels);
+      add(rejections, static_cast<double>(quota.refusals()), labels);
+    }
+  }
+  for (prometheus::MetricFamily* family :
+       {&weight, &limit, &used, &rejections, &queued, &running}) {
+    families.push_back(std::move(*family));
+  }
 }
 
 class StatusCollectable : public prometheus::Collectable {
@@ -28,7 +73,8 @@ class StatusCollectable : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     using prometheus::MetricType;
-    const cclo::v1::StatusResponse s = snapshot_();
+    const Snapshot snapshot = snapshot_();
+    const cclo::v1::StatusResponse& s = snapshot.status;
     std::vector<prometheus::MetricFamily> families = {
         Family("cclod_build_info", "Build of the running cclod.", MetricType::Gauge, 1,
                {{"version", s.version()}}),
@@ -37,10 +83,9 @@ class StatusCollectable : public prometheus::Collectable {
         Family("cclod_sessions", "Attached client sessions.", MetricType::Gauge, s.sessions()),
         Family("cclod_communicators", "Communicators with a local rank.", MetricType::Gauge,
                s.communicators()),
-        Family("cclod_buffers", "Shared-memory buffers allocated.", MetricType::Gauge,
-               s.buffers()),
-        Family("cclod_buffer_bytes", "Bytes of shared-memory buffers allocated.",
-               MetricType::Gauge, static_cast<double>(s.buffer_bytes())),
+        Family("cclod_buffers", "Shared-memory buffers allocated.", MetricType::Gauge, s.buffers()),
+        Family("cclod_buffer_bytes", "Bytes of shared-memory buffers allocated.", MetricType::Gauge,
+               static_cast<double>(s.buffer_bytes())),
         Family("cclod_ops_completed_total", "Engine calls finished successfully.",
                MetricType::Counter, static_cast<double>(s.ops_completed())),
         Family("cclod_ops_failed_total", "Engine calls finished with an error.",
@@ -58,6 +103,7 @@ class StatusCollectable : public prometheus::Collectable {
         Family("cclod_wire_errors_total", "Invalid segments or handshakes rejected.",
                MetricType::Counter, static_cast<double>(s.wire_errors())),
     };
+    AddTenants(snapshot.tenants, families);
     return families;
   }
 
@@ -68,12 +114,11 @@ class StatusCollectable : public prometheus::Collectable {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host,
-                                                                     uint16_t port,
-                                                                     SnapshotFn snapshot) {
+                                                                    uint16_t port,
+                                                                    SnapshotFn snapshot) {
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   try {
-    server->exposer_ =
-        std::make_unique<prometheus::Exposer>(absl::StrCat(host, ":", port), 2);
+    server->exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(host, ":", port), 2);
   } catch (const std::exception& error) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", host, ":", port, ": ", error.what()));

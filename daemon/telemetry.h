@@ -15,7 +15,12 @@ class Exposer;
 
 namespace cclo::daemon {
 
-using SnapshotFn = std::function<cclo::v1::StatusResponse()>;
+/// What a scrape shows: the daemon's status and its tenants.
+struct Snapshot {
+  cclo::v1::StatusResponse status;
+  cclo::v1::ListTenantsResponse tenants;
+};
+using SnapshotFn = std::function<Snapshot()>;
 
 class MetricsServer {
  public:

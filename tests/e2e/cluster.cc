@@ -1,9 +1,11 @@
 #include "tests/e2e/cluster.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,6 +146,7 @@ Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& 
   const std::string output = process_->Output();
   peer_address_ = ReadyAddress(output, "peer ");
   data_address_ = ReadyAddress(output, "data ");
+  metrics_address_ = ReadyAddress(output, "metrics ");
   const std::string data_prefix = host + ":";
   if (!absl::StartsWith(data_address_, data_prefix)) {
     std::fprintf(stderr, "cclod's ready line has no data address on %s:\n%s\n", host.c_str(),
@@ -203,6 +206,38 @@ std::string NewToken(const Daemon& root) {
   }
   size_t end = result.output.find_first_of(" \t\r\n", start);
   return result.output.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+std::string Scrape(const Daemon& daemon) {
+  const std::string& address = daemon.metrics_address();
+  const size_t colon = address.rfind(':');
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(std::atoi(address.c_str() + colon + 1)));
+  if (colon == std::string::npos ||
+      inet_pton(AF_INET, address.substr(0, colon).c_str(), &target.sin_addr) != 1) {
+    return "";
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)) == 0 &&
+      send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    char chunk[4096];
+    pollfd ready{fd, POLLIN, 0};
+    while (absl::Now() < deadline &&
+           poll(&ready, 1, static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()))) >
+               0) {
+      ssize_t got = recv(fd, chunk, sizeof(chunk), 0);
+      if (got <= 0) break;
+      response.append(chunk, static_cast<size_t>(got));
+    }
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
 }  // namespace cclo::testing

@@ -68,18 +68,25 @@ class Daemon {
   const std::string& data_address() const { return data_address_; }
   /// The port of data_address().
   int data_port() const { return data_port_; }
+  /// "host:port" of the daemon's Prometheus exposition.
+  const std::string& metrics_address() const { return metrics_address_; }
   Process& process() { return *process_; }
 
  private:
   std::string dir_;
   std::string peer_address_;
   std::string data_address_;
+  std::string metrics_address_;
   int data_port_ = 0;
   std::unique_ptr<Process> process_;
 };
 
 /// Runs `ccloctl --runtime-dir <daemon's> args...` and returns what it left behind.
 ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args);
+
+/// The body of GET /metrics from the daemon's exposition (empty if it did not answer
+/// within 10 s).
+std::string Scrape(const Daemon& daemon);
 
 /// Calls `condition` until it holds or `timeout` passes (checking every 20 ms); returns
 /// whether it held. For states only visible by asking (e.g. through ccloctl).

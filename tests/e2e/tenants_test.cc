@@ -236,6 +236,15 @@ TEST(TenantsTest, EachQuotaIsEnforcedAndReported) {
   EXPECT_EQ(Used(daemon, "default", "inflight_ops"), 2u);
   EXPECT_EQ(Used(daemon, "default", "sessions"), 2u);
   EXPECT_EQ(Used(daemon, "default", "buffer_bytes"), 8192u);
+  const std::string metrics = Scrape(daemon);
+  for (const char* line :
+       {"cclod_admission_rejections_total{tenant=\"default\",quota=\"inflight_ops\"} 2",
+        "cclod_admission_rejections_total{tenant=\"default\",quota=\"sessions\"} 1",
+        "cclod_tenant_quota_used{tenant=\"default\",quota=\"buffer_bytes\"} 8192",
+        "cclod_tenant_quota_limit{tenant=\"default\",quota=\"communicators\"} 4",
+        "cclod_tenant_weight{tenant=\"default\"} 1"}) {
+    EXPECT_TRUE(absl::StrContains(metrics, line)) << line << " not in:\n" << metrics;
+  }
   // ... or gets it when an op ends.
   EXPECT_TRUE(theirs[0]
                   ->Send(*two, 0, 8, DataType::kInt32, 0, 7,
