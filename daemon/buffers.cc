@@ -11,11 +11,9 @@
 
 namespace cclo::daemon {
 
-absl::StatusOr<std::shared_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t id,
-                                                                   uint64_t bytes) {
+absl::StatusOr<std::shared_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t id, uint64_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("buffer size must be at least 1 byte");
-  int fd = memfd_create(absl::StrCat("cclo-buffer-", id).c_str(),
-                        MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = memfd_create(absl::StrCat("cclo-buffer-", id).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", std::strerror(errno)));
   }

@@ -4,9 +4,37 @@
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "spdlog/spdlog.h"
+
+namespace {
+
+/// SIGHUP: re-reads the config file and applies what may change at run time; a bad file
+/// is rejected with the reason and the running config stays.
+void Reload(cclo::daemon::Daemon& daemon, const std::string& config_path) {
+  if (config_path.empty()) {
+    spdlog::warn("SIGHUP: no config file to reload (started without --config)");
+    return;
+  }
+  absl::StatusOr<cclo::daemon::Config> config = cclo::daemon::LoadConfig(config_path);
+  absl::StatusOr<std::vector<std::string>> kept =
+      config.ok() ? daemon.Reload(*config) : config.status();
+  if (!kept.ok()) {
+    spdlog::error("reload of {} rejected, the running config stays: {}", config_path,
+                  std::string(kept.status().message()));
+    return;
+  }
+  spdlog::info("reloaded {}: log level, tenant identities, weights and quotas applied",
+               config_path);
+  if (!kept->empty()) {
+    spdlog::warn("reload of {}: changed keys that apply only at restart: {}", config_path,
+                 absl::StrJoin(*kept, ", "));
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cclod: collective-communication offload daemon"};
@@ -22,12 +50,13 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
 
-  // Block the stop signals in every thread; the main thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Block the stop and reload signals in every thread; the main thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   absl::StatusOr<std::unique_ptr<cclo::daemon::Daemon>> daemon =
@@ -37,7 +66,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    Reload(**daemon, config_path);
+  }
   spdlog::info("received signal {}; shutting down", signal_number);
   daemon->reset();
   spdlog::info("cclod stopped");

@@ -159,6 +159,30 @@ absl::Status Daemon::StartServers(int peer_port) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
+  if (absl::Status applied = tenants_.Reload(config); !applied.ok()) return applied;
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  std::vector<std::string> kept;
+  auto keep = [&kept](const char* key, bool same) {
+    if (!same) kept.push_back(key);
+  };
+  keep("runtime_dir", config.runtime_dir == config_.runtime_dir);
+  keep("host", config.host == config_.host);
+  keep("peer_port", config.peer_port == config_.peer_port);
+  keep("data_port", config.data_port == config_.data_port);
+  keep("metrics_port", config.metrics_port == config_.metrics_port);
+  keep("rx_pool_bytes", config.rx_pool_bytes == config_.rx_pool_bytes);
+  keep("segment_bytes", config.segment_bytes == config_.segment_bytes);
+  keep("eager_max_bytes", config.eager_max_bytes == config_.eager_max_bytes);
+  keep("credits_per_peer", config.credits_per_peer == config_.credits_per_peer);
+  keep("max_buffer_bytes", config.max_buffer_bytes == config_.max_buffer_bytes);
+  keep("op_deadline_ms", config.op_deadline == config_.op_deadline);
+  keep("join_timeout_ms", config.join_timeout == config_.join_timeout);
+  keep("admin_group", config.admin_group == config_.admin_group);
+  keep("scheduler", config.scheduler == config_.scheduler);
+  return kept;
+}
+
 Daemon::~Daemon() {
   metrics_server_.reset();
   // Wake every handler that could be waiting (joins, configures, op waits) before the

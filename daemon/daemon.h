@@ -28,6 +28,12 @@ class Daemon {
   /// Tells peers it is leaving, stops the servers, ends sessions, removes the sockets.
   ~Daemon();
 
+  /// Applies what may change at run time: the log level and the tenants' identities,
+  /// weights and quotas. A config whose tenants cannot be applied is INVALID_ARGUMENT and
+  /// changes nothing. Other keys that differ keep their running value until a restart;
+  /// they are named in the returned list.
+  absl::StatusOr<std::vector<std::string>> Reload(const Config& config);
+
   /// "host:port" of the Peer service, as other daemons reach it.
   const std::string& peer_address() const { return peer_address_; }
 

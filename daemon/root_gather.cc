@@ -81,10 +81,9 @@ absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
     for (uint32_t rank = 0; rank < gather.size; ++rank) {
       if (!gather.ranks.count(rank)) missing.push_back(rank);
     }
-    result = absl::DeadlineExceededError(
-        absl::StrCat("communicator ", hw::CommIdHex(id), ": only ", gather.ranks.size(),
-                     " of ", gather.size, " ranks joined before the deadline; missing ranks ",
-                     absl::StrJoin(missing, ",")));
+    result = absl::DeadlineExceededError(absl::StrCat(
+        "communicator ", hw::CommIdHex(id), ": only ", gather.ranks.size(), " of ", gather.size,
+        " ranks joined before the deadline; missing ranks ", absl::StrJoin(missing, ",")));
   }
   if (--gather.waiting == 0) gathers_.erase(id);
   return result;

@@ -43,7 +43,7 @@ class RootGather {
     absl::Time created;
     uint32_t size = 0;  ///< 0 until the first rank says how many
     std::map<uint32_t, cclo::v1::RankInfo> ranks;
-    int waiting = 0;    ///< Join calls still inside; the gather is erased by the last
+    int waiting = 0;  ///< Join calls still inside; the gather is erased by the last
     bool failed = false;
   };
 

@@ -26,8 +26,7 @@ class MetricsServer {
  public:
   /// Serves /metrics on host:port (port 0 picks a free one).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host,
-                                                               uint16_t port,
-                                                               SnapshotFn snapshot);
+                                                              uint16_t port, SnapshotFn snapshot);
   ~MetricsServer();
   uint16_t port() const { return port_; }
 

@@ -212,7 +212,31 @@ TenantPtr Named(const std::vector<TenantPtr>& tenants, const std::string& name) 
 TenantStore::TenantStore(const Config& config, const UserDatabase& users)
     : users_(users),
       tenants_(MakeTenants(config)),
-      default_tenant_(Named(tenants_, config.default_tenant)) {}
+      default_tenant_(Named(tenants_, config.default_tenant)),
+      default_name_(config.default_tenant) {}
+
+absl::Status TenantStore::Reload(const Config& config) {
+  auto names = [](const auto& list, auto name_of) {
+    std::string joined;
+    for (const auto& entry : list)
+      absl::StrAppend(&joined, joined.empty() ? "" : ", ", name_of(entry));
+    return joined;
+  };
+  const std::string running = names(tenants_, [](const TenantPtr& t) { return t->name(); });
+  const std::string asked = names(config.tenants, [](const TenantConfig& t) { return t.name; });
+  if (running != asked) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tenants (", asked, ") differ from the running ones (", running,
+                     "); adding, removing, renaming or reordering tenants needs a restart"));
+  }
+  if (config.default_tenant != default_name_) {
+    return absl::InvalidArgumentError(absl::StrCat("default_tenant '", config.default_tenant,
+                                                   "' differs from the running '", default_name_,
+                                                   "'; changing it needs a restart"));
+  }
+  for (size_t i = 0; i < tenants_.size(); ++i) tenants_[i]->Update(config.tenants[i]);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<TenantPtr> TenantStore::Identify(uid_t uid, gid_t gid) const {
   const std::string user = users_.UserName(uid);

@@ -121,10 +121,16 @@ class TenantStore {
 
   std::vector<TenantPtr> All() const { return tenants_; }
 
+  /// Applies `config`'s tenants at run time: identities, weights and quotas. The tenants
+  /// (names, in order) and the default tenant must stay as they are (INVALID_ARGUMENT
+  /// saying what changed, and nothing is applied); what is held stays held.
+  absl::Status Reload(const Config& config);
+
  private:
   const UserDatabase& users_;
   const std::vector<TenantPtr> tenants_;
   const TenantPtr default_tenant_;  ///< nullptr: unknown callers are refused
+  const std::string default_name_;
 };
 
 }  // namespace cclo::daemon

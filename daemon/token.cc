@@ -61,17 +61,16 @@ absl::StatusOr<CommToken> ParseToken(const std::string& text) {
   const size_t secret_end = id_end + 1 + kSecretDigits;
   if (text.size() < secret_end + 2 || text[id_end] != '-' || text[secret_end] != '-') {
     return Malformed(absl::StrCat("expected ", kIdDigits, " hex digits, '-', ", kSecretDigits,
-                                  " hex digits, '-', address; got ", text.size(),
-                                  " characters"));
+                                  " hex digits, '-', address; got ", text.size(), " characters"));
   }
   CommToken token;
-  if (absl::Status status = hw::ParseHex(text.substr(kPrefixSize, kIdDigits), token.id.data(),
-                                     token.id.size());
+  if (absl::Status status =
+          hw::ParseHex(text.substr(kPrefixSize, kIdDigits), token.id.data(), token.id.size());
       !status.ok()) {
     return Malformed(absl::StrCat("communicator id: ", status.message()));
   }
   if (!hw::ParseHex(text.substr(id_end + 1, kSecretDigits), token.secret.data(),
-                token.secret.size())
+                    token.secret.size())
            .ok()) {
     return Malformed("secret is not hex");
   }

@@ -1,0 +1,106 @@
+// SIGHUP reloads the config file: tenant weights and quotas change for a running daemon,
+// a bad file or a change that needs a restart is rejected with the reason and the running
+// config stays, and keys that apply only at restart are named.
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "cclo/client.h"
+#include "cclo/v1/admin.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo::testing {
+namespace {
+
+const char kQuota[] = "tenants:\n  - name: default\n    quotas: {sessions: 1}\n";
+
+class ReloadTest : public ::testing::Test {
+ protected:
+  ReloadTest() : daemon_(kQuota), path_(daemon_.runtime_dir() + "/../cclod.yaml") {
+    std::ifstream file(path_);
+    std::stringstream text;
+    text << file.rdbuf();
+    original_ = text.str();
+  }
+
+  /// Writes the original config with `from` replaced by `to`, sends SIGHUP and waits for
+  /// the daemon to say `outcome` for the `count`th time.
+  void Reload(const std::string& from, const std::string& to, const std::string& outcome) {
+    ASSERT_TRUE(absl::StrContains(original_, from));
+    std::ofstream(path_) << absl::StrReplaceAll(original_, {{from, to}});
+    const size_t before = Count(outcome);
+    daemon_.process().Signal(SIGHUP);
+    ASSERT_TRUE(WaitUntil([&] { return Count(outcome) > before; }, absl::Seconds(10)))
+        << daemon_.process().Output();
+  }
+
+  size_t Count(const std::string& text) {
+    const std::string output = daemon_.process().Output();
+    size_t count = 0;
+    for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
+      ++count;
+    }
+    return count;
+  }
+
+  v1::TenantInfo Tenant() {
+    ProcessResult result = Ccloctl(daemon_, {"tenants", "--json"});
+    v1::ListTenantsResponse tenants;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.output, &tenants).ok())
+        << result.output;
+    return tenants.tenants_size() == 1 ? tenants.tenants(0) : v1::TenantInfo();
+  }
+
+  Daemon daemon_;
+  const std::string path_;
+  std::string original_;
+};
+
+TEST_F(ReloadTest, GoodFileChangesQuotasAndWeightsOfTheRunningDaemon) {
+  absl::StatusOr<std::unique_ptr<Client>> first = Client::Attach(daemon_.runtime_dir());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(Client::Attach(daemon_.runtime_dir()).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  Reload("quotas: {sessions: 1}", "weight: 5\n    quotas: {sessions: 2}", "reloaded ");
+  const v1::TenantInfo tenant = Tenant();
+  EXPECT_EQ(tenant.weight(), 5u);
+  ASSERT_EQ(tenant.quotas_size(), 4);
+  EXPECT_EQ(tenant.quotas(3).name(), "sessions");
+  EXPECT_EQ(tenant.quotas(3).limit(), 2u);
+  EXPECT_EQ(tenant.quotas(3).used(), 1u);
+  absl::StatusOr<std::unique_ptr<Client>> second = Client::Attach(daemon_.runtime_dir());
+  EXPECT_TRUE(second.ok()) << second.status();
+}
+
+TEST_F(ReloadTest, BadFileIsRejectedWithTheReasonAndTheRunningConfigStays) {
+  Reload("quotas: {sessions: 1}", "quotas: {sessions: many}", "rejected, the running config");
+  EXPECT_TRUE(absl::StrContains(daemon_.process().Output(), "'sessions': 'many' is not"))
+      << daemon_.process().Output();
+  Reload("quotas: {sessions: 1}", "quotas: {sessions: 1}\n  - name: extra",
+         "rejected, the running config");
+  EXPECT_TRUE(absl::StrContains(daemon_.process().Output(),
+                                "tenants (default, extra) differ from the running ones (default); "
+                                "adding, removing, renaming or reordering tenants needs a "
+                                "restart"))
+      << daemon_.process().Output();
+  const v1::TenantInfo tenant = Tenant();
+  EXPECT_EQ(tenant.name(), "default");
+  EXPECT_EQ(tenant.quotas(3).limit(), 1u);
+  // The daemon still serves.
+  EXPECT_TRUE(Client::Attach(daemon_.runtime_dir()).ok());
+}
+
+TEST_F(ReloadTest, KeysThatApplyAtRestartAreNamed) {
+  Reload("quotas: {sessions: 1}", "quotas: {sessions: 3}\nsegment_bytes: 65536\n",
+         "changed keys that apply only at restart: segment_bytes");
+  EXPECT_EQ(Tenant().quotas(3).limit(), 3u);
+}
+
+}  // namespace
+}  // namespace cclo::testing
