@@ -37,6 +37,12 @@ struct Config {
   absl::Duration join_timeout = absl::Seconds(60);
   /// spdlog level name: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  /// Mutual TLS on the Peer service (PEM files): this daemon's certificate chain, its
+  /// private key, and the CA bundle every peer daemon's certificate must chain to. All
+  /// three or none; none means plaintext.
+  std::string peer_tls_cert_file;
+  std::string peer_tls_key_file;
+  std::string peer_tls_ca_file;
 };
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values are

@@ -27,6 +27,9 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(shipped->op_deadline, defaults.op_deadline);
   EXPECT_EQ(shipped->join_timeout, defaults.join_timeout);
   EXPECT_EQ(shipped->log_level, defaults.log_level);
+  EXPECT_EQ(shipped->peer_tls_cert_file, defaults.peer_tls_cert_file);
+  EXPECT_EQ(shipped->peer_tls_key_file, defaults.peer_tls_key_file);
+  EXPECT_EQ(shipped->peer_tls_ca_file, defaults.peer_tls_ca_file);
 }
 
 }  // namespace
