@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/grpc_log.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
+  cclo::daemon::ForwardGrpcLogs();
 
   // Block the stop and reload signals in every thread; the main thread waits for them.
   sigset_t signals;
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
       cclo::daemon::Daemon::Start(*config);
   if (!daemon.ok()) {
     spdlog::critical("cclod cannot start: {}", std::string(daemon.status().message()));
+    cclo::daemon::StopForwardingGrpcLogs();
     return 1;
   }
   int signal_number = 0;
@@ -72,5 +75,6 @@ int main(int argc, char** argv) {
   spdlog::info("received signal {}; shutting down", signal_number);
   daemon->reset();
   spdlog::info("cclod stopped");
+  cclo::daemon::StopForwardingGrpcLogs();
   return 0;
 }

@@ -73,7 +73,7 @@ grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
   absl::StatusOr<Communicators::Joined> joined = communicators_->Join(
       *session, request->token(), request->rank(), request->size(), absl::Now() + timeout);
   if (!joined.ok()) {
-    spdlog::info("session {}: join as rank {} of {} failed: {}", (*session)->id(), request->rank(),
+    spdlog::warn("session {}: join as rank {} of {} failed: {}", (*session)->id(), request->rank(),
                  request->size(), std::string(joined.status().message()));
     return ToGrpc(joined.status());
   }

@@ -5,8 +5,10 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
@@ -198,8 +200,33 @@ const std::map<std::string, Setter>& Setters() {
       {"tenants", ParseTenants},
       {"default_tenant", String(&Config::default_tenant)},
       {"scheduler", String(&Config::scheduler)},
+      {"peer_tls_cert_file", String(&Config::peer_tls_cert_file)},
+      {"peer_tls_key_file", String(&Config::peer_tls_key_file)},
+      {"peer_tls_ca_file", String(&Config::peer_tls_ca_file)},
   };
   return *setters;
+}
+
+/// The peer TLS files go together: all three set, or none.
+absl::Status CheckPeerTls(const Config& config) {
+  const std::pair<const char*, const std::string*> files[] = {
+      {"peer_tls_cert_file", &config.peer_tls_cert_file},
+      {"peer_tls_key_file", &config.peer_tls_key_file},
+      {"peer_tls_ca_file", &config.peer_tls_ca_file}};
+  std::vector<std::string> set, unset;
+  for (const auto& [key, path] : files) {
+    if (path->empty()) {
+      unset.push_back(key);
+    } else {
+      set.push_back(absl::StrCat(key, " is '", *path, "'"));
+    }
+  }
+  if (set.empty() || unset.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "config: peer TLS needs peer_tls_cert_file, peer_tls_key_file and peer_tls_ca_file "
+      "together; ",
+      absl::StrJoin(set, ", "), " but ", absl::StrJoin(unset, " and "),
+      unset.size() == 1 ? " is" : " are", " not set"));
 }
 
 }  // namespace
@@ -252,6 +279,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
         absl::StrCat("config: eager_max_bytes ", config.eager_max_bytes, " exceeds segment_bytes ",
                      config.segment_bytes, " (an eager message travels as one segment)"));
   }
+  if (absl::Status tls = CheckPeerTls(config); !tls.ok()) return tls;
   if (config.scheduler != "drr" && config.scheduler != "fifo") {
     return absl::InvalidArgumentError(
         absl::StrCat("config key 'scheduler': '", config.scheduler, "' is not one of drr, fifo"));

@@ -66,6 +66,12 @@ struct Config {
   /// How the engine shares itself between tenants: "drr" (weighted deficit round robin)
   /// or "fifo" (arrival order, for comparison).
   std::string scheduler = "drr";
+  /// Mutual TLS on the Peer service (PEM files): this daemon's certificate chain, its
+  /// private key, and the CA bundle every peer daemon's certificate must chain to. All
+  /// three or none; none means plaintext.
+  std::string peer_tls_cert_file;
+  std::string peer_tls_key_file;
+  std::string peer_tls_ca_file;
 };
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values are

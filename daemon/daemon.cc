@@ -43,11 +43,13 @@ absl::StatusOr<std::pair<int, uint16_t>> ReservePort(const std::string& host) {
   return std::make_pair(fd, ntohs(address.sin_port));
 }
 
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& address,
-                                                          grpc::Service* service) {
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    const std::string& address, grpc::Service* service,
+    const std::shared_ptr<grpc::ServerCredentials>& credentials =
+        grpc::InsecureServerCredentials()) {
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, credentials, &port);
   builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
@@ -91,6 +93,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   emu.segment_bytes = config.segment_bytes;
   emu.eager_max_bytes = config.eager_max_bytes;
   emu.credits_per_peer = config.credits_per_peer;
+  absl::StatusOr<std::optional<PeerTls>> peer_tls = LoadPeerTls(config);
+  if (!peer_tls.ok()) return peer_tls.status();
   absl::StatusOr<hw::DevicePtr> device = hw::emu::CreateEmuDevice(emu);
   if (!device.ok()) return device.status();
 
@@ -102,21 +106,30 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     std::tie(reserved_fd, peer_port) = *reserved;
   }
   std::unique_ptr<Daemon> daemon(
-      new Daemon(config, *std::move(device), absl::StrCat(config.host, ":", peer_port)));
+      new Daemon(config, *std::move(device), absl::StrCat(config.host, ":", peer_port), *peer_tls));
   absl::Status started = daemon->StartServers(peer_port);
   if (reserved_fd >= 0) close(reserved_fd);
   if (!started.ok()) return started;
+  if (peer_tls->has_value()) {
+    spdlog::info("peer service: mutual TLS, certificate {}, peers must chain to CA {}",
+                 config.peer_tls_cert_file, config.peer_tls_ca_file);
+  } else {
+    spdlog::info("peer service: plaintext (no peer_tls_* keys in the config)");
+  }
   spdlog::info("cclod {} ready: peer {}, data {}, metrics {}:{}, runtime dir {}", kVersion,
                daemon->peer_address(), daemon->device_->DataAddress(), config.host,
                daemon->metrics_server_->port(), config.runtime_dir);
   return daemon;
 }
 
-Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_address)
+Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_address,
+               const std::optional<PeerTls>& peer_tls)
     : config_(config),
       device_(std::move(device)),
       peer_address_(std::move(peer_address)),
       tenants_(config_),
+      peer_server_credentials_(PeerServerCredentials(peer_tls)),
+      peer_client_(PeerChannelCredentials(peer_tls)),
       communicators_(device_.get(), &peer_client_, &root_gather_, peer_address_),
       ops_(device_.get(), &communicators_, config.op_deadline),
       client_service_(&config_, &sessions_, &communicators_, &ops_),
@@ -125,8 +138,8 @@ Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_addr
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
-  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      StartServer(absl::StrCat(config_.host, ":", peer_port), &peer_service_);
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server = StartServer(
+      absl::StrCat(config_.host, ":", peer_port), &peer_service_, peer_server_credentials_);
   if (!server.ok()) return server.status();
   peer_server_ = *std::move(server);
 
@@ -180,6 +193,9 @@ absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
   keep("join_timeout_ms", config.join_timeout == config_.join_timeout);
   keep("admin_group", config.admin_group == config_.admin_group);
   keep("scheduler", config.scheduler == config_.scheduler);
+  keep("peer_tls_cert_file", config.peer_tls_cert_file == config_.peer_tls_cert_file);
+  keep("peer_tls_key_file", config.peer_tls_key_file == config_.peer_tls_key_file);
+  keep("peer_tls_ca_file", config.peer_tls_ca_file == config_.peer_tls_ca_file);
   return kept;
 }
 

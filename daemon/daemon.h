@@ -12,6 +12,7 @@
 #include "daemon/config.h"
 #include "daemon/ops.h"
 #include "daemon/peer_client.h"
+#include "daemon/peer_tls.h"
 #include "daemon/root_gather.h"
 #include "daemon/services.h"
 #include "daemon/sessions.h"
@@ -38,13 +39,16 @@ class Daemon {
   const std::string& peer_address() const { return peer_address_; }
 
  private:
-  Daemon(const Config& config, hw::DevicePtr device, std::string peer_address);
+  Daemon(const Config& config, hw::DevicePtr device, std::string peer_address,
+         const std::optional<PeerTls>& peer_tls);
   absl::Status StartServers(int peer_port);
 
   const Config config_;
   hw::DevicePtr device_;
   const std::string peer_address_;
   TenantStore tenants_;
+  /// TLS or plaintext for the Peer server, as the config asks.
+  const std::shared_ptr<grpc::ServerCredentials> peer_server_credentials_;
   PeerClient peer_client_;
   RootGather root_gather_;
   SessionRegistry sessions_;

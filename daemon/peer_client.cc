@@ -9,8 +9,7 @@ cclo::v1::Peer::Stub* PeerClient::StubFor(const std::string& address) {
   absl::MutexLock lock(&mu_);
   auto& stub = stubs_[address];
   if (!stub) {
-    stub =
-        cclo::v1::Peer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    stub = cclo::v1::Peer::NewStub(grpc::CreateChannel(address, credentials_));
   }
   return stub.get();
 }

@@ -1,9 +1,23 @@
+#include <grpcpp/security/auth_context.h>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/services.h"
 #include "daemon/status.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
+namespace {
+
+/// ", certificate CN=<name>" for a caller that presented a TLS certificate, else "".
+std::string CertificateName(const grpc::ServerContext& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (!auth) return "";
+  std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
+  if (names.empty()) return "";
+  return absl::StrCat(", certificate CN=", std::string(names[0].data(), names[0].size()));
+}
+
+}  // namespace
 
 grpc::Status PeerService::Join(grpc::ServerContext* context,
                                const cclo::v1::PeerJoinRequest* request,
@@ -18,7 +32,8 @@ grpc::Status PeerService::Join(grpc::ServerContext* context,
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   absl::StatusOr<std::vector<cclo::v1::RankInfo>> table = root_gather_->Join(*request, deadline);
   if (!table.ok()) {
-    spdlog::warn("peer {} join as rank {} refused: {}", context->peer(), request->rank(),
+    spdlog::warn("join of rank {} from peer daemon {} ({}{}) refused: {}", request->rank(),
+                 request->daemon_address(), context->peer(), CertificateName(*context),
                  std::string(table.status().message()));
     return ToGrpc(table.status());
   }

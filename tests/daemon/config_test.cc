@@ -40,6 +40,9 @@ max_buffer_bytes: 8192
 op_deadline_ms: 1500
 join_timeout_ms: 2000
 log_level: debug
+peer_tls_cert_file: /etc/tls/node.pem
+peer_tls_key_file: /etc/tls/node.key
+peer_tls_ca_file: /etc/tls/ca.pem
 )");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->runtime_dir, "/tmp/x");
@@ -55,6 +58,9 @@ log_level: debug
   EXPECT_EQ(config->op_deadline, absl::Milliseconds(1500));
   EXPECT_EQ(config->join_timeout, absl::Seconds(2));
   EXPECT_EQ(config->log_level, "debug");
+  EXPECT_EQ(config->peer_tls_cert_file, "/etc/tls/node.pem");
+  EXPECT_EQ(config->peer_tls_key_file, "/etc/tls/node.key");
+  EXPECT_EQ(config->peer_tls_ca_file, "/etc/tls/ca.pem");
 }
 
 TEST(ConfigTest, ReadsTenants) {
@@ -160,7 +166,14 @@ INSTANTIATE_TEST_SUITE_P(
                   "config key 'default_tenant': 'default' names no tenant (tenants: a); '' "
                   "refuses unknown callers"},
         BadConfig{"scheduler: lottery",
-                  "config key 'scheduler': 'lottery' is not one of drr, fifo"}));
+                  "config key 'scheduler': 'lottery' is not one of drr, fifo"},
+        BadConfig{"peer_tls_cert_file: /a.pem",
+                  "config: peer TLS needs peer_tls_cert_file, peer_tls_key_file and "
+                  "peer_tls_ca_file together; peer_tls_cert_file is '/a.pem' but "
+                  "peer_tls_key_file and peer_tls_ca_file are not set"},
+        BadConfig{"peer_tls_cert_file: /a.pem\npeer_tls_ca_file: /ca.pem",
+                  "; peer_tls_cert_file is '/a.pem', peer_tls_ca_file is '/ca.pem' but "
+                  "peer_tls_key_file is not set"}));
 
 TEST(ConfigTest, MissingFileIsNotFound) {
   absl::StatusOr<Config> config = LoadConfig("/nonexistent/cclod.yaml");

@@ -42,6 +42,9 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(tenant.quotas.communicators, expected.quotas.communicators);
   EXPECT_EQ(tenant.quotas.inflight_ops, expected.quotas.inflight_ops);
   EXPECT_EQ(tenant.quotas.sessions, expected.quotas.sessions);
+  EXPECT_EQ(shipped->peer_tls_cert_file, defaults.peer_tls_cert_file);
+  EXPECT_EQ(shipped->peer_tls_key_file, defaults.peer_tls_key_file);
+  EXPECT_EQ(shipped->peer_tls_ca_file, defaults.peer_tls_ca_file);
 }
 
 }  // namespace

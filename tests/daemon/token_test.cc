@@ -30,8 +30,7 @@ TEST_P(MalformedTokenTest, IsRejectedWithReason) {
   absl::StatusOr<CommToken> parsed = ParseToken(GetParam().text);
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(parsed.status().message().find(GetParam().error), std::string::npos)
-      << parsed.status();
+  EXPECT_NE(parsed.status().message().find(GetParam().error), std::string::npos) << parsed.status();
 }
 
 const std::string kId(32, 'a');
@@ -39,8 +38,7 @@ const std::string kSecret(64, 'b');
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, MalformedTokenTest,
-    ::testing::Values(BadToken{"", "does not start with"},
-                      BadToken{"hello", "does not start with"},
+    ::testing::Values(BadToken{"", "does not start with"}, BadToken{"hello", "does not start with"},
                       BadToken{"cclo2-" + kId + "-" + kSecret + "-h:1", "unsupported version"},
                       BadToken{"cclo1-" + kId + "-" + kSecret, "expected 32 hex digits"},
                       BadToken{"cclo1-" + kId + "x" + kSecret + "-h:1", "expected 32 hex"},
@@ -48,8 +46,7 @@ INSTANTIATE_TEST_SUITE_P(
                                "communicator id: 'ag' at position 30 is not hex"},
                       BadToken{"cclo1-" + kId + "-" + std::string(63, 'b') + "z-h:1",
                                "secret is not hex"},
-                      BadToken{"cclo1-" + kId + "-" + kSecret + "-hostonly",
-                               "is not host:port"},
+                      BadToken{"cclo1-" + kId + "-" + kSecret + "-hostonly", "is not host:port"},
                       BadToken{"cclo1-" + kId + "-" + kSecret + "-h:12x", "is not host:port"},
                       BadToken{"cclo1-" + kId + "-" + kSecret + "-:80", "is not host:port"}));
 

@@ -1,0 +1,17 @@
+// gRPC's own log lines in cclod's log: same sink, format and levels as the rest.
+#pragma once
+
+namespace cclo::daemon {
+
+/// From now on gRPC logs through spdlog as "grpc: <file>:<line>: <message>" (gRPC errors
+/// as errors, its info and debug lines as debug and trace). A failed handshake on a
+/// server port, which gRPC reports only at debug level and without the peer's address,
+/// becomes a warning: only the TLS peer port has handshakes that fail, and the line is
+/// the only trace on this side of a peer daemon refused or refusing. Call once, before
+/// gRPC starts.
+void ForwardGrpcLogs();
+
+/// Gives gRPC back its own stderr logger (before spdlog goes away at exit).
+void StopForwardingGrpcLogs();
+
+}  // namespace cclo::daemon
