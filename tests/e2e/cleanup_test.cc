@@ -65,7 +65,7 @@ TEST(CleanupTest, ClientKilledMidAllreduceLeavesBothDaemonsAsBefore) {
   const uint64_t helper_buffer = helper.Alloc(kPairCount * 4);
   // Warm-up: a communicator over both daemons, used and destroyed, sets up what the daemons
   // keep for good (b's channel to a's Peer service).
-  UsePairAndDestroy(survivor, survivor_buffer, helper, helper_buffer);
+  ASSERT_NO_FATAL_FAILURE(UsePairAndDestroy(survivor, survivor_buffer, helper, helper_buffer));
   const absl::StatusOr<Footprint> baseline_a = probe_a.Steady();
   const absl::StatusOr<Footprint> baseline_b = probe_b.Steady();
   ASSERT_TRUE(baseline_a.ok()) << baseline_a.status();
@@ -96,6 +96,8 @@ TEST(CleanupTest, ClientKilledMidAllreduceLeavesBothDaemonsAsBefore) {
   status = survivor.stub().Wait(survivor.Context().get(), wait, &done);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_TRUE(done.done()) << "the allreduce still runs after its peer's client was killed";
+  std::cout << "rank 0's allreduce ended after " << absl::Microseconds(done.elapsed_us()) << ": "
+            << done.message() << std::endl;
   EXPECT_EQ(done.code(), grpc::StatusCode::UNAVAILABLE) << done.message();
   EXPECT_NE(done.message().find("rank 1 "), std::string::npos) << done.message();
   EXPECT_NE(done.message().find(absl::StrCat("pid ", doomed.pid())), std::string::npos)
@@ -120,8 +122,8 @@ constexpr int kWarmupCycles = 60;
 constexpr int kCycles = 1000;
 
 /// What the clients of one cycle take before they are killed, in turn: a buffer; a buffer
-/// and a 1-rank communicator with an op running; a buffer and a 2-rank communicator with
-/// ops in the engine and an op held behind one of them (see doomed_client_main.cc).
+/// and a 1-rank communicator with a large op submitted; a buffer and a 2-rank communicator
+/// with ops in the engine and an op held by the session (see doomed_client_main.cc).
 const char* const kModes[] = {"buffer", "solo", "pair"};
 
 /// Runs `cycles` cycles, numbered from `first`, kParallel clients at a time: each is
@@ -151,15 +153,16 @@ TEST(CleanupTest, ThousandKilledClientsLeakNothing) {
   const pid_t pid = daemon.process().pid();
   // Warm-up: the first cycles set up what the daemon keeps for good (its gRPC channel to
   // its own Peer service, server threads, allocator arenas and caches).
-  RunCycles(daemon, 0, kWarmupCycles);
+  ASSERT_NO_FATAL_FAILURE(RunCycles(daemon, 0, kWarmupCycles));
   const absl::StatusOr<Footprint> baseline = probe.Steady();
   ASSERT_TRUE(baseline.ok()) << baseline.status();
   EXPECT_EQ(baseline->sessions, 0u) << *baseline;
   EXPECT_EQ(baseline->communicators, 0u) << *baseline;
   const int64_t rss_before = ResidentKib(pid);
+  ASSERT_GT(rss_before, 0);
 
   const absl::Time start = absl::Now();
-  RunCycles(daemon, kWarmupCycles, kCycles);
+  ASSERT_NO_FATAL_FAILURE(RunCycles(daemon, kWarmupCycles, kCycles));
   const Footprint after = probe.SettleAt(*baseline);
   const int64_t rss_after = ResidentKib(pid);
   std::cout << kCycles << " cycles in " << absl::FormatDuration(absl::Now() - start) << "; before "

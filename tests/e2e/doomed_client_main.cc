@@ -100,10 +100,11 @@ int main(int argc, char** argv) {
     absl::StatusOr<cclo::Request> running =
         (*rank0)->AllreduceAsync(*buffer, *buffer, count, f32, sum);
     if (!running.ok()) return Fail("allreduce on rank 0", running.status());
-    // Held by the session: behind the first on its communicator, or waiting for it.
+    // Queued in the engine behind the first.
     absl::StatusOr<cclo::Request> queued =
         (*rank0)->AllreduceAsync(*buffer, *buffer, count, f32, sum);
     if (!queued.ok()) return Fail("second allreduce on rank 0", queued.status());
+    // Held by the session until the first finishes.
     cclo::OpOptions after;
     after.after = {&*running};
     absl::StatusOr<cclo::Request> waiting =
