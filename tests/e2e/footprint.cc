@@ -25,8 +25,10 @@ std::string FdKind(const std::string& target) {
   return target;
 }
 
-/// Names of gRPC's timer threads (iomgr's and the event engine's), which only ever grow.
-constexpr const char* kGrpcTimerThreads[] = {"grpc_global_tim", "timer_manager"};
+/// gRPC's process-wide pools that start threads on bursts of work and end them only at
+/// shutdown: its timer threads (iomgr's and the event engine's) and its executors.
+constexpr const char* kGrpcGrowingPools[] = {"grpc_global_tim", "timer_manager", "default-executo",
+                                             "resolver-execut"};
 
 /// Adds `name_of(entry)` for every entry of `dir` to `counts`; false if `dir` cannot be read.
 template <typename NameOf>
@@ -88,7 +90,7 @@ absl::StatusOr<Footprint> FootprintProbe::Measure() {
       !CountEntries(absl::StrCat("/proc/", pid_, "/task"), thread_name, footprint.threads)) {
     return absl::UnavailableError(absl::StrCat("cannot read /proc/", pid_));
   }
-  for (const char* name : kGrpcTimerThreads) footprint.threads.erase(name);
+  for (const char* name : kGrpcGrowingPools) footprint.threads.erase(name);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   cclo::v1::StatusResponse status;

@@ -21,8 +21,10 @@ namespace cclo::testing {
 struct Footprint {
   /// Open descriptors by kind: "socket", "pipe", "memfd", "anon_inode:[eventfd]", or the path.
   std::map<std::string, int> fds;
-  /// Threads by name (/proc/<pid>/task/*/comm), but for gRPC's timer threads: gRPC starts
-  /// one more whenever timers fire while none waits, and never ends them before shutdown.
+  /// Threads by name (/proc/<pid>/task/*/comm), but for gRPC's timer and executor threads:
+  /// gRPC starts more of those on bursts of work and ends them only at shutdown. The gRPC
+  /// servers' threads are counted, as a stuck RPC would hold one; each server keeps one to
+  /// three idle, as many as it once served at the same time, so warm-ups repeat the load.
   std::map<std::string, int> threads;
   uint32_t sessions = 0;
   uint32_t buffers = 0;
