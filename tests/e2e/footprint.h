@@ -18,6 +18,7 @@
 
 namespace cclo::testing {
 
+/// What a daemon holds: from /proc, then from its Status RPC.
 struct Footprint {
   /// Open descriptors by kind: "socket", "pipe", "memfd", "anon_inode:[eventfd]", or the path.
   std::map<std::string, int> fds;
