@@ -159,7 +159,10 @@ absl::Status Daemon::StartServers(int peer_port) {
 
   absl::StatusOr<std::unique_ptr<AttachServer>> attach = AttachServer::Start(
       dir + "/attach.sock", &tenants_, &sessions_,
-      [this](const SessionPtr& session) { communicators_.EndSession(session); });
+      [this](const SessionPtr& session) {
+        communicators_.EndSession(session);
+        ops_.EndSession(session);
+      });
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
 

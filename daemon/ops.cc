@@ -178,8 +178,15 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   return response;
 }
 
+void Ops::EndSession(const SessionPtr& session) {
+  absl::MutexLock lock(&mu_);
+  std::erase_if(watched_, [&](const auto& entry) { return entry.second.lock() == session; });
+}
+
 void Ops::Watch(WatchKey key, const SessionPtr& session) {
   absl::MutexLock lock(&mu_);
+  // Checked under mu_: a session that closes later has its entries erased by EndSession.
+  if (session->closed()) return;
   auto [entry, inserted] = watched_.emplace(key, session);
   if (inserted && entry == watched_.begin()) wake_.Signal();
 }

@@ -37,11 +37,15 @@ class Ops {
   absl::StatusOr<cclo::v1::SubmitResponse> Submit(const SessionPtr& session,
                                                   const cclo::v1::SubmitRequest& request);
 
+  /// The session ended, dropping its held ops: stops watching their deadlines, so that
+  /// nothing of the session is kept until then. Call after Session::Close().
+  void EndSession(const SessionPtr& session);
+
  private:
   /// Key of a watched op: its deadline, then its (daemon-unique) id.
   using WatchKey = std::pair<absl::Time, uint64_t>;
 
-  /// Watches an op held by `session` until its deadline.
+  /// Watches an op held by `session` until its deadline (not if the session closed).
   void Watch(WatchKey key, const SessionPtr& session);
   /// Stops watching an op that started.
   void Unwatch(WatchKey key);
