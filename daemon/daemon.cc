@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -93,6 +94,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   emu.credits_per_peer = config.credits_per_peer;
   absl::StatusOr<hw::DevicePtr> device = hw::emu::CreateEmuDevice(emu);
   if (!device.ok()) return device.status();
+  // INTERIM (issue #4, scheduler): until config.{h,cc} has `scheduler: drr|fifo` and tenant
+  // weights, CCLOD_SCHEDULER=fifo in the environment selects FIFO; every tenant weighs 1.
+  const char* scheduler = std::getenv("CCLOD_SCHEDULER");
+  (*device)->SetScheduling({.fair = scheduler == nullptr || std::string(scheduler) != "fifo"});
 
   uint16_t peer_port = config.peer_port;
   int reserved_fd = -1;
