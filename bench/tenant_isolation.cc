@@ -7,8 +7,8 @@
 //   --small-bytes (1 KiB), each timed on rank 0 from submission to completion.
 // Three runs: B alone, B beside A with fair scheduling (DRR), B beside A with FIFO; then
 // B's p50 and p99 latency for each, their ratios and A's throughput. The daemons are
-// started twice, once per scheduling mode (CCLOD_SCHEDULER, interim until the config has a
-// scheduler key). Needs root (B runs as another uid, so tenants are told apart).
+// started twice, once per `scheduler` (drr, fifo); tenants "big" (uid 0) and "small"
+// (nobody) weigh 1 each. Needs root (B runs as another uid).
 //
 //   bazel run //bench:tenant_isolation -- [--iterations 1000]
 //
@@ -195,12 +195,15 @@ class Bench {
   const uint64_t iterations_, small_bytes_, big_bytes_;
 };
 
-/// Two daemons scheduling in `mode`, their runtime dirs open to every uid.
+/// Two daemons scheduling in `mode` ("drr" or "fifo") between tenant "big" (uid 0) and
+/// tenant "small" (uid nobody), their runtime dirs open to every uid.
 std::vector<std::unique_ptr<Daemon>> StartDaemons(const std::string& mode) {
-  setenv("CCLOD_SCHEDULER", mode.c_str(), 1);
+  const std::string config = absl::StrCat(
+      "scheduler: ", mode, "\n",
+      "default_tenant: big\ntenants:\n  - {name: big, uids: [0]}\n  - {name: small, uids: [65534]}\n");
   std::vector<std::unique_ptr<Daemon>> daemons;
   for (int i = 0; i < 2; ++i) {
-    daemons.push_back(std::make_unique<Daemon>());
+    daemons.push_back(std::make_unique<Daemon>(config));
     const std::filesystem::path run = daemons.back()->runtime_dir();
     chmod(run.parent_path().c_str(), 0755);
     chmod(run.c_str(), 0755);

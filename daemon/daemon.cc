@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -94,11 +93,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   emu.credits_per_peer = config.credits_per_peer;
   absl::StatusOr<hw::DevicePtr> device = hw::emu::CreateEmuDevice(emu);
   if (!device.ok()) return device.status();
-  // INTERIM (issue #4, scheduler): until config.{h,cc} has `scheduler: drr|fifo` and tenant
-  // weights, CCLOD_SCHEDULER=fifo in the environment selects FIFO; every tenant weighs 1.
-  const char* scheduler = std::getenv("CCLOD_SCHEDULER");
-  (*device)->SetScheduling({.fair = scheduler == nullptr || std::string(scheduler) != "fifo"});
-
   uint16_t peer_port = config.peer_port;
   int reserved_fd = -1;
   if (peer_port == 0) {
@@ -108,6 +102,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   }
   std::unique_ptr<Daemon> daemon(
       new Daemon(config, *std::move(device), absl::StrCat(config.host, ":", peer_port)));
+  // The engine shares itself between the tenants by their weights (DESIGN 9).
+  hw::Scheduling scheduling{.fair = config.scheduler != "fifo"};
+  for (const TenantPtr& tenant : daemon->tenants_.All()) {
+    scheduling.weights[tenant->index()] = tenant->weight();
+  }
+  daemon->device_->SetScheduling(scheduling);
   absl::Status started = daemon->StartServers(peer_port);
   if (reserved_fd >= 0) close(reserved_fd);
   if (!started.ok()) return started;

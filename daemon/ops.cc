@@ -81,8 +81,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   call.count = request.count();
   call.in_place = request.in_place();
   call.algorithm = request.algorithm();
-  // INTERIM (issue #4): each uid is its own tenant until sessions map uids to tenants.
-  call.tenant = session->credentials().uid;
+  call.tenant = session->tenant()->index();
   if (absl::Status valid = firmware::ValidateCall(call, member->size); !valid.ok()) {
     return valid;
   }
