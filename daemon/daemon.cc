@@ -97,7 +97,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   if (!peer_tls.ok()) return peer_tls.status();
   absl::StatusOr<hw::DevicePtr> device = hw::emu::CreateEmuDevice(emu);
   if (!device.ok()) return device.status();
-
   uint16_t peer_port = config.peer_port;
   int reserved_fd = -1;
   if (peer_port == 0) {
@@ -107,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   }
   std::unique_ptr<Daemon> daemon(
       new Daemon(config, *std::move(device), absl::StrCat(config.host, ":", peer_port), *peer_tls));
+  daemon->ApplyScheduling();
   absl::Status started = daemon->StartServers(peer_port);
   if (reserved_fd >= 0) close(reserved_fd);
   if (!started.ok()) return started;
@@ -158,8 +158,7 @@ absl::Status Daemon::StartServers(int peer_port) {
   }
 
   absl::StatusOr<std::unique_ptr<AttachServer>> attach = AttachServer::Start(
-      dir + "/attach.sock", &tenants_, &sessions_,
-      [this](const SessionPtr& session) {
+      dir + "/attach.sock", &tenants_, &sessions_, [this](const SessionPtr& session) {
         communicators_.EndSession(session);
         ops_.EndSession(session);
       });
@@ -175,8 +174,18 @@ absl::Status Daemon::StartServers(int peer_port) {
   return absl::OkStatus();
 }
 
+void Daemon::ApplyScheduling() {
+  // The engine shares itself between the tenants by their weights (DESIGN 9).
+  hw::Scheduling scheduling{.fair = config_.scheduler != "fifo"};
+  for (const TenantPtr& tenant : tenants_.All()) {
+    scheduling.weights[tenant->index()] = tenant->weight();
+  }
+  device_->SetScheduling(scheduling);
+}
+
 absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
   if (absl::Status applied = tenants_.Reload(config); !applied.ok()) return applied;
+  ApplyScheduling();
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   std::vector<std::string> kept;
   auto keep = [&kept](const char* key, bool same) {

@@ -42,6 +42,8 @@ class Daemon {
   Daemon(const Config& config, hw::DevicePtr device, std::string peer_address,
          const std::optional<PeerTls>& peer_tls);
   absl::Status StartServers(int peer_port);
+  /// Gives the engine the scheduler of the config and the tenants' current weights.
+  void ApplyScheduling();
 
   const Config config_;
   hw::DevicePtr device_;

@@ -81,6 +81,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   call.count = request.count();
   call.in_place = request.in_place();
   call.algorithm = request.algorithm();
+  call.tenant = session->tenant()->index();
   if (absl::Status valid = firmware::ValidateCall(call, member->size); !valid.ok()) {
     return valid;
   }

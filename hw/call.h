@@ -28,6 +28,7 @@ struct CallDescriptor {
   /// collectives where hw::HasInPlace holds; for rooted ones it applies at the root only.
   bool in_place = false;
   std::string algorithm;  ///< forced algorithm name; empty means the default selection
+  uint32_t tenant = 0;    ///< tenant index: whose share of the engine the call uses (DESIGN 9)
 };
 
 /// A mapped byte range of one call buffer.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,16 @@ struct DeviceStats {
   uint64_t eager_fallbacks = 0;
 };
 
+/// How the engine shares itself between tenants (CallDescriptor::tenant).
+struct Scheduling {
+  /// true: work-conserving weighted deficit round robin over tenants, segment by segment;
+  /// false: first come, first served.
+  bool fair = true;
+  /// Tenant index -> weight, its share relative to the others' while they all have work;
+  /// tenants not listed (and weights of 0) count as 1.
+  std::map<uint32_t, uint32_t> weights;
+};
+
 using CompletionFn = std::function<void(Completion)>;
 using StatusFn = std::function<void(absl::Status)>;
 
@@ -82,6 +93,10 @@ class Device {
   /// expired deadline is DEADLINE_EXCEEDED and breaks the communicator).
   virtual void Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
                     CompletionFn done) = 0;
+
+  /// Replaces how the engine shares itself between tenants; applies to work already
+  /// queued from the engine's next turn on.
+  virtual void SetScheduling(const Scheduling& scheduling) = 0;
 
   /// A snapshot of the engine's counters.
   virtual DeviceStats Stats() const = 0;

@@ -11,8 +11,22 @@ namespace cclo::hw::emu {
 
 using Kind = Endpoint::Kind;
 
-Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, Counters& counters, Hooks hooks)
-    : rbm_(rbm), eager_bytes_(eager_bytes), counters_(counters), hooks_(std::move(hooks)) {}
+namespace {
+
+/// The byte ranges [a, a + bytes) and [b, b + bytes) overlap without being the same.
+bool PartlyOverlap(const std::byte* a, const std::byte* b, uint64_t bytes) {
+  return a != b && a < b + bytes && b < a + bytes;
+}
+
+}  // namespace
+
+Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t segment_bytes, Counters& counters, Hooks hooks)
+    : rbm_(rbm),
+      eager_bytes_(eager_bytes),
+      segment_bytes_(segment_bytes),
+      counters_(counters),
+      hooks_(std::move(hooks)),
+      scheduler_(segment_bytes) {}
 
 void Dmp::Submit(std::unique_ptr<CallState> call) {
   CallState& ref = *call;
@@ -59,6 +73,24 @@ void Dmp::Progress() {
   progressing_ = false;
 }
 
+bool Dmp::Serve(uint64_t budget) {
+  serving_ = true;
+  Progress();
+  scheduler_.Run(budget);
+  Progress();
+  serving_ = false;
+  return !scheduler_.empty();
+}
+
+void Dmp::Schedule(const CallState& call, uint64_t bytes, std::function<void(CallState&)> work) {
+  if (scheduler_.empty() && !serving_) hooks_.wake();
+  scheduler_.Push(call.desc.tenant, bytes, [this, id = call.id, work = std::move(work)] {
+    auto it = calls_.find(id);
+    if (it != calls_.end() && it->second->running) work(*it->second);
+    Progress();
+  });
+}
+
 bool Dmp::DepsDone(const CallState& call, size_t index) const {
   for (uint32_t dep : call.program.moves[index].deps) {
     if (!call.moves[dep].done) return false;
@@ -93,15 +125,46 @@ absl::Status Dmp::StartMove(CallState& call, uint32_t index) {
   if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
     return StartReceive(call, index);
   }
-  if (move.function == Function::kCopy) {
-    const uint64_t bytes = move.count * DataTypeSize(call.desc.datatype);
-    if (bytes > 0) std::memmove(Address(call, move.result), Address(call, move.op0), bytes);
-  } else {
-    absl::Status status = Reduce(call.desc.reduce_op, call.desc.datatype, Address(call, move.op0),
-                                 Address(call, move.op1), Address(call, move.result), move.count);
+  return StartMemoryMove(call, index);
+}
+
+absl::Status Dmp::StartMemoryMove(CallState& call, uint32_t index) {
+  const Move& move = call.program.moves[index];
+  const uint64_t element = DataTypeSize(call.desc.datatype);
+  const uint64_t bytes = move.count * element;
+  if (bytes == 0) {
+    MoveDone(call.id, index);
+    return absl::OkStatus();
+  }
+  if (move.function == Function::kReduce) {
+    // Checks the op and datatype once, on nothing, before any unit runs.
+    absl::Status status = Reduce(call.desc.reduce_op, call.desc.datatype, nullptr, nullptr,
+                                 nullptr, 0);
     if (!status.ok()) return status;
   }
-  MoveDone(call.id, index);
+  std::byte* result = Address(call, move.result);
+  const bool reduce = move.function == Function::kReduce;
+  const bool in_pieces =
+      !PartlyOverlap(result, Address(call, move.op0), bytes) &&
+      !(reduce && PartlyOverlap(result, Address(call, move.op1), bytes));
+  const uint64_t unit = in_pieces ? std::max(element, segment_bytes_ / element * element) : bytes;
+  call.moves[index].segments_left = (bytes + unit - 1) / unit;
+  for (uint64_t offset = 0; offset < bytes; offset += unit) {
+    const uint64_t length = std::min(unit, bytes - offset);
+    Schedule(call, length, [this, index, offset, length, element](CallState& call) {
+      const Move& move = call.program.moves[index];
+      std::byte* to = Address(call, move.result) + offset;
+      const std::byte* from = Address(call, move.op0) + offset;
+      if (move.function == Function::kCopy) {
+        std::memmove(to, from, length);
+      } else {
+        // Cannot fail: the op and datatype were checked at the start.
+        (void)Reduce(call.desc.reduce_op, call.desc.datatype, from,
+                     Address(call, move.op1) + offset, to, length / element);
+      }
+      if (--call.moves[index].segments_left == 0) MoveDone(call.id, index);
+    });
+  }
   return absl::OkStatus();
 }
 

@@ -13,6 +13,13 @@
 //                      on this engine: handed to the RBM, which stages it (eager) or
 //                      copies it once the receive is posted (local rendezvous);
 //   network -> memory  posted to the RBM, which applies segments as they arrive.
+// The engine work of moves goes through the Scheduler, one unit of at most a segment at
+// a time, charged to the call's tenant: memory moves one segment of memory each (a move
+// whose result partly overlaps an operand in one piece), network sends one segment
+// handed to the session each (eager message, rendezvous request, each data segment
+// after the clear-to-send). Serve() runs them. Not scheduled: reducing a send's operands
+// (done at its start), local deliveries through the RBM and arrivals (applied as they
+// land).
 // Completions only mark calls ready; Progress() runs them in a loop, so nothing recurses.
 // A rank that left (Communicator::departed) can send and receive nothing more: a call that
 // still needs it to (a send to it, a receive from it whose message is not all staged)
@@ -39,6 +46,7 @@
 #include "hw/device.h"
 #include "hw/emu/communicator.h"
 #include "hw/emu/rbm.h"
+#include "hw/emu/scheduler.h"
 #include "hw/program.h"
 
 namespace cclo::hw::emu {
@@ -61,7 +69,7 @@ struct CallState {
   struct MoveState {
     uint64_t sequence = 0;
     bool done = false;
-    uint64_t segments_left = 0;         ///< network send: segments not yet written
+    uint64_t segments_left = 0;         ///< units or segments not yet done
     const std::byte* source = nullptr;  ///< send: where the data is read from
     std::vector<std::byte> reduced;     ///< reduce sent to the network: op0 (+) op1
   };
@@ -91,10 +99,20 @@ class Dmp {
     std::function<void(Communicator& comm, absl::Status reason)> fail;
     /// Breaks `comm` because what rank `source` sent does not fit the receive posted for it.
     std::function<void(Communicator& comm, uint32_t source, absl::Status problem)> invalid;
+    /// Units were scheduled outside Serve while none were: Serve must run soon.
+    std::function<void()> wake;
   };
 
-  /// Messages of at most `eager_bytes` may go eagerly (0: none).
-  Dmp(Rbm& rbm, uint64_t eager_bytes, Counters& counters, Hooks hooks);
+  /// Messages of at most `eager_bytes` may go eagerly (0: none); memory moves run in
+  /// units of `segment_bytes`, the scheduler's quantum.
+  Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t segment_bytes, Counters& counters, Hooks hooks);
+
+  /// Replaces how units are shared between tenants.
+  void SetScheduling(const Scheduling& scheduling) { scheduler_.Configure(scheduling); }
+
+  /// Progress(), then runs scheduled units worth about `budget` bytes; returns whether
+  /// any are left.
+  bool Serve(uint64_t budget);
 
   /// Queues a checked call behind the earlier calls of its (communicator, rank).
   void Submit(std::unique_ptr<CallState> call);
@@ -127,7 +145,17 @@ class Dmp {
   void Advance(CallState& call);
   bool DepsDone(const CallState& call, size_t index) const;
   absl::Status StartMove(CallState& call, uint32_t index);
+  /// A memory -> memory move, in units of a segment.
+  absl::Status StartMemoryMove(CallState& call, uint32_t index);
   absl::Status StartSend(CallState& call, uint32_t index);
+  /// Schedules `work` for `call` as one unit of `bytes`; it runs (then Progress) if the
+  /// call is still running, failing or not: a started move's units still finish.
+  void Schedule(const CallState& call, uint64_t bytes, std::function<void(CallState&)> work);
+  /// Schedules handing one segment of a network send of `call` to the session that reaches
+  /// its destination (none once that peer left); on_written completes the move once all
+  /// its segments are written.
+  void ScheduleSegment(const CallState& call, uint32_t index, const poe::SegmentHeader& header,
+                       const std::byte* payload);
   /// A send to a rank on this engine, handed to the RBM.
   absl::Status SendLocal(CallState& call, uint32_t index, uint64_t bytes);
   MessageKey SendKey(const CallState& call, uint32_t index) const;
@@ -162,6 +190,7 @@ class Dmp {
 
   Rbm& rbm_;
   const uint64_t eager_bytes_;
+  const uint64_t segment_bytes_;
   Counters& counters_;
   Hooks hooks_;
   absl::flat_hash_map<MessageKey, AwaitedSend> awaited_;
@@ -169,7 +198,9 @@ class Dmp {
   std::vector<std::unique_ptr<CallState>> finished_;  ///< freed at the end of Progress
   std::set<std::pair<absl::Time, uint64_t>> deadlines_;
   std::deque<uint64_t> ready_;  ///< calls that may advance
+  Scheduler scheduler_;
   bool progressing_ = false;
+  bool serving_ = false;
 };
 
 }  // namespace cclo::hw::emu

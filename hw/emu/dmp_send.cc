@@ -62,8 +62,7 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
       header.type = poe::SegmentType::kEagerData;
       header.length = static_cast<uint32_t>(bytes);
       state.segments_left = 1;
-      link->session->Send(header, state.source,
-                          [this, id = call.id, index] { SegmentWritten(id, index); });
+      ScheduleSegment(call, index, header, state.source);
       return absl::OkStatus();
     }
     counters_.eager_fallbacks.fetch_add(1);
@@ -71,10 +70,24 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
   // 3. Otherwise rendezvous: ask, and send the data when the receiver clears it.
   counters_.rendezvous_messages.fetch_add(1);
   header.type = poe::SegmentType::kRequest;
-  link->session->Send(header, nullptr, nullptr);
+  Schedule(call, poe::kHeaderBytes, [this, header](CallState& call) {
+    if (PeerLink* link = hooks_.link_for(*call.comm, header.dst)) {
+      link->session->Send(header, nullptr, nullptr);
+    }
+  });
   const uint64_t segment = std::max(element, link->session->segment_bytes() / element * element);
   awaited_[key] = {call.id, index, bytes, segment, state.source, nullptr};
   return absl::OkStatus();
+}
+
+void Dmp::ScheduleSegment(const CallState& call, uint32_t index,
+                          const poe::SegmentHeader& header, const std::byte* payload) {
+  Schedule(call, poe::kHeaderBytes + header.length, [this, index, header, payload](CallState& call) {
+    if (PeerLink* link = hooks_.link_for(*call.comm, header.dst)) {
+      link->session->Send(header, payload,
+                          [this, id = call.id, index] { SegmentWritten(id, index); });
+    }
+  });
 }
 
 absl::Status Dmp::SendLocal(CallState& call, uint32_t index, uint64_t bytes) {
@@ -115,13 +128,12 @@ absl::Status Dmp::ClearToSend(Communicator& comm, const poe::SegmentHeader& head
   for (uint64_t offset = 0; offset < send.bytes; offset += send.segment) {
     data.offset = offset;
     data.length = static_cast<uint32_t>(std::min(send.segment, send.bytes - offset));
-    std::function<void()> on_written;
     if (send.copy != nullptr) {
-      on_written = [copy = send.copy] {};  // keeps the copy until its segments are out
-    } else {
-      on_written = [this, id = send.call_id, index = send.index] { SegmentWritten(id, index); };
+      // A failing call let go of it: it goes at once, keeping the copy until written.
+      link->session->Send(data, send.source + offset, [copy = send.copy] {});
+    } else if (call != calls_.end()) {
+      ScheduleSegment(*call->second, send.index, data, send.source + offset);
     }
-    link->session->Send(data, send.source + offset, std::move(on_written));
   }
   return absl::OkStatus();
 }

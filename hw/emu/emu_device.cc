@@ -54,7 +54,7 @@ EmuDevice::EmuDevice(const EmuConfig& config)
     : config_(config),
       rbm_(config.rx_pool_bytes, config.eager_max_bytes, config.segment_bytes,
            [this](const MessageKey& key, uint64_t total) { SendClearToSend(key, total); }),
-      dmp_(rbm_, config.eager_max_bytes, counters_,
+      dmp_(rbm_, config.eager_max_bytes, config.segment_bytes, counters_,
            Dmp::Hooks{
                .link_for = [](Communicator& comm, uint32_t rank) -> PeerLink* {
                  auto it = comm.peers.find(comm.ranks[rank].data_address);
@@ -67,6 +67,8 @@ EmuDevice::EmuDevice(const EmuConfig& config)
                      if (comm.local[source]) return BreakMidCall(comm, problem);
                      Reject(comm, comm.ranks[source].data_address, problem);
                    },
+               // Any posted task wakes the loop, and every turn ends in OnTimer.
+               .wake = [this] { engine_->Post([] {}); },
            }) {}
 
 absl::Status EmuDevice::Start() {
@@ -140,6 +142,10 @@ void EmuDevice::Call(const CallDescriptor& call, CallBuffers buffers, absl::Time
         RunCall(call, std::move(buffers), deadline, std::move(done));
         dmp_.Progress();
       });
+}
+
+void EmuDevice::SetScheduling(const Scheduling& scheduling) {
+  engine_->Post([this, scheduling] { dmp_.SetScheduling(scheduling); });
 }
 
 DeviceStats EmuDevice::Stats() const {

@@ -12,6 +12,11 @@
 // or a clear-to-send for nothing this side sends breaks the communicator, like any
 // invalid data.
 //
+// Scheduling (DESIGN 9): the DMP's units of engine work wait in a Scheduler, by tenant;
+// every turn of the event loop runs about one segment's worth of them (fair: weighted
+// deficit round robin; or FIFO) and then looks for I/O again, so another tenant's small
+// op starts after a few segments of a big one, not after all of them.
+//
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
 // hung up or was reset), the ranks that peer hosts have departed. Whatever they sent
 // before is kept: a receive from them whose message fully arrived (now or staged earlier)
@@ -81,6 +86,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void RemoveCommunicator(const CommId& id, absl::Status reason) override;
   void Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
             CompletionFn done) override;
+  void SetScheduling(const Scheduling& scheduling) override;
   DeviceStats Stats() const override;
 
   // poe::EngineHandler (engine thread)

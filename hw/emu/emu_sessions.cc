@@ -217,8 +217,9 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
                      "communicator ", CommIdHex(id), ": data sessions to peer daemons ",
                      absl::StrJoin(missing, ", "), " were not up by the deadline")));
   }
-  dmp_.Progress();
+  const bool more_work = dmp_.Serve(config_.segment_bytes);
   ReturnCredits();
+  if (more_work) return now;  // look for I/O, then serve the next units
   const absl::Time configure_next =
       configure_deadlines_.empty() ? absl::InfiniteFuture() : configure_deadlines_.begin()->first;
   return std::min(dmp_.NextDeadline(), configure_next);

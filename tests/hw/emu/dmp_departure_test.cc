@@ -78,7 +78,7 @@ class DmpDepartureTest : public ::testing::Test {
     call->done = [this, index](Completion completion) { done_[index] = std::move(completion); };
     call->comm = &comm_;
     dmp_.Submit(std::move(call));
-    dmp_.Progress();
+    dmp_.Serve(UINT64_MAX);  // every scheduled unit
     return index;
   }
 
@@ -96,7 +96,7 @@ class DmpDepartureTest : public ::testing::Test {
     ASSERT_TRUE(landing.ok()) << landing.status();
     std::memcpy(*landing, data.data(), header.length);
     ASSERT_TRUE(rbm_.Landed(header).ok());
-    dmp_.Progress();
+    dmp_.Serve(UINT64_MAX);  // every scheduled unit
   }
 
   void Depart(uint32_t rank) {
@@ -104,7 +104,7 @@ class DmpDepartureTest : public ::testing::Test {
     (rank == 1 ? one_ : two_).Close(comm_.departed[rank]);
     rbm_.DropUnfinished(comm_.id, {rank});
     dmp_.Depart(comm_);
-    dmp_.Progress();
+    dmp_.Serve(UINT64_MAX);  // every scheduled unit
   }
 
   static std::byte* Bytes(std::vector<int32_t>& v) {
@@ -127,7 +127,7 @@ class DmpDepartureTest : public ::testing::Test {
   Rbm rbm_{4 * kSegment, kSegment, kSegment,
            [this](const MessageKey& key, uint64_t) { cleared_.push_back(key); }};
   Dmp dmp_{
-      rbm_, kSegment, counters_,
+      rbm_, kSegment, kSegment, counters_,
       Dmp::Hooks{
           .link_for = [this](Communicator& comm, uint32_t rank) -> PeerLink* {
             if (comm.departed.contains(rank)) return nullptr;
@@ -135,7 +135,8 @@ class DmpDepartureTest : public ::testing::Test {
           },
           .fail = [](Communicator&, absl::Status status) { ADD_FAILURE() << "broken: " << status; },
           .invalid = [](Communicator&, uint32_t,
-                        absl::Status status) { ADD_FAILURE() << "invalid: " << status; }}};
+                        absl::Status status) { ADD_FAILURE() << "invalid: " << status; },
+          .wake = [] {}}};  // the tests Serve themselves
 };
 
 TEST_F(DmpDepartureTest, FailingCallWaitsForItsSegmentsInFlightThenTheNextRuns) {
@@ -205,7 +206,7 @@ TEST_F(LandingTest, GivenUpReceiveHoldsTheCallWhileASegmentLandsInItsMemory) {
   const size_t call = StartLanding();
   EXPECT_FALSE(done_[call]);
   ASSERT_TRUE(rbm_.Landed(half_).ok());
-  dmp_.Progress();
+  dmp_.Serve(UINT64_MAX);  // every scheduled unit
   ASSERT_TRUE(done_[call]);
   EXPECT_EQ(done_[call]->status, absl::UnavailableError("rank 2 left"));
 }
@@ -272,6 +273,7 @@ TEST_F(DmpDepartureTest, ClearToSendStreamsTheDataAndUnknownOnesAreRejected) {
               ::testing::HasSubstr("clear-to-send for 4 bytes of the message from rank 0 to "
                                    "rank 1 (tag 1, sequence 0)"));
   ASSERT_TRUE(dmp_.ClearToSend(comm_, clear).ok());
+  dmp_.Serve(UINT64_MAX);
   ASSERT_EQ(one_.sent.size(), 4u);
   for (int k = 1; k <= 3; ++k) {
     EXPECT_EQ(one_.sent[k].type, poe::SegmentType::kRendezvousData);

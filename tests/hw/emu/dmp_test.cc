@@ -44,7 +44,7 @@ class DmpTest : public ::testing::Test {
     call->done = [this, index](Completion completion) { done_[index] = std::move(completion); };
     call->comm = &comm_;
     dmp_.Submit(std::move(call));
-    dmp_.Progress();
+    dmp_.Serve(UINT64_MAX);  // every scheduled unit
     return index;
   }
 
@@ -58,12 +58,13 @@ class DmpTest : public ::testing::Test {
   std::vector<std::optional<Completion>> done_;
   // A single rx buffer; no peers, so no clear-to-sends.
   Rbm rbm_{kSegment, kSegment, kSegment, [](const MessageKey&, uint64_t) {}};
-  Dmp dmp_{rbm_, kSegment, counters_,
+  Dmp dmp_{rbm_, kSegment, kSegment, counters_,
            Dmp::Hooks{.link_for = [](Communicator&, uint32_t) { return nullptr; },
                       .fail = [this](Communicator& comm,
                                      absl::Status status) { dmp_.FailCalls(comm, status); },
                       .invalid = [this](Communicator& comm, uint32_t,
-                                        absl::Status status) { dmp_.FailCalls(comm, status); }}};
+                                        absl::Status status) { dmp_.FailCalls(comm, status); },
+                      .wake = [] {}}};  // the tests Serve themselves
 };
 
 TEST_F(DmpTest, ReducesIntoTheNetworkAndDiscardsOnRequest) {
