@@ -1,8 +1,12 @@
 // Tenants across real processes: a client of another user names the first tenant's ids in
 // every Client RPC and is refused without learning anything; unknown callers are refused
-// or take the default tenant as configured; each quota is hit and reported.
+// or take the default tenant as configured; admin.sock is for the admin group; each quota
+// is hit and reported.
+#include <grp.h>
 #include <sys/stat.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -165,6 +169,30 @@ TEST(TenantsTest, UnknownCallerTakesTheDefaultTenant) {
   EXPECT_EQ(sessions.sessions(0).pid(), static_cast<uint32_t>(stranger.pid()));
   ProcessResult table = Ccloctl(daemon, {"sessions"});
   EXPECT_TRUE(absl::StrContains(table.output, "default")) << table.output;
+}
+
+TEST(TenantsTest, AdminSocketIsForTheAdminGroupOnly) {
+  Daemon daemon("admin_group: nogroup\n");
+  struct stat socket_stat {};
+  ASSERT_EQ(stat((daemon.runtime_dir() + "/admin.sock").c_str(), &socket_stat), 0);
+  const group* nogroup = getgrnam("nogroup");
+  ASSERT_NE(nogroup, nullptr);
+  EXPECT_EQ(socket_stat.st_gid, nogroup->gr_gid);
+  EXPECT_EQ(socket_stat.st_mode & 0777, 0660u);
+
+  char dir[] = "/tmp/cclo.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string config = std::string(dir) + "/cclod.yaml";
+  std::ofstream(config) << "runtime_dir: " << dir << "/run\npeer_port: 0\ndata_port: 0\n"
+                        << "metrics_port: 0\nadmin_group: no-such-group\n";
+  ProcessResult result =
+      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output,
+                                "cclod cannot start: config key 'admin_group': no group named "
+                                "'no-such-group'"))
+      << result.output;
 }
 
 TEST(TenantsTest, EachQuotaIsEnforcedAndReported) {
