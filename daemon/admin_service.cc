@@ -1,9 +1,11 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/services.h"
 #include "daemon/status.h"
 #include "daemon/version.h"
+#include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 
@@ -114,6 +116,34 @@ grpc::Status AdminService::ListSessions(grpc::ServerContext*, const cclo::v1::Li
     info.set_ops_running(ops.running);
     info.set_attached_unix_ms(static_cast<uint64_t>(absl::ToUnixMillis(session->attached())));
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListBuffers(grpc::ServerContext*, const cclo::v1::ListBuffersRequest*,
+                                       cclo::v1::ListBuffersResponse* response) {
+  for (const SessionPtr& session : sessions_->All()) {
+    for (const auto& [id, bytes] : session->BufferSizes()) {
+      cclo::v1::BufferInfo& info = *response->add_buffers();
+      info.set_buffer_id(id);
+      info.set_session_id(session->id());
+      info.set_tenant(session->tenant()->name());
+      info.set_bytes(bytes);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::SetLogLevel(grpc::ServerContext*,
+                                       const cclo::v1::SetLogLevelRequest* request,
+                                       cclo::v1::SetLogLevelResponse* response) {
+  absl::StatusOr<spdlog::level::level_enum> level = ParseLogLevel(request->level());
+  if (!level.ok()) {
+    return ToGrpc(absl::InvalidArgumentError(absl::StrCat("log level ", level.status().message())));
+  }
+  response->set_previous(LogLevelName(spdlog::get_level()));
+  spdlog::set_level(*level);
+  spdlog::warn("log level set to {} through the admin socket (was {})", request->level(),
+               response->previous());
   return grpc::Status::OK;
 }
 

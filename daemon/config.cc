@@ -231,6 +231,24 @@ absl::Status CheckPeerTls(const Config& config) {
 
 }  // namespace
 
+std::string LogLevelName(spdlog::level::level_enum level) {
+  // spdlog's own names say "warning"; the config says "warn".
+  static const char* const kNames[] = {"trace", "debug",    "info", "warn",
+                                       "error", "critical", "off"};
+  const auto index = static_cast<size_t>(level);
+  return index < std::size(kNames) ? kNames[index] : "unknown";
+}
+
+absl::StatusOr<spdlog::level::level_enum> ParseLogLevel(const std::string& name) {
+  const spdlog::level::level_enum level = spdlog::level::from_str(name);
+  // from_str answers "off" for any name it does not know.
+  if (level == spdlog::level::off && name != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not one of trace, debug, info, warn, error, critical, off"));
+  }
+  return level;
+}
+
 absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
   YAML::Node root;
   try {
@@ -257,11 +275,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
       return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': ", status.message()));
     }
   }
-  if (spdlog::level::from_str(config.log_level) == spdlog::level::off &&
-      config.log_level != "off") {
+  if (absl::StatusOr<spdlog::level::level_enum> level = ParseLogLevel(config.log_level);
+      !level.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("config key 'log_level': '", config.log_level,
-                     "' is not one of trace, debug, info, warn, error, critical, off"));
+        absl::StrCat("config key 'log_level': ", level.status().message()));
   }
   if (config.segment_bytes % 8 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "spdlog/common.h"
 
 namespace cclo::daemon {
 
@@ -73,6 +74,12 @@ struct Config {
   std::string peer_tls_key_file;
   std::string peer_tls_ca_file;
 };
+
+/// A log level by its spdlog name; INVALID_ARGUMENT listing the names otherwise.
+absl::StatusOr<spdlog::level::level_enum> ParseLogLevel(const std::string& name);
+
+/// The name ParseLogLevel takes for `level`.
+std::string LogLevelName(spdlog::level::level_enum level);
 
 /// Parses YAML text. Unknown keys, wrong types and out-of-range values are
 /// INVALID_ARGUMENT naming the key and the value.

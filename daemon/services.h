@@ -98,6 +98,12 @@ class AdminService final : public cclo::v1::Admin::Service {
   grpc::Status ListSessions(grpc::ServerContext* context,
                             const cclo::v1::ListSessionsRequest* request,
                             cclo::v1::ListSessionsResponse* response) override;
+  grpc::Status ListBuffers(grpc::ServerContext* context,
+                           const cclo::v1::ListBuffersRequest* request,
+                           cclo::v1::ListBuffersResponse* response) override;
+  grpc::Status SetLogLevel(grpc::ServerContext* context,
+                           const cclo::v1::SetLogLevelRequest* request,
+                           cclo::v1::SetLogLevelResponse* response) override;
 
  private:
   const std::string peer_address_;

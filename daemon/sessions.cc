@@ -47,6 +47,13 @@ uint64_t Session::BufferBytes() const {
   return total;
 }
 
+std::map<uint64_t, uint64_t> Session::BufferSizes() const {
+  absl::MutexLock lock(&mu_);
+  std::map<uint64_t, uint64_t> sizes;
+  for (const auto& [id, held] : buffers_) sizes[id] = held.buffer->bytes();
+  return sizes;
+}
+
 size_t Session::BufferCount() const {
   absl::MutexLock lock(&mu_);
   return buffers_.size();

@@ -96,6 +96,8 @@ class Session {
   absl::StatusOr<SharedBufferPtr> FindBuffer(uint64_t buffer_id) const;
   uint64_t BufferBytes() const;
   size_t BufferCount() const;
+  /// The session's buffers: id -> bytes.
+  std::map<uint64_t, uint64_t> BufferSizes() const;
 
   void AddCommHandle(uint64_t handle);
   bool RemoveCommHandle(uint64_t handle);

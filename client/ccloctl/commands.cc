@@ -68,6 +68,13 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       "sessions",
       "attached client sessions: tenant, pid/uid/gid, buffers, communicators, ops queued and "
       "running, attach time");
+  CLI::App* buffers =
+      app.add_subcommand("buffers", "shared-memory buffers: id, session, tenant, bytes");
+  std::string level;
+  CLI::App* log_level = app.add_subcommand(
+      "log-level", "set the daemon's log level until its next restart or reload");
+  log_level->add_option("level", level, "trace, debug, info, warn, error, critical or off")
+      ->required();
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
 
   AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
@@ -82,6 +89,16 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (sessions->parsed()) {
     return Show(admin.Call(&Stub::ListSessions, "ListSessions"), options.json, &SessionsTable, out,
                 err);
+  }
+  if (buffers->parsed()) {
+    return Show(admin.Call(&Stub::ListBuffers, "ListBuffers"), options.json, &BuffersTable, out,
+                err);
+  }
+  if (log_level->parsed()) {
+    v1::SetLogLevelRequest request;
+    request.set_level(level);
+    return Show(admin.Call(&Stub::SetLogLevel, "SetLogLevel", request), options.json,
+                &LogLevelTable, out, err);
   }
   if (show->parsed()) {
     v1::ShowCommunicatorRequest request;

@@ -130,6 +130,19 @@ std::string SessionsTable(const v1::ListSessionsResponse& sessions) {
                              rows);
 }
 
+std::string BuffersTable(const v1::ListBuffersResponse& buffers) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::BufferInfo& buffer : buffers.buffers()) {
+    rows.push_back({absl::StrCat(buffer.buffer_id()), absl::StrCat(buffer.session_id()),
+                    buffer.tenant(), absl::StrCat(buffer.bytes())});
+  }
+  return client::RenderTable({"buffer", "session", "tenant", "bytes"}, rows);
+}
+
+std::string LogLevelTable(const v1::SetLogLevelResponse& response) {
+  return client::RenderTable({"key", "value"}, {{"previous_level", response.previous()}});
+}
+
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.always_print_primitive_fields = true;

@@ -28,6 +28,12 @@ std::string TenantsTable(const v1::ListTenantsResponse& tenants);
 /// ops queued and running, attach time (UTC).
 std::string SessionsTable(const v1::ListSessionsResponse& sessions);
 
+/// One line per buffer: id, session, tenant, bytes.
+std::string BuffersTable(const v1::ListBuffersResponse& buffers);
+
+/// The level SetLogLevel replaced, as a `key value` line.
+std::string LogLevelTable(const v1::SetLogLevelResponse& response);
+
 /// `message` as one line of JSON with the proto field names, fields at their default value
 /// included (proto3 JSON mapping: 64-bit integers are strings), ending in a newline.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);

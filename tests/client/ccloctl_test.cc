@@ -399,6 +399,46 @@ TEST(CommandsTest, CommsShowRefusesUnknownAmbiguousAndBadIds) {
   }
 }
 
+TEST(CommandsTest, BuffersAndLogLevel) {
+  testing::Daemon daemon;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<Buffer> small = (*client)->AllocBuffer(4096);
+  absl::StatusOr<Buffer> large = (*client)->AllocBuffer(8192);
+  ASSERT_TRUE(small.ok() && large.ok());
+  std::string out, err;
+  ASSERT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "buffers", "--json"}, out, err), 0)
+      << err;
+  v1::ListBuffersResponse buffers;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &buffers).ok()) << out;
+  ASSERT_EQ(buffers.buffers_size(), 2) << out;
+  EXPECT_EQ(buffers.buffers(0).buffer_id(), small->id());
+  EXPECT_EQ(buffers.buffers(0).bytes(), 4096u);
+  EXPECT_EQ(buffers.buffers(1).buffer_id(), large->id());
+  EXPECT_EQ(buffers.buffers(1).bytes(), 8192u);
+  for (const v1::BufferInfo& buffer : buffers.buffers()) {
+    EXPECT_EQ(buffer.session_id(), (*client)->session_id());
+    EXPECT_EQ(buffer.tenant(), "default");
+  }
+  ASSERT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "buffers"}, out, err), 0) << err;
+  EXPECT_EQ(out, BuffersTable(buffers));
+
+  ASSERT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "log-level", "warn"}, out, err), 0)
+      << err;
+  EXPECT_EQ(TableValues(out)["previous_level"], "debug") << out;
+  EXPECT_TRUE(daemon.process().WaitForOutput("log level set to warn through the admin socket",
+                                             absl::Seconds(10)));
+  EXPECT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "log-level", "loud"}, out, err), 1);
+  EXPECT_NE(err.find("log level 'loud' is not one of trace, debug, info, warn, error, critical, "
+                     "off"),
+            std::string::npos)
+      << err;
+  ASSERT_EQ(
+      Ccloctl({"--runtime-dir", daemon.runtime_dir(), "log-level", "info", "--json"}, out, err), 0)
+      << err;
+  EXPECT_EQ(out, "{\"previous\":\"warn\"}\n");
+}
+
 TEST(CommandsTest, UnreachableDaemonExitsOneWithTheReason) {
   std::string out, err;
   EXPECT_EQ(Ccloctl({"--runtime-dir", "/tmp/no-such-cclod-dir", "status"}, out, err), 1);
