@@ -19,7 +19,7 @@
 // handed to the session each (eager message, rendezvous request, each data segment
 // after the clear-to-send). Serve() runs them. Not scheduled: reducing a send's operands
 // (done at its start), local deliveries through the RBM and arrivals (applied as they
-// land).
+// land, one segment per session and engine turn).
 // Completions only mark calls ready; Progress() runs them in a loop, so nothing recurses.
 // A rank that left (Communicator::departed) can send and receive nothing more: a call that
 // still needs it to (a send to it, a receive from it whose message is not all staged)

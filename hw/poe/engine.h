@@ -51,7 +51,8 @@ class EngineHandler {
   virtual absl::StatusOr<std::byte*> OnSegment(Session& session, const SegmentHeader& header) = 0;
 
   /// The payload of the segment last accepted by OnSegment is in place (at once for a
-  /// segment without payload). An error closes the session with it.
+  /// segment without payload). An error closes the session with it. A session offers at
+  /// most one payload per turn of the loop: OnTimer runs between two of them.
   virtual absl::Status OnPayload(Session& session, const SegmentHeader& header) = 0;
 
   /// Called after every turn of the loop: expire what is due at `now` and return the

@@ -17,7 +17,10 @@
 namespace cclo::hw::poe::tcp {
 namespace {
 
-constexpr int kReadTurns = 64;  ///< reads per readiness event before yielding to others
+/// Reads per readiness event before yielding to others. A data payload also ends the
+/// event: at most one segment's payload is read (and applied) per session and loop turn,
+/// so every other session and the engine's scheduled work get a turn in between.
+constexpr int kReadTurns = 64;
 constexpr int kMaxIov = 64;
 
 std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
@@ -248,6 +251,7 @@ void TcpSession::OnReadable() {
       OnControl();
     } else {
       OnPayloadDone();
+      return;  // the socket stays readable: the loop comes back for the next segment
     }
   }
 }

@@ -1,0 +1,91 @@
+// TcpSession's reading: at most one data payload per session and loop turn, so a session
+// streaming segments lets the rest of the engine run between them.
+#include "hw/poe/tcp/session.h"
+
+#include <future>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "hw/poe/tcp/engine.h"
+#include "tests/hw/emu/fake_peer.h"
+
+namespace cclo::hw::poe::tcp {
+namespace {
+
+using emu::testing::FakePeer;
+using emu::testing::Pattern;
+using emu::testing::TestComm;
+
+/// Admits every session of `comm` and records, for each payload, how many loop turns
+/// (OnTimer calls) came before it.
+class RecordingHandler : public EngineHandler {
+ public:
+  RecordingHandler(const TestComm& comm, size_t payloads) : comm_(comm), expected_(payloads) {}
+
+  absl::StatusOr<CommSecret> Secret(const CommId&) override { return comm_.config.secret; }
+  void OnAuthenticated(Session& session) override { session.Admit(); }
+  void OnSessionUp(Session&) override {}
+  void OnSessionClosed(Session&, const absl::Status&) override {}
+  absl::StatusOr<std::byte*> OnSegment(Session&, const SegmentHeader& header) override {
+    landing_.resize(header.length);
+    return landing_.data();
+  }
+  absl::Status OnPayload(Session&, const SegmentHeader&) override {
+    turns_at_payload_.push_back(turns_);
+    if (turns_at_payload_.size() == expected_) all_in_.set_value();
+    return absl::OkStatus();
+  }
+  absl::Time OnTimer(absl::Time) override {
+    ++turns_;
+    return absl::InfiniteFuture();
+  }
+
+  std::future<void> AllIn() { return all_in_.get_future(); }
+  /// Read once the engine stopped.
+  const std::vector<uint64_t>& turns_at_payload() const { return turns_at_payload_; }
+
+ private:
+  const TestComm& comm_;
+  const size_t expected_;
+  std::vector<std::byte> landing_;
+  uint64_t turns_ = 0;
+  std::vector<uint64_t> turns_at_payload_;
+  std::promise<void> all_in_;
+};
+
+TEST(TcpSessionTest, ReadsOnePayloadPerLoopTurn) {
+  constexpr size_t kSegments = 4;
+  TestComm comm;
+  comm.config.id = CommId{7};
+  comm.config.secret = CommSecret{8};
+  RecordingHandler handler(comm, kSegments);
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({}, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  (*engine)->Start();
+  FakePeer peer((*engine)->address(), comm);
+  peer.Authenticate(comm.config.secret);
+  absl::StatusOr<ControlMessage> accept = peer.ReadControl();
+  ASSERT_TRUE(accept.ok()) << accept.status();
+  ASSERT_EQ(accept->kind, ControlKind::kAccept);
+
+  // The engine waits while every segment is written, so all are readable at once.
+  std::promise<void> written;
+  (*engine)->Post([wait = written.get_future().share()] { wait.wait(); });
+  for (size_t i = 0; i < kSegments; ++i) {
+    peer.SendSegment(peer.Message(SegmentType::kRendezvousData, 4096 * kSegments, 0, 4096 * i),
+                     Pattern(4096, static_cast<int>(i)));
+  }
+  written.set_value();
+  std::future<void> all_in = handler.AllIn();
+  ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  (*engine)->Stop();
+
+  const std::vector<uint64_t>& turns = handler.turns_at_payload();
+  ASSERT_EQ(turns.size(), kSegments);
+  for (size_t i = 1; i < kSegments; ++i) {
+    EXPECT_LT(turns[i - 1], turns[i]) << "payloads " << i - 1 << " and " << i << " in one turn";
+  }
+}
+
+}  // namespace
+}  // namespace cclo::hw::poe::tcp
