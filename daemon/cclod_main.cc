@@ -8,6 +8,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/grpc_log.h"
+#include "daemon/notify.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -68,11 +69,20 @@ int main(int argc, char** argv) {
     cclo::daemon::StopForwardingGrpcLogs();
     return 1;
   }
+  const absl::Duration watchdog_ping = cclo::daemon::WatchdogPingInterval();
+  if (watchdog_ping > absl::ZeroDuration()) {
+    spdlog::info("systemd watchdog on: pinging every {} ms",
+                 absl::ToInt64Milliseconds(watchdog_ping));
+  }
+  cclo::daemon::NotifyReady();
   int signal_number = 0;
-  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+  while ((signal_number = cclo::daemon::WaitForSignal(signals, watchdog_ping)) == SIGHUP) {
+    cclo::daemon::NotifyReloading();
     Reload(**daemon, config_path);
+    cclo::daemon::NotifyReady();
   }
   spdlog::info("received signal {}; shutting down", signal_number);
+  cclo::daemon::NotifyStopping();
   daemon->reset();
   spdlog::info("cclod stopped");
   cclo::daemon::StopForwardingGrpcLogs();

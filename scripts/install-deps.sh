@@ -7,7 +7,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java g++ protobuf-compiler protobuf-compiler-grpc
   libprotobuf-dev libgrpc++-dev libabsl-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   libcli11-dev libssl-dev prometheus-cpp-dev libsystemd-dev libibverbs-dev
-  libgtest-dev libgmock-dev libbenchmark-dev iproute2 procps openssl
+  libgtest-dev libgmock-dev libbenchmark-dev iproute2 procps openssl prometheus
 )
 
 missing=()

@@ -208,8 +208,7 @@ std::string NewToken(const Daemon& root) {
   return result.output.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
-std::string Scrape(const Daemon& daemon) {
-  const std::string& address = daemon.metrics_address();
+std::string HttpGet(const std::string& address, const std::string& path) {
   const size_t colon = address.rfind(':');
   sockaddr_in target{};
   target.sin_family = AF_INET;
@@ -219,7 +218,7 @@ std::string Scrape(const Daemon& daemon) {
     return "";
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
   std::string response;
   if (connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)) == 0 &&
       send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
@@ -239,5 +238,7 @@ std::string Scrape(const Daemon& daemon) {
   const size_t body = response.find("\r\n\r\n");
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
+
+std::string Scrape(const Daemon& daemon) { return HttpGet(daemon.metrics_address(), "/metrics"); }
 
 }  // namespace cclo::testing

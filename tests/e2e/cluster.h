@@ -84,6 +84,9 @@ class Daemon {
 /// Runs `ccloctl --runtime-dir <daemon's> args...` and returns what it left behind.
 ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args);
 
+/// The body of an HTTP/1.0 GET of `path` from "ipv4:port" (empty if no answer within 10 s).
+std::string HttpGet(const std::string& address, const std::string& path);
+
 /// The body of GET /metrics from the daemon's exposition (empty if it did not answer
 /// within 10 s).
 std::string Scrape(const Daemon& daemon);

@@ -1,0 +1,29 @@
+// systemd service notification over $NOTIFY_SOCKET (sd_notify): readiness, reloads,
+// shutdown and watchdog keep-alives for a Type=notify unit. Outside systemd every call
+// does nothing.
+#pragma once
+
+#include <signal.h>
+
+#include "absl/time/time.h"
+
+namespace cclo::daemon {
+
+/// Tells systemd the daemon serves (READY=1), at start and after a reload.
+void NotifyReady();
+
+/// Tells systemd the daemon reloads its config (RELOADING=1); NotifyReady() follows.
+void NotifyReloading();
+
+/// Tells systemd the daemon is shutting down (STOPPING=1).
+void NotifyStopping();
+
+/// Half the interval of systemd's watchdog (WatchdogSec=, seen as $WATCHDOG_USEC), or
+/// zero when the watchdog is off.
+absl::Duration WatchdogPingInterval();
+
+/// Waits for one of `signals` (blocked in every thread) and returns it, sending WATCHDOG=1
+/// at once and then every `watchdog_ping` meanwhile (never when it is zero).
+int WaitForSignal(const sigset_t& signals, absl::Duration watchdog_ping);
+
+}  // namespace cclo::daemon

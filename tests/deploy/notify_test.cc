@@ -1,0 +1,85 @@
+// cclod tells systemd it is ready, pings the watchdog when systemd enables it, and says when
+// it reloads and when it stops: a real daemon started with $NOTIFY_SOCKET pointing at a
+// socket of the test.
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo::testing {
+namespace {
+
+/// A datagram socket standing in for systemd's notification socket.
+class NotifySocket {
+ public:
+  NotifySocket() {
+    char dir_template[] = "/tmp/cclo.XXXXXX";
+    dir_ = mkdtemp(dir_template);
+    path_ = dir_ + "/notify";
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    path_.copy(address.sun_path, sizeof(address.sun_path) - 1);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) std::abort();
+  }
+  ~NotifySocket() {
+    close(fd_);
+    std::filesystem::remove_all(dir_);
+  }
+  const std::string& path() const { return path_; }
+
+  /// Reads messages until one contains `line` or 30 s pass; returns whether it came.
+  bool WaitFor(const std::string& line) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    char message[4096];
+    pollfd ready{fd_, POLLIN, 0};
+    while (absl::Now() < deadline &&
+           poll(&ready, 1, static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()))) >
+               0) {
+      const ssize_t got = recv(fd_, message, sizeof(message), 0);
+      if (got > 0 &&
+          std::string(message, static_cast<size_t>(got)).find(line) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::string dir_;
+  std::string path_;
+  int fd_ = -1;
+};
+
+TEST(NotifyTest, ReadyWatchdogReloadingAndStopping) {
+  NotifySocket systemd;
+  setenv("NOTIFY_SOCKET", systemd.path().c_str(), 1);
+  setenv("WATCHDOG_USEC", "2000000", 1);
+  auto daemon = std::make_unique<Daemon>();
+  unsetenv("NOTIFY_SOCKET");
+  unsetenv("WATCHDOG_USEC");
+
+  EXPECT_TRUE(systemd.WaitFor("READY=1"));
+  EXPECT_TRUE(systemd.WaitFor("WATCHDOG=1"));
+  EXPECT_TRUE(daemon->process().WaitForOutput("systemd watchdog on: pinging every 1000 ms",
+                                              absl::Seconds(10)))
+      << daemon->process().Output();
+  daemon->process().Signal(SIGHUP);
+  EXPECT_TRUE(systemd.WaitFor("RELOADING=1"));
+  EXPECT_TRUE(systemd.WaitFor("READY=1"));
+  daemon.reset();  // SIGTERM
+  EXPECT_TRUE(systemd.WaitFor("STOPPING=1"));
+}
+
+}  // namespace
+}  // namespace cclo::testing
