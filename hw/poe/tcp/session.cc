@@ -1,6 +1,7 @@
 #include "hw/poe/tcp/session.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -100,6 +101,17 @@ void TcpSession::DiscardInput() {
   }
 }
 
+void TcpSession::DrainInput() {
+  constexpr int kMaxTurns = 4096;
+  draining_ = true;
+  for (int turn = 0; turn < kMaxTurns && state_ != State::kClosed; ++turn) {
+    pollfd ready{fd_, POLLIN, 0};
+    if (poll(&ready, 1, 0) <= 0) break;
+    OnReadable();
+  }
+  draining_ = false;
+}
+
 void TcpSession::Fail(const absl::Status& reason) {
   if (state_ == State::kClosed) return;
   CloseSocket();
@@ -196,7 +208,11 @@ void TcpSession::Flush() {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      Fail(absl::UnavailableError(Errno("write")));
+      const absl::Status broken = absl::UnavailableError(Errno("write"));
+      if (!draining_) {  // else the drain in progress ends the session
+        DrainInput();
+        Fail(broken);  // unless the peer's goodbye closed it first
+      }
       break;
     }
     size_t left = static_cast<size_t>(n);

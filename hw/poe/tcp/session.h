@@ -99,6 +99,9 @@ class TcpSession final : public Session {
   /// sends FIN after our queued bytes: a close with unread input sends a reset instead,
   /// which discards what the kernel has not yet delivered.
   void DiscardInput();
+  /// After a failed write: reads and applies what the peer sent before it went away (its
+  /// goodbye included, which then closes the session with its reason).
+  void DrainInput();
   void CloseSocket();
   void SetEvents(bool read, bool write);
   /// Checks the sizes a peer announced in its HELLO or CHALLENGE.
@@ -127,6 +130,7 @@ class TcpSession final : public Session {
 
   std::deque<TxEntry> tx_;
   bool reading_ = false;
+  bool draining_ = false;  ///< in DrainInput: a write failing meanwhile waits for it
   bool writing_ = false;
 };
 
