@@ -97,12 +97,12 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
   absl::StatusOr<cclo::v1::SubmitResponse> submitted = ops_->Submit(*session, *request);
-  if (absl::IsResourceExhausted(submitted.status())) {
-    context->AddTrailingMetadata(
-        "cclo-retry-after-ms",
-        std::to_string(absl::ToInt64Milliseconds((*session)->tenant()->RetryHint())));
+  if (!submitted.ok()) {
+    if (auto retry_ms = submitted.status().GetPayload(kRetryAfterMs)) {
+      context->AddTrailingMetadata(kRetryAfterMs, std::string(*retry_ms));
+    }
+    return ToGrpc(submitted.status());
   }
-  if (!submitted.ok()) return ToGrpc(submitted.status());
   *response = *std::move(submitted);
   return grpc::Status::OK;
 }

@@ -125,9 +125,11 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   absl::StatusOr<Lease> room = tenant->Acquire(
       Resource::kInflightOps, 1, request.wait_for_room() ? deadline : absl::InfinitePast());
   if (!room.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(room.status().message(), "; retry after ",
-                                                     absl::ToInt64Milliseconds(tenant->RetryHint()),
-                                                     " ms"));
+    const std::string retry_ms = absl::StrCat(absl::ToInt64Milliseconds(tenant->RetryHint()));
+    absl::Status full = absl::ResourceExhaustedError(
+        absl::StrCat(room.status().message(), "; retry after ", retry_ms, " ms"));
+    full.SetPayload(kRetryAfterMs, absl::Cord(retry_ms));
+    return full;
   }
   // Held until the op ends, however it ends: through `ended` if it never reaches the
   // engine, else through the engine's completion.

@@ -22,6 +22,10 @@
 
 namespace cclo::daemon {
 
+/// Payload of a Submit refused for a full in-flight ops quota: how many milliseconds to wait
+/// before retrying; also the name of the trailing metadata that carries it to the client.
+inline constexpr char kRetryAfterMs[] = "cclo-retry-after-ms";
+
 class Ops {
  public:
   Ops(hw::Device* device, Communicators* communicators, absl::Duration default_deadline);

@@ -96,11 +96,6 @@ uint32_t Tenant::weight() const {
   return config_.weight;
 }
 
-TenantQuotas Tenant::quotas() const {
-  absl::MutexLock lock(&mu_);
-  return config_.quotas;
-}
-
 uint64_t Tenant::Limit(Resource resource) const {
   switch (resource) {
     case Resource::kBufferBytes:

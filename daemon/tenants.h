@@ -58,7 +58,6 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   uint32_t index() const { return index_; }
   const std::string& name() const { return config_.name; }
   uint32_t weight() const;
-  TenantQuotas quotas() const;
 
   /// Charges `amount` of `resource`. Over quota: RESOURCE_EXHAUSTED naming the tenant, the
   /// quota, its limit, the use and the amount asked; with a `wait_until` in the future it

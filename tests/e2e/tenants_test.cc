@@ -14,12 +14,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cclo/client.h"
 #include "cclo/v1/admin.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/raw_session.h"
 
 namespace cclo::testing {
 namespace {
@@ -169,6 +171,30 @@ TEST(TenantsTest, UnknownCallerTakesTheDefaultTenant) {
   EXPECT_EQ(sessions.sessions(0).pid(), static_cast<uint32_t>(stranger.pid()));
   ProcessResult table = Ccloctl(daemon, {"sessions"});
   EXPECT_TRUE(absl::StrContains(table.output, "default")) << table.output;
+}
+
+TEST(TenantsTest, FullInflightQuotaGivesTheRetryHintAsTrailingMetadata) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 0}\n");
+  RawSession session(daemon.runtime_dir());
+  const uint64_t buffer = session.Alloc(4096);
+  uint64_t handle = 0;
+  ASSERT_TRUE(session.Join(session.NewToken(), 0, 1, &handle).ok());
+  std::unique_ptr<grpc::ClientContext> context = session.Context();
+  cclo::v1::SubmitResponse response;
+  grpc::Status refused =
+      session.stub().Submit(context.get(), AllreduceRequest(handle, buffer, 16), &response);
+  ASSERT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  const auto& trailers = context->GetServerTrailingMetadata();
+  auto hint = trailers.find("cclo-retry-after-ms");
+  ASSERT_NE(hint, trailers.end());
+  const std::string retry_ms(hint->second.data(), hint->second.size());
+  int64_t parsed = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(retry_ms, &parsed)) << retry_ms;
+  EXPECT_GE(parsed, 1);
+  EXPECT_EQ(refused.error_message(),
+            absl::StrCat("tenant 'default' quota inflight_ops: limit 0, in use 0, asked for 1; "
+                         "retry after ",
+                         retry_ms, " ms"));
 }
 
 TEST(TenantsTest, AdminSocketIsForTheAdminGroupOnly) {
