@@ -28,6 +28,9 @@ struct CallDescriptor {
   /// collectives where hw::HasInPlace holds; for rooted ones it applies at the root only.
   bool in_place = false;
   std::string algorithm;  ///< forced algorithm name; empty means the default selection
+  Protocol protocol = Protocol::kEager;  ///< how messages to other engines go
+  /// Largest data segment of a rendezvous message; 0 means the data session's.
+  uint64_t segment_bytes = 0;
   uint32_t tenant = 0;    ///< tenant index: whose share of the engine the call uses (DESIGN 9)
 };
 

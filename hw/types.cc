@@ -13,6 +13,8 @@ constexpr std::array<std::string_view, 12> kCollectiveNames = {
     "nop",       "send",   "recv",           "bcast",    "allreduce", "scatter",
     "gather",    "allgather", "reduce",      "reduce_scatter", "alltoall", "barrier"};
 
+constexpr std::array<std::string_view, 2> kProtocolNames = {"eager", "rendezvous"};
+
 }  // namespace
 
 size_t DataTypeSize(DataType type) { return kDataTypeSizes.at(static_cast<size_t>(type)); }
@@ -25,6 +27,10 @@ std::string_view ReduceOpName(ReduceOp op) { return kReduceOpNames.at(static_cas
 
 std::string_view CollectiveName(Collective collective) {
   return kCollectiveNames.at(static_cast<size_t>(collective));
+}
+
+std::string_view ProtocolName(Protocol protocol) {
+  return kProtocolNames.at(static_cast<size_t>(protocol));
 }
 
 bool HasRoot(Collective collective) {

@@ -47,6 +47,15 @@ enum class Collective : uint8_t {
   kBarrier = 11,
 };
 
+/// How a call's messages to other engines go (DESIGN 7). Values are part of the RPC contract.
+enum class Protocol : uint8_t {
+  /// Eager when the message fits the receiver's eager size and a credit is there (one
+  /// segment, no round trip); rendezvous otherwise.
+  kEager = 0,
+  /// Always rendezvous: the data goes once the receive is posted.
+  kRendezvous = 1,
+};
+
 /// The largest Collective value.
 inline constexpr Collective kLastCollective = Collective::kBarrier;
 
@@ -65,6 +74,9 @@ std::string_view DataTypeName(DataType type);
 std::string_view ReduceOpName(ReduceOp op);
 
 std::string_view CollectiveName(Collective collective);
+
+/// "eager" or "rendezvous".
+std::string_view ProtocolName(Protocol protocol);
 
 /// 128-bit communicator id, unique per communicator across the cluster.
 using CommId = std::array<uint8_t, 16>;

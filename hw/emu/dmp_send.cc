@@ -1,8 +1,9 @@
 // The DMP's sends. To another engine, per message: eager (one segment on one of the
-// link's credits) when it has at most the link's eager limit and a credit is there;
-// otherwise a rendezvous request, and on the receiver's clear-to-send the data in
-// segments of the session's size (a whole number of elements, so a reduce receive can
-// apply each on arrival). A sender never waits for a credit: one could be held by a
+// link's credits) when the call's protocol allows it, the message has at most the link's
+// eager limit and a credit is there; otherwise a rendezvous request, and on the
+// receiver's clear-to-send the data in segments of the session's size or the call's
+// smaller one (a whole number of elements, so a reduce receive can apply each on
+// arrival). A sender never waits for a credit: one could be held by a
 // message the receiver takes only after this one, so waiting could deadlock. To a rank on
 // this engine the RBM takes the message (staged when small and a buffer is free, else
 // copied straight into the receive once it is posted). Every segment is written from the
@@ -55,7 +56,8 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
                             .sequence = key.sequence,
                             .total = bytes};
   // 2. Eager when small enough and a credit is there: one segment, done once written.
-  if (link->eager_bytes > 0 && bytes <= link->eager_bytes) {
+  if (call.desc.protocol == Protocol::kEager && link->eager_bytes > 0 &&
+      bytes <= link->eager_bytes) {
     if (link->send_credits > 0) {
       --link->send_credits;
       counters_.eager_messages.fetch_add(1);
@@ -75,7 +77,9 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
       link->session->Send(header, nullptr, nullptr);
     }
   });
-  const uint64_t segment = std::max(element, link->session->segment_bytes() / element * element);
+  uint64_t segment = link->session->segment_bytes();
+  if (call.desc.segment_bytes > 0) segment = std::min(segment, call.desc.segment_bytes);
+  segment = std::max(element, segment / element * element);
   awaited_[key] = {call.id, index, bytes, segment, state.source, nullptr};
   return absl::OkStatus();
 }
@@ -91,7 +95,8 @@ void Dmp::ScheduleSegment(const CallState& call, uint32_t index,
 }
 
 absl::Status Dmp::SendLocal(CallState& call, uint32_t index, uint64_t bytes) {
-  const bool eager = eager_bytes_ > 0 && bytes <= eager_bytes_;
+  const bool eager =
+      call.desc.protocol == Protocol::kEager && eager_bytes_ > 0 && bytes <= eager_bytes_;
   absl::StatusOr<bool> went =
       rbm_.Deliver(SendKey(call, index), call.moves[index].source, bytes, eager,
                    [this, id = call.id, index] { MoveDone(id, index); });
