@@ -51,8 +51,9 @@ absl::Status Client::FreeBuffer(Buffer&& buffer) {
   return client::FromGrpc(session_->stub().FreeBuffer(&context, request, &response), "FreeBuffer");
 }
 
-absl::StatusOr<std::string> Client::CreateCommunicatorId() {
+absl::StatusOr<std::string> Client::CreateCommunicatorId(const std::string& label) {
   v1::CreateCommunicatorIdRequest request;
+  request.set_label(label);
   v1::CreateCommunicatorIdResponse response;
   grpc::ClientContext context;
   session_->Prepare(context, session_->rpc_timeout());

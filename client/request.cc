@@ -27,6 +27,10 @@ absl::Status Request::Poll(absl::Duration slice) {
     status_ = absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
     algorithm_ = response.algorithm();
     elapsed_ = absl::Microseconds(response.elapsed_us());
+    protocol_ = response.protocol();
+    segment_bytes_ = response.segment_bytes();
+    chosen_by_ = response.chosen_by();
+    policy_version_ = response.policy_version();
   }
   return absl::OkStatus();
 }

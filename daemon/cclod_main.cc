@@ -28,7 +28,7 @@ void Reload(cclo::daemon::Daemon& daemon, const std::string& config_path) {
                   std::string(kept.status().message()));
     return;
   }
-  spdlog::info("reloaded {}: log level, tenant identities, weights and quotas applied",
+  spdlog::info("reloaded {}: log level, policy, tenant identities, weights and quotas applied",
                config_path);
   if (!kept->empty()) {
     spdlog::warn("reload of {}: changed keys that apply only at restart: {}", config_path,

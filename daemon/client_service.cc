@@ -55,11 +55,13 @@ grpc::Status ClientService::FreeBuffer(grpc::ServerContext* context,
 }
 
 grpc::Status ClientService::CreateCommunicatorId(grpc::ServerContext* context,
-                                                 const cclo::v1::CreateCommunicatorIdRequest*,
+                                                 const cclo::v1::CreateCommunicatorIdRequest* request,
                                                  cclo::v1::CreateCommunicatorIdResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
-  response->set_token(communicators_->CreateId());
+  absl::StatusOr<std::string> token = communicators_->CreateId(*session, request->label());
+  if (!token.ok()) return ToGrpc(token.status());
+  response->set_token(*std::move(token));
   return grpc::Status::OK;
 }
 
@@ -124,6 +126,12 @@ grpc::Status ClientService::Wait(grpc::ServerContext* context, const cclo::v1::W
   response->set_message(std::string(done.completion.status.message()));
   response->set_algorithm(done.completion.algorithm);
   response->set_elapsed_us(static_cast<uint64_t>(absl::ToInt64Microseconds(done.elapsed)));
+  if (!done.chosen_by.empty()) {
+    response->set_protocol(std::string(hw::ProtocolName(done.protocol)));
+    response->set_segment_bytes(done.segment_bytes);
+    response->set_chosen_by(done.chosen_by);
+    response->set_policy_version(done.policy_version);
+  }
   return grpc::Status::OK;
 }
 

@@ -18,15 +18,26 @@ std::string ClientExited(const Session& session, uint32_t rank) {
 }  // namespace
 
 Communicators::Communicators(hw::Device* device, PeerClient* peers, RootGather* root_gather,
-                             std::string self_address)
+                             PolicyStore* policies, std::string self_address)
     : device_(device),
       peers_(peers),
       root_gather_(root_gather),
+      policies_(policies),
       self_address_(std::move(self_address)) {}
 
-std::string Communicators::CreateId() {
+absl::StatusOr<std::string> Communicators::CreateId(const SessionPtr& session,
+                                                    const std::string& label) {
+  if (!label.empty() && !ValidLabel(label)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label '", label, "' is not 1 to 64 of a-z, A-Z, 0-9, '_', '.' and '-'"));
+  }
+  cclo::v1::CommPolicy policy;
+  *policy.mutable_policy() = *policies_->Current();
+  policy.set_root_address(self_address_);
+  policy.set_tenant(session->tenant()->name());
+  policy.set_comm_label(label);
   CommToken token = NewToken(self_address_);
-  root_gather_->Register(token.id, token.secret);
+  root_gather_->Register(token.id, token.secret, std::move(policy));
   return FormatToken(token);
 }
 
@@ -106,10 +117,20 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
     return fail(absl::InternalError(
         absl::StrCat("root daemon answered with ", response->ranks_size(), " ranks, not ", size)));
   }
+  // The root may run another version: its policy must make sense here too, or the ranks
+  // could choose differently.
+  if (absl::Status usable = ValidatePolicy(response->policy().policy()); !usable.ok()) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("root daemon ", token->root_address,
+                     " sent a policy this daemon cannot follow: ", usable.message())));
+  }
   {
     absl::MutexLock lock(&mu_);
     Comm& comm = comms_.at(id);
-    if (comm.table.empty()) comm.table.assign(response->ranks().begin(), response->ranks().end());
+    if (comm.table.empty()) {
+      comm.table.assign(response->ranks().begin(), response->ranks().end());
+      comm.policy = std::make_shared<const cclo::v1::CommPolicy>(response->policy());
+    }
   }
   if (absl::Status configured = Configure(id, deadline); !configured.ok()) {
     absl::MutexLock lock(&mu_);
@@ -184,7 +205,7 @@ absl::StatusOr<Member> Communicators::Resolve(const SessionPtr& session, uint64_
     return absl::UnavailableError(absl::StrCat("communicator ", hw::CommIdHex(found->second.comm),
                                                " is broken: ", comm.error));
   }
-  return Member{found->second.comm, found->second.rank, comm.size};
+  return Member{found->second.comm, found->second.rank, comm.size, comm.policy};
 }
 
 void Communicators::OpStarted(const hw::CommId& id) {
@@ -280,6 +301,7 @@ absl::StatusOr<cclo::v1::ShowCommunicatorResponse> Communicators::Show(
   show.set_state(StateName(comm.state));
   show.set_error(comm.error);
   show.set_tenant(comm.tenant);
+  if (comm.policy) *show.mutable_policy() = *comm.policy;
   for (const cclo::v1::RankInfo& rank : comm.table) {
     cclo::v1::MemberInfo& member = *show.add_members();
     member.set_rank(rank.rank());

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "cclo/v1/admin.pb.h"
 #include "daemon/peer_client.h"
+#include "daemon/policy.h"
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
 #include "daemon/tenants.h"
@@ -23,11 +24,14 @@
 
 namespace cclo::daemon {
 
+using CommPolicyPtr = std::shared_ptr<const cclo::v1::CommPolicy>;
+
 /// What an op needs to know of the rank a handle names.
 struct Member {
   hw::CommId comm{};
   uint32_t rank = 0;
   uint32_t size = 0;
+  CommPolicyPtr policy;  ///< what its ops choose algorithms by
 };
 
 /// Largest communicator accepted.
@@ -35,12 +39,15 @@ inline constexpr uint32_t kMaxWorldSize = 65536;
 
 class Communicators {
  public:
-  /// `self_address` is this daemon's advertised Peer address.
+  /// `self_address` is this daemon's advertised Peer address; `policies` gives the
+  /// snapshot communicators rooted here choose by.
   Communicators(hw::Device* device, PeerClient* peers, RootGather* root_gather,
-                std::string self_address);
+                PolicyStore* policies, std::string self_address);
 
-  /// A new token rooted at this daemon.
-  std::string CreateId();
+  /// A new token rooted at this daemon. Its communicator's ranks choose by this daemon's
+  /// current policy, seeing the session's tenant and `label` (empty, or ValidLabel; else
+  /// INVALID_ARGUMENT).
+  absl::StatusOr<std::string> CreateId(const SessionPtr& session, const std::string& label);
 
   struct Joined {
     uint64_t handle = 0;
@@ -94,6 +101,7 @@ class Communicators {
     State state = State::kJoining;
     std::string error;
     std::vector<cclo::v1::RankInfo> table;
+    CommPolicyPtr policy;
     std::set<uint32_t> local_ranks;
     /// The tenant of the local ranks: a communicator is never shared between tenants here.
     std::string tenant;
@@ -134,6 +142,7 @@ class Communicators {
   hw::Device* const device_;
   PeerClient* const peers_;
   RootGather* const root_gather_;
+  PolicyStore* const policies_;
   const std::string self_address_;
 
   mutable absl::Mutex mu_;

@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/policy.h"
+#include "daemon/policy_yaml.h"
 #include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
@@ -203,6 +205,13 @@ const std::map<std::string, Setter>& Setters() {
       {"peer_tls_cert_file", String(&Config::peer_tls_cert_file)},
       {"peer_tls_key_file", String(&Config::peer_tls_key_file)},
       {"peer_tls_ca_file", String(&Config::peer_tls_ca_file)},
+      {"policy",
+       [](const YAML::Node& node, Config& config) -> absl::Status {
+         absl::StatusOr<cclo::v1::Policy> policy = ParsePolicy(node);
+         if (!policy.ok()) return policy.status();
+         config.policy = *std::move(policy);
+         return absl::OkStatus();
+       }},
   };
   return *setters;
 }
@@ -301,15 +310,16 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
     return absl::InvalidArgumentError(
         absl::StrCat("config key 'scheduler': '", config.scheduler, "' is not one of drr, fifo"));
   }
-  if (!config.default_tenant.empty()) {
-    std::string names;
-    for (const TenantConfig& tenant : config.tenants) {
-      if (tenant.name == config.default_tenant) return config;
-      absl::StrAppend(&names, names.empty() ? "" : ", ", tenant.name);
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat("config key 'default_tenant': '", config.default_tenant,
-                     "' names no tenant (tenants: ", names, "); '' refuses unknown callers"));
+  std::vector<std::string> tenants;
+  for (const TenantConfig& tenant : config.tenants) tenants.push_back(tenant.name);
+  if (absl::Status known = CheckPolicyTenants(config.policy, tenants); !known.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config key 'policy': ", known.message()));
+  }
+  if (!config.default_tenant.empty() &&
+      std::find(tenants.begin(), tenants.end(), config.default_tenant) == tenants.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config key 'default_tenant': '", config.default_tenant, "' names no tenant (tenants: ",
+        absl::StrJoin(tenants, ", "), "); '' refuses unknown callers"));
   }
   return config;
 }

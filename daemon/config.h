@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cclo/v1/types.pb.h"
 #include "spdlog/common.h"
 
 namespace cclo::daemon {
@@ -73,6 +74,9 @@ struct Config {
   std::string peer_tls_cert_file;
   std::string peer_tls_key_file;
   std::string peer_tls_ca_file;
+  /// Algorithm-selection rules (daemon/policy_yaml.h has the form); none: the built-in
+  /// selection throughout.
+  cclo::v1::Policy policy;
 };
 
 /// A log level by its spdlog name; INVALID_ARGUMENT listing the names otherwise.

@@ -130,11 +130,13 @@ Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_addr
       tenants_(config_),
       peer_server_credentials_(PeerServerCredentials(peer_tls)),
       peer_client_(PeerChannelCredentials(peer_tls)),
-      communicators_(device_.get(), &peer_client_, &root_gather_, peer_address_),
+      policies_(config.policy),
+      communicators_(device_.get(), &peer_client_, &root_gather_, &policies_, peer_address_),
       ops_(device_.get(), &communicators_, config.op_deadline),
       client_service_(&config_, &sessions_, &communicators_, &ops_),
       peer_service_(&root_gather_),
-      admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, device_.get()) {}
+      admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, &policies_,
+                     device_.get()) {}
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
@@ -187,6 +189,8 @@ absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
   if (absl::Status applied = tenants_.Reload(config); !applied.ok()) return applied;
   ApplyScheduling();
   spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::info("policy version {} in force ({} rules)", policies_.Replace(config.policy),
+               config.policy.rules_size());
   std::vector<std::string> kept;
   auto keep = [&kept](const char* key, bool same) {
     if (!same) kept.push_back(key);

@@ -13,6 +13,7 @@
 #include "daemon/ops.h"
 #include "daemon/peer_client.h"
 #include "daemon/peer_tls.h"
+#include "daemon/policy.h"
 #include "daemon/root_gather.h"
 #include "daemon/services.h"
 #include "daemon/sessions.h"
@@ -29,9 +30,9 @@ class Daemon {
   /// Tells peers it is leaving, stops the servers, ends sessions, removes the sockets.
   ~Daemon();
 
-  /// Applies what may change at run time: the log level and the tenants' identities,
-  /// weights and quotas. A config whose tenants cannot be applied is INVALID_ARGUMENT and
-  /// changes nothing. Other keys that differ keep their running value until a restart;
+  /// Applies what may change at run time: the log level, the policy (for communicators
+  /// created afterwards) and the tenants' identities, weights and quotas. A config whose
+  /// tenants cannot be applied is INVALID_ARGUMENT and changes nothing. Other keys that differ keep their running value until a restart;
   /// they are named in the returned list.
   absl::StatusOr<std::vector<std::string>> Reload(const Config& config);
 
@@ -53,6 +54,7 @@ class Daemon {
   const std::shared_ptr<grpc::ServerCredentials> peer_server_credentials_;
   PeerClient peer_client_;
   RootGather root_gather_;
+  PolicyStore policies_;
   SessionRegistry sessions_;
   Communicators communicators_;
   Ops ops_;

@@ -117,6 +117,20 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   }
   buffers.keepalive = keep;
 
+  // Every rank chooses from the same snapshot and the same fields, so they agree.
+  const cclo::v1::CommPolicy& policy = *member->policy;
+  const PolicyChoice choice = Choose(
+      policy.policy(), {.collective = call.collective,
+                        .datatype = call.datatype,
+                        .bytes = call.count * element,
+                        .world_size = member->size,
+                        .transport = policy.transport(),
+                        .tenant = policy.tenant(),
+                        .comm_label = policy.comm_label()});
+  if (call.algorithm.empty()) call.algorithm = choice.algorithm;
+  call.protocol = choice.protocol;
+  call.segment_bytes = choice.segment_bytes;
+
   const absl::Duration timeout =
       request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms()) : default_deadline_;
   const absl::Time submitted = absl::Now();
@@ -149,8 +163,9 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   // The session calls this when the op may start; it holds only a weak reference, so that
   // the op kept in the session does not keep the session alive.
   op.start = [this, weak = std::weak_ptr<Session>(session), handle = request.comm_handle(), call,
-              buffers = std::move(buffers), submitted, deadline, what = op.what,
-              inflight](uint64_t op_id) -> absl::Status {
+              buffers = std::move(buffers), submitted, deadline, what = op.what, inflight,
+              chosen_by = choice.rule,
+              version = policy.policy().version()](uint64_t op_id) -> absl::Status {
     Unwatch({deadline, op_id});
     SessionPtr owner = weak.lock();
     if (!owner) return absl::UnavailableError("session is closing");
@@ -164,12 +179,15 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
     }
     device_->Call(
         call, buffers, deadline,
-        [this, owner, op_id, submitted, comm = call.comm, inflight](hw::Completion completion) {
+        [this, owner, op_id, submitted, comm = call.comm, protocol = call.protocol,
+         segment_bytes = call.segment_bytes, chosen_by, version,
+         inflight](hw::Completion completion) {
           const absl::Duration elapsed = absl::Now() - submitted;
           inflight->Release();
           owner->tenant()->RecordOpTime(elapsed);
           communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
-          owner->FinishOp(op_id, {std::move(completion), elapsed});
+          owner->FinishOp(op_id, {std::move(completion), elapsed, protocol, segment_bytes,
+                                  chosen_by, version});
         });
     return absl::OkStatus();
   };

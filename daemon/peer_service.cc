@@ -30,14 +30,14 @@ grpc::Status PeerService::Join(grpc::ServerContext* context,
                 request->daemon_address());
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
-  absl::StatusOr<std::vector<cclo::v1::RankInfo>> table = root_gather_->Join(*request, deadline);
-  if (!table.ok()) {
+  absl::StatusOr<cclo::v1::PeerJoinResponse> joined = root_gather_->Join(*request, deadline);
+  if (!joined.ok()) {
     spdlog::warn("join of rank {} from peer daemon {} ({}{}) refused: {}", request->rank(),
                  request->daemon_address(), context->peer(), CertificateName(*context),
-                 std::string(table.status().message()));
-    return ToGrpc(table.status());
+                 std::string(joined.status().message()));
+    return ToGrpc(joined.status());
   }
-  for (const cclo::v1::RankInfo& rank : *table) *response->add_ranks() = rank;
+  *response = *std::move(joined);
   return grpc::Status::OK;
 }
 

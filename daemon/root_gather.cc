@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/policy.h"
 #include "daemon/token.h"
 
 namespace cclo::daemon {
@@ -11,7 +12,8 @@ std::string JoinMessage(const cclo::v1::PeerJoinRequest& request) {
                       request.daemon_address(), "|", request.data_address());
 }
 
-void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret) {
+void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret,
+                          cclo::v1::CommPolicy policy) {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   for (auto it = gathers_.begin(); it != gathers_.end();) {
@@ -20,10 +22,11 @@ void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret) {
   }
   Gather& gather = gathers_[id];
   gather.secret = secret;
+  gather.policy = std::move(policy);
   gather.created = now;
 }
 
-absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
+absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     const cclo::v1::PeerJoinRequest& request, absl::Time deadline) {
   absl::StatusOr<hw::CommId> parsed = CommIdFromBytes(request.comm_id());
   if (!parsed.ok()) return parsed.status();
@@ -67,11 +70,17 @@ absl::StatusOr<std::vector<cclo::v1::RankInfo>> RootGather::Join(
 
   auto complete = [&gather]() { return gather.failed || gather.ranks.size() == gather.size; };
   mu_.AwaitWithDeadline(absl::Condition(&complete), deadline);
-  absl::StatusOr<std::vector<cclo::v1::RankInfo>> result;
+  absl::StatusOr<cclo::v1::PeerJoinResponse> result;
   if (gather.ranks.size() == gather.size) {
-    std::vector<cclo::v1::RankInfo> table;
-    for (const auto& [rank, rank_info] : gather.ranks) table.push_back(rank_info);
-    result = std::move(table);
+    cclo::v1::PeerJoinResponse response;
+    bool local = true;
+    for (const auto& [rank, rank_info] : gather.ranks) {
+      *response.add_ranks() = rank_info;
+      local = local && rank_info.data_address() == gather.ranks.begin()->second.data_address();
+    }
+    *response.mutable_policy() = gather.policy;
+    response.mutable_policy()->set_transport(local ? kLocalTransport : kTcpTransport);
+    result = std::move(response);
   } else if (stopping_) {
     result = absl::UnavailableError("root daemon is shutting down");
   } else {

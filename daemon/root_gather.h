@@ -1,6 +1,7 @@
 // The root daemon's side of JoinCommunicator: it remembers the communicators it created
-// tokens for, checks each joining rank's proof, and answers every rank with the rank
-// table once all `size` ranks have joined (or fails them at the deadline).
+// tokens for (with the policy snapshot taken then), checks each joining rank's proof, and
+// answers every rank with the rank table and the snapshot once all `size` ranks have
+// joined (or fails them at the deadline).
 #pragma once
 
 #include <map>
@@ -23,16 +24,17 @@ class RootGather {
   /// A token nobody joins with within this time is forgotten.
   static constexpr absl::Duration kUnusedTokenLifetime = absl::Hours(1);
 
-  /// Remembers a communicator this daemon is root of, and forgets tokens that have gone
-  /// unused for kUnusedTokenLifetime.
-  void Register(const hw::CommId& id, const hw::CommSecret& secret);
+  /// Remembers a communicator this daemon is root of and the policy its ranks will choose
+  /// by, and forgets tokens that have gone unused for kUnusedTokenLifetime.
+  void Register(const hw::CommId& id, const hw::CommSecret& secret, cclo::v1::CommPolicy policy);
 
-  /// Adds one rank and blocks until every rank joined or `deadline`. Errors:
+  /// Adds one rank and blocks until every rank joined or `deadline`; the answer has the
+  /// rank table and the policy. Errors:
   /// NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
   /// (size disagrees, rank out of range), ALREADY_EXISTS (rank taken),
   /// DEADLINE_EXCEEDED (naming the missing ranks).
-  absl::StatusOr<std::vector<cclo::v1::RankInfo>> Join(const cclo::v1::PeerJoinRequest& request,
-                                                       absl::Time deadline);
+  absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const cclo::v1::PeerJoinRequest& request,
+                                                  absl::Time deadline);
 
   /// Fails every waiting and later join with UNAVAILABLE (the daemon is stopping).
   void Stop();
@@ -40,6 +42,7 @@ class RootGather {
  private:
   struct Gather {
     hw::CommSecret secret{};
+    cclo::v1::CommPolicy policy;
     absl::Time created;
     uint32_t size = 0;  ///< 0 until the first rank says how many
     std::map<uint32_t, cclo::v1::RankInfo> ranks;

@@ -72,11 +72,12 @@ class PeerService final : public cclo::v1::Peer::Service {
 class AdminService final : public cclo::v1::Admin::Service {
  public:
   AdminService(std::string peer_address, const TenantStore* tenants, SessionRegistry* sessions,
-               Communicators* communicators, hw::Device* device)
+               Communicators* communicators, PolicyStore* policies, hw::Device* device)
       : peer_address_(std::move(peer_address)),
         tenants_(tenants),
         sessions_(sessions),
         communicators_(communicators),
+        policies_(policies),
         device_(device) {}
 
   grpc::Status Status(grpc::ServerContext* context, const cclo::v1::StatusRequest* request,
@@ -104,13 +105,28 @@ class AdminService final : public cclo::v1::Admin::Service {
   grpc::Status SetLogLevel(grpc::ServerContext* context,
                            const cclo::v1::SetLogLevelRequest* request,
                            cclo::v1::SetLogLevelResponse* response) override;
+  // Policy (admin_policy.cc).
+  grpc::Status GetPolicy(grpc::ServerContext* context, const cclo::v1::GetPolicyRequest* request,
+                         cclo::v1::GetPolicyResponse* response) override;
+  grpc::Status SetPolicy(grpc::ServerContext* context, const cclo::v1::SetPolicyRequest* request,
+                         cclo::v1::GetPolicyResponse* response) override;
+  grpc::Status ValidatePolicy(grpc::ServerContext* context,
+                              const cclo::v1::SetPolicyRequest* request,
+                              cclo::v1::ValidatePolicyResponse* response) override;
+  grpc::Status ExplainPolicy(grpc::ServerContext* context,
+                             const cclo::v1::ExplainPolicyRequest* request,
+                             cclo::v1::ExplainPolicyResponse* response) override;
 
  private:
+  /// The policy YAML parsed and checked against this daemon's tenants.
+  absl::StatusOr<cclo::v1::Policy> ParseForThisDaemon(const std::string& yaml) const;
+
   const std::string peer_address_;
   const TenantStore* const tenants_;
   const absl::Time start_ = absl::Now();
   SessionRegistry* const sessions_;
   Communicators* const communicators_;
+  PolicyStore* const policies_;
   hw::Device* const device_;
 };
 

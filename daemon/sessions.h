@@ -34,6 +34,12 @@ struct PeerCredentials {
 struct OpResult {
   hw::Completion completion;
   absl::Duration elapsed;
+  /// How the engine was told to send: set for ops that reached it.
+  hw::Protocol protocol = hw::Protocol::kEager;
+  uint64_t segment_bytes = 0;
+  /// The policy rule that chose (or "built-in"), and the policy's version.
+  std::string chosen_by;
+  uint64_t policy_version = 0;
 };
 
 /// Hands an op that may start to the engine. Called once, outside the session's lock but

@@ -1,5 +1,9 @@
 #include "hw/types.h"
 
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "hw/crypto.h"
 
 namespace cclo::hw {
@@ -56,6 +60,39 @@ bool HasInPlace(Collective collective) {
     default:
       return false;
   }
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+  const std::string digits_text(text);
+  std::string digits = digits_text;
+  uint64_t unit = 1;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K':
+      case 'k':
+        unit = uint64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        unit = uint64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        unit = uint64_t{1} << 30;
+        break;
+    }
+    if (unit != 1) digits.pop_back();
+  }
+  uint64_t value = 0;
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(digits, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", digits_text, "' is not a byte size (digits with an optional K, M or G)"));
+  }
+  if (value > std::numeric_limits<uint64_t>::max() / unit) {
+    return absl::InvalidArgumentError(absl::StrCat("byte size '", digits_text, "' is too large"));
+  }
+  return value * unit;
 }
 
 std::string CommIdHex(const CommId& id) { return Hex(id.data(), id.size()); }

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 
 namespace cclo::hw {
 
@@ -77,6 +78,9 @@ std::string_view CollectiveName(Collective collective);
 
 /// "eager" or "rendezvous".
 std::string_view ProtocolName(Protocol protocol);
+
+/// Parses a byte size: decimal digits with an optional K, M or G suffix (powers of 1024).
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
 
 /// 128-bit communicator id, unique per communicator across the cluster.
 using CommId = std::array<uint8_t, 16>;

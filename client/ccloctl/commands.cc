@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "client/ccloctl/admin_rpc.h"
 #include "client/ccloctl/format.h"
+#include "client/ccloctl/policy_command.h"
 #include "client/cli.h"
 
 namespace cclo::ccloctl {
@@ -75,6 +76,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       "log-level", "set the daemon's log level until its next restart or reload");
   log_level->add_option("level", level, "trace, debug, info, warn, error, critical or off")
       ->required();
+  const PolicyCommand policy(app);
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
 
   AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
@@ -100,6 +102,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
     return Show(admin.Call(&Stub::SetLogLevel, "SetLogLevel", request), options.json,
                 &LogLevelTable, out, err);
   }
+  if (policy.parsed()) return policy.Run(admin, options.json, out, err);
   if (show->parsed()) {
     v1::ShowCommunicatorRequest request;
     request.set_comm_id(comm_id);

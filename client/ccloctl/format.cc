@@ -39,15 +39,17 @@ std::string OrDash(uint64_t value) { return value == 0 ? "-" : absl::StrCat(valu
 
 }  // namespace
 
-std::string StatusTable(const v1::StatusResponse& status) {
-  const google::protobuf::Descriptor& descriptor = *status.GetDescriptor();
+std::string FieldsTable(const google::protobuf::Message& message) {
+  const google::protobuf::Descriptor& descriptor = *message.GetDescriptor();
   std::vector<std::vector<std::string>> rows;
   for (int i = 0; i < descriptor.field_count(); ++i) {
     const FieldDescriptor& field = *descriptor.field(i);
-    rows.push_back({field.name(), FieldText(status, field)});
+    rows.push_back({field.name(), FieldText(message, field)});
   }
   return client::RenderTable({"key", "value"}, rows);
 }
+
+std::string StatusTable(const v1::StatusResponse& status) { return FieldsTable(status); }
 
 std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicators) {
   std::vector<std::vector<std::string>> rows;

@@ -9,7 +9,10 @@
 
 namespace cclo::ccloctl {
 
-/// Every field of `status` as a `key value` line, in proto field order.
+/// Every (scalar) field of `message` as a `key value` line, in proto field order.
+std::string FieldsTable(const google::protobuf::Message& message);
+
+/// FieldsTable of the daemon's status.
 std::string StatusTable(const v1::StatusResponse& status);
 
 /// One line per communicator: id, size, local ranks, state, ops, error.

@@ -93,42 +93,10 @@ hw::Collective CollectiveOf(Op op) {
   return hw::Collective::kNop;
 }
 
-absl::StatusOr<uint64_t> ParseByteSize(const std::string& text) {
-  std::string digits = text;
-  uint64_t unit = 1;
-  if (!digits.empty()) {
-    switch (digits.back()) {
-      case 'K':
-      case 'k':
-        unit = uint64_t{1} << 10;
-        break;
-      case 'M':
-      case 'm':
-        unit = uint64_t{1} << 20;
-        break;
-      case 'G':
-      case 'g':
-        unit = uint64_t{1} << 30;
-        break;
-    }
-    if (unit != 1) digits.pop_back();
-  }
-  uint64_t value = 0;
-  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
-      !absl::SimpleAtoi(digits, &value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a byte size (digits with an optional K, M or G)"));
-  }
-  if (value > std::numeric_limits<uint64_t>::max() / unit) {
-    return absl::InvalidArgumentError(absl::StrCat("byte size '", text, "' is too large"));
-  }
-  return value * unit;
-}
-
 absl::StatusOr<std::vector<uint64_t>> ParseByteSizes(const std::string& text) {
   std::vector<uint64_t> sizes;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
-    absl::StatusOr<uint64_t> size = ParseByteSize(std::string(item));
+    absl::StatusOr<uint64_t> size = hw::ParseByteSize(std::string(item));
     if (!size.ok()) return size.status();
     sizes.push_back(*size);
   }

@@ -75,10 +75,7 @@ struct RunArguments {
   bool table = false;
 };
 
-/// Parses one byte size: decimal digits with an optional K, M or G suffix (powers of 1024).
-absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
-
-/// Parses a comma-separated list of byte sizes, e.g. "1K,64K,1M,16M".
+/// Parses a comma-separated list of byte sizes (hw::ParseByteSize), e.g. "1K,64K,1M,16M".
 absl::StatusOr<std::vector<uint64_t>> ParseByteSizes(const std::string& text);
 
 /// Parses a comma-separated list of op names, e.g. "sendrecv,allreduce", or "all" (every

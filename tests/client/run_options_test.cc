@@ -23,16 +23,16 @@ std::string Problem(const RunArguments& arguments) {
 }
 
 TEST(RunOptionsTest, ByteSizes) {
-  EXPECT_EQ(*ParseByteSize("0"), 0u);
-  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
-  EXPECT_EQ(*ParseByteSize("1K"), 1024u);
-  EXPECT_EQ(*ParseByteSize("64k"), 65536u);
-  EXPECT_EQ(*ParseByteSize("16M"), 16u << 20);
-  EXPECT_EQ(*ParseByteSize("2G"), uint64_t{2} << 30);
+  EXPECT_EQ(*hw::ParseByteSize("0"), 0u);
+  EXPECT_EQ(*hw::ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*hw::ParseByteSize("1K"), 1024u);
+  EXPECT_EQ(*hw::ParseByteSize("64k"), 65536u);
+  EXPECT_EQ(*hw::ParseByteSize("16M"), 16u << 20);
+  EXPECT_EQ(*hw::ParseByteSize("2G"), uint64_t{2} << 30);
   for (const char* bad : {"", "K", "1.5K", "-1", "1KB", "1T", " 1", "18446744073709551615K"}) {
-    EXPECT_FALSE(ParseByteSize(bad).ok()) << bad;
+    EXPECT_FALSE(hw::ParseByteSize(bad).ok()) << bad;
   }
-  EXPECT_EQ(ParseByteSize("3X").status().message(),
+  EXPECT_EQ(hw::ParseByteSize("3X").status().message(),
             "'3X' is not a byte size (digits with an optional K, M or G)");
   EXPECT_EQ(*ParseByteSizes("1K,64K,1M,16M"),
             (std::vector<uint64_t>{1024, 65536, 1 << 20, 16 << 20}));

@@ -48,8 +48,10 @@ class Client {
   /// Releases `buffer` at the daemon and unmaps it here.
   absl::Status FreeBuffer(Buffer&& buffer);
 
-  /// Makes a new communicator token with this daemon as root; hand it to every rank.
-  absl::StatusOr<std::string> CreateCommunicatorId();
+  /// Makes a new communicator token with this daemon as root; hand it to every rank. Its
+  /// ranks choose algorithms by this daemon's current policy, whose rules may match
+  /// `label` (empty, or 1 to 64 of a-z, A-Z, 0-9, '_', '.', '-').
+  absl::StatusOr<std::string> CreateCommunicatorId(const std::string& label = "");
 
   /// Joins the communicator of `token` as `rank` of `size`; returns once all ranks joined,
   /// or fails when they did not within `timeout` (the RPC deadline is `timeout` plus the

@@ -59,6 +59,13 @@ class Request {
   const std::string& algorithm() const { return algorithm_; }
   /// Time from submission to completion as measured by the daemon; zero until done().
   absl::Duration elapsed() const { return elapsed_; }
+  /// How it sent ("eager" or "rendezvous") and its largest rendezvous segment (0: the data
+  /// session's); the policy rule that chose (or "built-in") and the policy's version.
+  /// Set once done() for ops that reached the engine.
+  const std::string& protocol() const { return protocol_; }
+  uint64_t segment_bytes() const { return segment_bytes_; }
+  const std::string& chosen_by() const { return chosen_by_; }
+  uint64_t policy_version() const { return policy_version_; }
 
  private:
   friend class Communicator;
@@ -77,6 +84,10 @@ class Request {
   absl::Status status_;  // the op's result once done_
   std::string algorithm_;
   absl::Duration elapsed_;
+  std::string protocol_;
+  uint64_t segment_bytes_ = 0;
+  std::string chosen_by_;
+  uint64_t policy_version_ = 0;
 };
 
 }  // namespace cclo

@@ -1,0 +1,144 @@
+#include "client/ccloctl/policy_command.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "client/ccloctl/format.h"
+#include "hw/types.h"
+
+namespace cclo::ccloctl {
+namespace {
+
+/// The text of `path`, or why it cannot be read.
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot read policy file ", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+/// Prints `response` as JSON or through `table`, or the error; returns the exit code.
+template <typename Response, typename Table>
+int Print(const absl::StatusOr<Response>& response, bool json, const Table& table,
+          std::ostream& out, std::ostream& err) {
+  if (!response.ok()) {
+    err << "ccloctl: " << response.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<std::string> text = json ? ToJson(*response) : table(*response);
+  if (!text.ok()) {
+    err << "ccloctl: " << text.status().message() << "\n";
+    return 1;
+  }
+  out << *text;
+  return 0;
+}
+
+template <typename Enum>
+absl::StatusOr<Enum> ByName(const std::string& name, int last, std::string_view (*name_of)(Enum),
+                            const char* what, int first) {
+  std::string valid;
+  for (int value = first; value <= last; ++value) {
+    const std::string_view candidate = name_of(static_cast<Enum>(value));
+    if (candidate == name) return static_cast<Enum>(value);
+    absl::StrAppend(&valid, valid.empty() ? "" : ", ", std::string(candidate));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " '", name, "' is not one of ", valid));
+}
+
+std::string PolicyText(const v1::GetPolicyResponse& response) {
+  return absl::StrCat("# policy version ", response.policy().version(), ", ",
+                      response.policy().rules_size(), " rules\n", response.yaml());
+}
+
+}  // namespace
+
+PolicyCommand::PolicyCommand(CLI::App& app) {
+  policy_ = app.add_subcommand(
+      "policy", "the algorithm-selection policy: rules choosing algorithm, protocol and segment "
+                "size for new communicators");
+  policy_->require_subcommand(1);
+  get_ = policy_->add_subcommand("get", "print the daemon's policy (version and YAML rules)");
+  set_ = policy_->add_subcommand(
+      "set", "replace the daemon's policy with a YAML file until its next restart or reload; "
+             "communicators created afterwards use it");
+  validate_ = policy_->add_subcommand(
+      "validate", "check a YAML policy file as `set` would, changing nothing");
+  for (CLI::App* command : {set_, validate_}) {
+    command->add_option("file", file_, "YAML file with a `rules` list (docs/operations.md)")
+        ->required();
+  }
+  explain_ = policy_->add_subcommand(
+      "explain", "which rule chooses what for an op, on a communicator or on the daemon's policy");
+  explain_->add_option("--comm", comm_id_,
+                       "communicator id (or unique prefix): use its policy snapshot, size, "
+                       "transport, tenant and label");
+  explain_->add_option("--op", op_, "collective, e.g. allreduce")->required();
+  explain_->add_option("--bytes", bytes_, "one rank's contribution, e.g. 4096, 64K, 1M")
+      ->capture_default_str();
+  explain_->add_option("--datatype", datatype_, "element type, e.g. float32")
+      ->capture_default_str();
+  explain_->add_option("--world-size", world_size_, "without --comm: ranks (default 2)");
+  explain_->add_option("--transport", transport_, "without --comm: local or tcp (default tcp)");
+  explain_->add_option("--tenant", tenant_, "without --comm: the communicator's tenant");
+  explain_->add_option("--label", label_, "without --comm: the communicator's label");
+}
+
+int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostream& err) const {
+  using Stub = v1::Admin::Stub;
+  if (get_->parsed()) {
+    return Print(admin.Call(&Stub::GetPolicy, "GetPolicy"), json, PolicyText, out, err);
+  }
+  if (set_->parsed() || validate_->parsed()) {
+    absl::StatusOr<std::string> text = ReadFile(file_);
+    if (!text.ok()) {
+      err << "ccloctl: " << text.status().message() << "\n";
+      return 1;
+    }
+    v1::SetPolicyRequest request;
+    request.set_yaml(*text);
+    if (set_->parsed()) {
+      return Print(admin.Call(&Stub::SetPolicy, "SetPolicy", request), json,
+                   [](const v1::GetPolicyResponse& response) {
+                     return absl::StrCat("policy version ", response.policy().version(),
+                                         " in force, ", response.policy().rules_size(),
+                                         " rules\n");
+                   },
+                   out, err);
+    }
+    return Print(admin.Call(&Stub::ValidatePolicy, "ValidatePolicy", request), json,
+                 [this](const v1::ValidatePolicyResponse& response) {
+                   return absl::StrCat(file_, ": valid, ", response.rules(), " rules\n");
+                 },
+                 out, err);
+  }
+  v1::ExplainPolicyRequest request;
+  absl::StatusOr<hw::Collective> collective = ByName(
+      op_, static_cast<int>(hw::kLastCollective), &hw::CollectiveName, "--op", 1);
+  absl::StatusOr<hw::DataType> datatype =
+      ByName(datatype_, static_cast<int>(hw::DataType::kFloat64), &hw::DataTypeName,
+             "--datatype", 0);
+  absl::StatusOr<uint64_t> bytes = hw::ParseByteSize(bytes_);
+  for (const absl::Status& status : {collective.status(), datatype.status(), bytes.status()}) {
+    if (!status.ok()) {
+      err << "ccloctl: " << status.message() << "\n";
+      return 1;
+    }
+  }
+  request.set_comm_id(comm_id_);
+  request.set_collective(static_cast<v1::Collective>(*collective));
+  request.set_datatype(static_cast<v1::DataType>(*datatype));
+  request.set_bytes(*bytes);
+  request.set_world_size(world_size_);
+  request.set_transport(transport_);
+  request.set_tenant(tenant_);
+  request.set_comm_label(label_);
+  return Print(admin.Call(&Stub::ExplainPolicy, "ExplainPolicy", request), json,
+               [](const v1::ExplainPolicyResponse& response) { return FieldsTable(response); },
+               out, err);
+}
+
+}  // namespace cclo::ccloctl
