@@ -4,6 +4,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -268,8 +269,12 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
   Config config;
   if (root.IsNull()) return config;
   if (!root.IsMap()) return absl::InvalidArgumentError("config must be a YAML mapping");
+  std::set<std::string> seen;
   for (const auto& entry : root) {
     std::string key = entry.first.as<std::string>();
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' is given twice"));
+    }
     auto setter = Setters().find(key);
     if (setter == Setters().end()) {
       std::string valid;

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -122,8 +123,12 @@ const std::map<std::string, Field>& Fields() {
 absl::StatusOr<PolicyRule> ParseRule(const YAML::Node& node) {
   if (!node.IsMap()) return absl::InvalidArgumentError("a rule must be a mapping");
   PolicyRule rule;
+  std::set<std::string> seen;
   for (const auto& entry : node) {
     const std::string key = entry.first.as<std::string>();
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat("'", key, "' is given twice"));
+    }
     auto field = Fields().find(key);
     if (field == Fields().end()) {
       std::vector<std::string> valid;

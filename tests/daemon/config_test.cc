@@ -43,6 +43,8 @@ log_level: debug
 peer_tls_cert_file: /etc/tls/node.pem
 peer_tls_key_file: /etc/tls/node.key
 peer_tls_ca_file: /etc/tls/ca.pem
+policy:
+  rules: [{collective: allreduce, bytes: {max: 64K}, algorithm: ring}]
 )");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->runtime_dir, "/tmp/x");
@@ -61,6 +63,8 @@ peer_tls_ca_file: /etc/tls/ca.pem
   EXPECT_EQ(config->peer_tls_cert_file, "/etc/tls/node.pem");
   EXPECT_EQ(config->peer_tls_key_file, "/etc/tls/node.key");
   EXPECT_EQ(config->peer_tls_ca_file, "/etc/tls/ca.pem");
+  ASSERT_EQ(config->policy.rules_size(), 1);
+  EXPECT_EQ(config->policy.rules(0).max_bytes(), 65536u);
 }
 
 TEST(ConfigTest, ReadsTenants) {
@@ -171,6 +175,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "config: peer TLS needs peer_tls_cert_file, peer_tls_key_file and "
                   "peer_tls_ca_file together; peer_tls_cert_file is '/a.pem' but "
                   "peer_tls_key_file and peer_tls_ca_file are not set"},
+        BadConfig{"data_port: 1\ndata_port: 2", "config key 'data_port' is given twice"},
+        BadConfig{"policy: {rules: [{collective: bcast, algorithm: ring}]}",
+                  "config key 'policy': rule 1: algorithm 'ring' cannot serve bcast"},
+        BadConfig{"policy: {rules: [{collective: bcast, tenant: ml, algorithm: chain}]}",
+                  "config key 'policy': rule 1: tenant 'ml' is not configured (tenants: "
+                  "default)"},
         BadConfig{"peer_tls_cert_file: /a.pem\npeer_tls_ca_file: /ca.pem",
                   "; peer_tls_cert_file is '/a.pem', peer_tls_ca_file is '/ca.pem' but "
                   "peer_tls_key_file is not set"}));

@@ -68,6 +68,8 @@ TEST(PolicyTest, EveryInvalidPolicyIsRejectedWithTheReason) {
        "rule 1: segment_bytes 33554432 is not a multiple of 8 in [4096, 16777216]"},
       {"rules: [{collective: allreduce, tenant: ml}]",
        "rule 1: chooses nothing: set algorithm, protocol or segment_bytes"},
+      {"rules: [{collective: allreduce, algorithm: ring, algorithm: chain}]",
+       "rule 1: 'algorithm' is given twice"},
       {"rules: [{collective: allreduce, algorithm: ring, colour: red}]",
        "rule 1: unknown key 'colour'; valid: algorithm, bytes, collective, comm_label, datatype, "
        "name, protocol, segment_bytes, tenant, transport, world_size"},
