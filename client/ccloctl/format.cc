@@ -75,7 +75,16 @@ std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator) 
        {"ops_completed", absl::StrCat(communicator.ops_completed())},
        {"ops_failed", absl::StrCat(communicator.ops_failed())},
        {"ops_in_flight", absl::StrCat(communicator.ops_in_flight())},
-       {"bytes_sent", absl::StrCat(communicator.bytes_sent())}});
+       {"bytes_sent", absl::StrCat(communicator.bytes_sent())},
+       {"label", communicator.policy().comm_label().empty() ? "-"
+                                                            : communicator.policy().comm_label()},
+       {"transport", communicator.policy().transport().empty() ? "-"
+                                                               : communicator.policy().transport()},
+       {"policy", communicator.has_policy()
+                      ? absl::StrCat("version ", communicator.policy().policy().version(),
+                                     " of root ", communicator.policy().root_address(), ", ",
+                                     communicator.policy().policy().rules_size(), " rules")
+                      : "-"}});
   std::vector<std::vector<std::string>> members;
   for (const v1::MemberInfo& member : communicator.members()) {
     members.push_back({absl::StrCat(member.rank()), member.daemon_address(), member.data_address(),

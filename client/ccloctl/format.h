@@ -18,9 +18,10 @@ std::string StatusTable(const v1::StatusResponse& status);
 /// One line per communicator: id, size, local ranks, state, ops, error.
 std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicators);
 
-/// One communicator: `key value` lines (id, size, state, error, created, op counters), a
-/// blank line and one line per member (rank, addresses, local, session, client pid), then,
-/// if local ranks left, a blank line and one line per departed rank with the reason.
+/// One communicator: `key value` lines (id, size, state, error, created, op counters,
+/// label, transport, the policy it chooses by), a blank line and one line per member
+/// (rank, addresses, local, session, client pid), then, if local ranks left, a blank line
+/// and one line per departed rank with the reason.
 std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator);
 
 /// One line per tenant: name, weight, each quota as used/limit, ops queued and running,

@@ -65,6 +65,10 @@ v1::ShowCommunicatorResponse SampleCommunicator() {
   show.set_ops_completed(17);
   show.set_ops_failed(1);
   show.set_bytes_sent(4096);
+  show.mutable_policy()->mutable_policy()->set_version(3);
+  show.mutable_policy()->mutable_policy()->add_rules();
+  show.mutable_policy()->set_root_address("10.0.0.2:7000");
+  show.mutable_policy()->set_transport("tcp");
   for (uint32_t rank : {0, 1, 2}) {
     v1::MemberInfo* member = show.add_members();
     member->set_rank(rank);
@@ -126,6 +130,9 @@ TEST(FormatTest, CommunicatorTable) {
             "ops_failed     1\n"
             "ops_in_flight  0\n"
             "bytes_sent     4096\n"
+            "label          -\n"
+            "transport      tcp\n"
+            "policy         version 3 of root 10.0.0.2:7000, 1 rules\n"
             "\n"
             "rank  daemon_address  data_address   local  session  client_pid\n"
             "0     10.0.0.1:7000   10.0.0.1:7001  yes    3        41\n"

@@ -1,17 +1,23 @@
-// The shipped default config parses and equals the built-in defaults it documents.
+// The shipped default config parses and equals the built-in defaults it documents, and
+// its commented policy example is a valid policy.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "daemon/config.h"
 
 namespace cclo::daemon {
 namespace {
 
-TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
+std::string ShippedPath() {
   const char* root = std::getenv("TEST_SRCDIR");
-  absl::StatusOr<Config> shipped =
-      LoadConfig(std::string(root ? root : ".") + "/cclod/deploy/cclod.yaml");
+  return std::string(root ? root : ".") + "/cclod/deploy/cclod.yaml";
+}
+
+TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
+  absl::StatusOr<Config> shipped = LoadConfig(ShippedPath());
   ASSERT_TRUE(shipped.ok()) << shipped.status();
   Config defaults;
   EXPECT_EQ(shipped->runtime_dir, defaults.runtime_dir);
@@ -45,6 +51,22 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(shipped->peer_tls_cert_file, defaults.peer_tls_cert_file);
   EXPECT_EQ(shipped->peer_tls_key_file, defaults.peer_tls_key_file);
   EXPECT_EQ(shipped->peer_tls_ca_file, defaults.peer_tls_ca_file);
+  EXPECT_EQ(shipped->policy.rules_size(), defaults.policy.rules_size());
+}
+
+TEST(DeployConfigTest, PolicyExampleIsValid) {
+  std::ifstream file(ShippedPath());
+  std::string line, example;
+  bool in_example = false;
+  while (std::getline(file, line)) {
+    if (line == "#   policy:") in_example = true;
+    if (in_example && line.rfind("#  ", 0) != 0) break;
+    if (in_example) example += line.substr(2) + "\n";
+  }
+  ASSERT_FALSE(example.empty());
+  absl::StatusOr<Config> config = ParseConfig(example);
+  ASSERT_TRUE(config.ok()) << config.status() << "\n" << example;
+  EXPECT_EQ(config->policy.rules_size(), 2);
 }
 
 }  // namespace
