@@ -18,23 +18,6 @@ struct GlobalOptions {
   double timeout_seconds = 5;
 };
 
-// Prints `response` as JSON or through `table`, or its error; returns the exit code.
-template <typename Response>
-int Show(const absl::StatusOr<Response>& response, bool json, std::string (*table)(const Response&),
-         std::ostream& out, std::ostream& err) {
-  if (!response.ok()) {
-    err << "ccloctl: " << response.status().message() << "\n";
-    return 1;
-  }
-  absl::StatusOr<std::string> text = json ? ToJson(*response) : table(*response);
-  if (!text.ok()) {
-    err << "ccloctl: " << text.status().message() << "\n";
-    return 1;
-  }
-  out << *text;
-  return 0;
-}
-
 }  // namespace
 
 int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -82,34 +65,34 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
   using Stub = v1::Admin::Stub;
   if (status->parsed()) {
-    return Show(admin.Call(&Stub::Status, "Status"), options.json, &StatusTable, out, err);
+    return Print(admin.Call(&Stub::Status, "Status"), options.json, &StatusTable, out, err);
   }
   if (tenants->parsed()) {
-    return Show(admin.Call(&Stub::ListTenants, "ListTenants"), options.json, &TenantsTable, out,
+    return Print(admin.Call(&Stub::ListTenants, "ListTenants"), options.json, &TenantsTable, out,
                 err);
   }
   if (sessions->parsed()) {
-    return Show(admin.Call(&Stub::ListSessions, "ListSessions"), options.json, &SessionsTable, out,
+    return Print(admin.Call(&Stub::ListSessions, "ListSessions"), options.json, &SessionsTable, out,
                 err);
   }
   if (buffers->parsed()) {
-    return Show(admin.Call(&Stub::ListBuffers, "ListBuffers"), options.json, &BuffersTable, out,
+    return Print(admin.Call(&Stub::ListBuffers, "ListBuffers"), options.json, &BuffersTable, out,
                 err);
   }
   if (log_level->parsed()) {
     v1::SetLogLevelRequest request;
     request.set_level(level);
-    return Show(admin.Call(&Stub::SetLogLevel, "SetLogLevel", request), options.json,
+    return Print(admin.Call(&Stub::SetLogLevel, "SetLogLevel", request), options.json,
                 &LogLevelTable, out, err);
   }
   if (policy.parsed()) return policy.Run(admin, options.json, out, err);
   if (show->parsed()) {
     v1::ShowCommunicatorRequest request;
     request.set_comm_id(comm_id);
-    return Show(admin.Call(&Stub::ShowCommunicator, "ShowCommunicator", request), options.json,
+    return Print(admin.Call(&Stub::ShowCommunicator, "ShowCommunicator", request), options.json,
                 &CommunicatorTable, out, err);
   }
-  return Show(admin.Call(&Stub::ListCommunicators, "ListCommunicators"), options.json,
+  return Print(admin.Call(&Stub::ListCommunicators, "ListCommunicators"), options.json,
               &CommunicatorsTable, out, err);
 }
 

@@ -1,6 +1,7 @@
 // How ccloctl prints Admin responses: tables for people, JSON for scripts.
 #pragma once
 
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -41,5 +42,23 @@ std::string LogLevelTable(const v1::SetLogLevelResponse& response);
 /// `message` as one line of JSON with the proto field names, fields at their default value
 /// included (proto3 JSON mapping: 64-bit integers are strings), ending in a newline.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
+
+/// Prints `response` as JSON or through `table` (Response -> std::string) to `out`, or the
+/// error to `err`; returns the exit code (0, or 1 on an error).
+template <typename Response, typename Table>
+int Print(const absl::StatusOr<Response>& response, bool json, const Table& table,
+          std::ostream& out, std::ostream& err) {
+  if (!response.ok()) {
+    err << "ccloctl: " << response.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<std::string> text = json ? ToJson(*response) : table(*response);
+  if (!text.ok()) {
+    err << "ccloctl: " << text.status().message() << "\n";
+    return 1;
+  }
+  out << *text;
+  return 0;
+}
 
 }  // namespace cclo::ccloctl

@@ -19,23 +19,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return text.str();
 }
 
-/// Prints `response` as JSON or through `table`, or the error; returns the exit code.
-template <typename Response, typename Table>
-int Print(const absl::StatusOr<Response>& response, bool json, const Table& table,
-          std::ostream& out, std::ostream& err) {
-  if (!response.ok()) {
-    err << "ccloctl: " << response.status().message() << "\n";
-    return 1;
-  }
-  absl::StatusOr<std::string> text = json ? ToJson(*response) : table(*response);
-  if (!text.ok()) {
-    err << "ccloctl: " << text.status().message() << "\n";
-    return 1;
-  }
-  out << *text;
-  return 0;
-}
-
 template <typename Enum>
 absl::StatusOr<Enum> ByName(const std::string& name, int last, std::string_view (*name_of)(Enum),
                             const char* what, int first) {
