@@ -102,6 +102,8 @@ class StatusCollectable : public prometheus::Collectable {
                MetricType::Gauge, static_cast<double>(s.data_sessions_up())),
         Family("cclod_wire_errors_total", "Invalid segments or handshakes rejected.",
                MetricType::Counter, static_cast<double>(s.wire_errors())),
+        Family("cclod_draining", "1 while a drain runs (new work refused), else 0.",
+               MetricType::Gauge, s.draining() ? 1 : 0),
     };
     AddTenants(snapshot.tenants, families);
     return families;

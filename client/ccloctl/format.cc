@@ -34,20 +34,34 @@ std::string FieldText(const google::protobuf::Message& message, const FieldDescr
   return text.empty() ? "-" : text;
 }
 
+// Every field of `message` as a `key value` line, in proto field order; the values of a
+// repeated field joined by ",".
+std::string KeyValueTable(const google::protobuf::Message& message) {
+  const google::protobuf::Descriptor& descriptor = *message.GetDescriptor();
+  const google::protobuf::Reflection& reflection = *message.GetReflection();
+  std::vector<std::vector<std::string>> rows;
+  for (int i = 0; i < descriptor.field_count(); ++i) {
+    const FieldDescriptor& field = *descriptor.field(i);
+    if (!field.is_repeated()) {
+      rows.push_back({field.name(), FieldText(message, field)});
+      continue;
+    }
+    std::vector<std::string> values(reflection.FieldSize(message, &field));
+    for (size_t index = 0; index < values.size(); ++index) {
+      google::protobuf::TextFormat::PrintFieldValueToString(
+          message, &field, static_cast<int>(index), &values[index]);
+    }
+    rows.push_back({field.name(), values.empty() ? "-" : absl::StrJoin(values, ",")});
+  }
+  return client::RenderTable({"key", "value"}, rows);
+}
+
 // A number, or "-" for zero (ids and pids that are not set).
 std::string OrDash(uint64_t value) { return value == 0 ? "-" : absl::StrCat(value); }
 
 }  // namespace
 
-std::string StatusTable(const v1::StatusResponse& status) {
-  const google::protobuf::Descriptor& descriptor = *status.GetDescriptor();
-  std::vector<std::vector<std::string>> rows;
-  for (int i = 0; i < descriptor.field_count(); ++i) {
-    const FieldDescriptor& field = *descriptor.field(i);
-    rows.push_back({field.name(), FieldText(status, field)});
-  }
-  return client::RenderTable({"key", "value"}, rows);
-}
+std::string StatusTable(const v1::StatusResponse& status) { return KeyValueTable(status); }
 
 std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicators) {
   std::vector<std::vector<std::string>> rows;
@@ -142,6 +156,12 @@ std::string BuffersTable(const v1::ListBuffersResponse& buffers) {
 std::string LogLevelTable(const v1::SetLogLevelResponse& response) {
   return client::RenderTable({"key", "value"}, {{"previous_level", response.previous()}});
 }
+
+std::string DestroyTable(const v1::AdminDestroyCommunicatorResponse& response) {
+  return KeyValueTable(response);
+}
+
+std::string DrainTable(const v1::DrainResponse& response) { return KeyValueTable(response); }
 
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;

@@ -34,6 +34,12 @@ std::string BuffersTable(const v1::ListBuffersResponse& buffers);
 /// The level SetLogLevel replaced, as a `key value` line.
 std::string LogLevelTable(const v1::SetLogLevelResponse& response);
 
+/// What DestroyCommunicator took down, as `key value` lines (local ranks joined by ",").
+std::string DestroyTable(const v1::AdminDestroyCommunicatorResponse& response);
+
+/// How a drain ended, as `key value` lines in proto field order.
+std::string DrainTable(const v1::DrainResponse& response);
+
 /// `message` as one line of JSON with the proto field names, fields at their default value
 /// included (proto3 JSON mapping: 64-bit integers are strings), ending in a newline.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
