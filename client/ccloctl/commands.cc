@@ -1,8 +1,10 @@
 #include "client/ccloctl/commands.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/ccloctl/admin_rpc.h"
 #include "client/ccloctl/format.h"
@@ -52,7 +54,9 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   app.add_option("--timeout", options.timeout_seconds, "RPC deadline in seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.require_subcommand(1);
+  // At most one command; none is refused below naming them all (an unknown word is then
+  // reported as such instead of as a missing command).
+  app.require_subcommand(0, 1);
   app.fallthrough();
   CLI::App* status = app.add_subcommand("status", "daemon identity, uptime and engine counters");
   CLI::App* comms = app.add_subcommand(
@@ -103,6 +107,15 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
+  if (app.get_subcommands().empty()) {
+    std::vector<std::string> names;
+    for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(command->get_name());
+    }
+    err << "ccloctl: a command is required: one of " << absl::StrJoin(names, ", ")
+        << "\nRun with --help for more information.\n";
+    return client::kUsageExitCode;
+  }
 
   AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
   using Stub = v1::Admin::Stub;
