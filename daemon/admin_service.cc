@@ -42,6 +42,7 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_data_sessions_up(stats.sessions_up);
   response->set_wire_errors(stats.wire_errors);
   response->set_policy_version(policies_->Current()->version());
+  response->set_draining(drain_->draining());
   return snapshot;
 }
 
@@ -145,6 +146,26 @@ grpc::Status AdminService::SetLogLevel(grpc::ServerContext*,
   spdlog::set_level(*level);
   spdlog::warn("log level set to {} through the admin socket (was {})", request->level(),
                response->previous());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::DestroyCommunicator(
+    grpc::ServerContext*, const cclo::v1::AdminDestroyCommunicatorRequest* request,
+    cclo::v1::AdminDestroyCommunicatorResponse* response) {
+  absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> destroyed =
+      communicators_->DestroyByOperator(request->comm_id());
+  if (!destroyed.ok()) return ToGrpc(destroyed.status());
+  *response = *std::move(destroyed);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::Drain(grpc::ServerContext*, const cclo::v1::DrainRequest* request,
+                                 cclo::v1::DrainResponse* response) {
+  const absl::Duration timeout =
+      request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : absl::Seconds(60);
+  absl::StatusOr<cclo::v1::DrainResponse> drained = drain_->Run(timeout);
+  if (!drained.ok()) return ToGrpc(drained.status());
+  *response = *std::move(drained);
   return grpc::Status::OK;
 }
 

@@ -33,7 +33,8 @@ absl::Status Errno(const std::string& what) {
 absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::string& path,
                                                                   const TenantStore* tenants,
                                                                   SessionRegistry* sessions,
-                                                                  SessionEndFn on_end) {
+                                                                  SessionEndFn on_end,
+                                                                  AdmitFn admit) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -56,17 +57,18 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::str
     return Errno("eventfd");
   }
   return std::unique_ptr<AttachServer>(
-      new AttachServer(path, fd, wake, tenants, sessions, std::move(on_end)));
+      new AttachServer(path, fd, wake, tenants, sessions, std::move(on_end), std::move(admit)));
 }
 
 AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
-                           SessionRegistry* sessions, SessionEndFn on_end)
+                           SessionRegistry* sessions, SessionEndFn on_end, AdmitFn admit)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       wake_fd_(wake_fd),
       tenants_(tenants),
       sessions_(sessions),
       on_end_(std::move(on_end)),
+      admit_(std::move(admit)),
       thread_([this] { Run(); }) {}
 
 AttachServer::~AttachServer() {
@@ -167,6 +169,7 @@ void AttachServer::Greet(int fd, const Pending& pending) {
   }
   if (!refusal.ok()) return Refuse(fd, pending.credentials, refusal);
   const PeerCredentials& credentials = pending.credentials;
+  if (absl::Status admitted = admit_(); !admitted.ok()) return Refuse(fd, credentials, admitted);
   absl::StatusOr<TenantPtr> tenant = tenants_->Identify(credentials.uid, credentials.gid);
   if (!tenant.ok()) return Refuse(fd, credentials, tenant.status());
   absl::StatusOr<Lease> lease = (*tenant)->Acquire(Resource::kSessions, 1);

@@ -17,21 +17,23 @@ namespace cclo::daemon {
 class AttachServer {
  public:
   using SessionEndFn = std::function<void(const SessionPtr&)>;
+  using AdmitFn = std::function<absl::Status()>;
 
   /// Binds `path` (replacing a stale socket file) with mode 0666 and starts serving. A
   /// caller becomes a session of the tenant `tenants` maps it to, charged to that tenant's
   /// sessions quota; an unknown caller or a full quota is refused with the reason.
-  /// `on_end` runs on the server thread after a client's connection closed.
+  /// `on_end` runs on the server thread after a client's connection closed. `admit` is
+  /// asked before each new session; an error refuses the caller with it (code and text).
   static absl::StatusOr<std::unique_ptr<AttachServer>> Start(const std::string& path,
                                                              const TenantStore* tenants,
                                                              SessionRegistry* sessions,
-                                                             SessionEndFn on_end);
+                                                             SessionEndFn on_end, AdmitFn admit);
   /// Stops serving, ends every session (running `on_end`) and removes the socket file.
   ~AttachServer();
 
  private:
   AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
-               SessionRegistry* sessions, SessionEndFn on_end);
+               SessionRegistry* sessions, SessionEndFn on_end, AdmitFn admit);
   /// A connection accepted but not yet greeted: it must send HELLO by `deadline`.
   struct Pending {
     absl::Time deadline;
@@ -51,6 +53,7 @@ class AttachServer {
   const TenantStore* const tenants_;
   SessionRegistry* const sessions_;
   const SessionEndFn on_end_;
+  const AdmitFn admit_;
   /// Touched only by the server thread: greeted connections (fd -> session id) and
   /// connections still owing their HELLO.
   std::map<int, uint64_t> connections_;

@@ -25,6 +25,9 @@ grpc::Status ClientService::AllocBuffer(grpc::ServerContext* context,
                                         cclo::v1::AllocBufferResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
+  if (absl::Status admitted = drain_->Admit("new buffers"); !admitted.ok()) {
+    return ToGrpc(admitted);
+  }
   if (request->bytes() == 0 || request->bytes() > config_->max_buffer_bytes) {
     return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
         "buffer size ", request->bytes(), " is not in [1, ", config_->max_buffer_bytes, "]")));
@@ -59,6 +62,9 @@ grpc::Status ClientService::CreateCommunicatorId(grpc::ServerContext* context,
                                                  cclo::v1::CreateCommunicatorIdResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
+  if (absl::Status admitted = drain_->Admit("new communicators"); !admitted.ok()) {
+    return ToGrpc(admitted);
+  }
   absl::StatusOr<std::string> token = communicators_->CreateId(*session, request->label());
   if (!token.ok()) return ToGrpc(token.status());
   response->set_token(*std::move(token));
@@ -70,6 +76,7 @@ grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
                                              cclo::v1::JoinCommunicatorResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
+  if (absl::Status admitted = drain_->Admit("joins"); !admitted.ok()) return ToGrpc(admitted);
   absl::Duration timeout =
       request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : config_->join_timeout;
   absl::StatusOr<Communicators::Joined> joined = communicators_->Join(
@@ -98,6 +105,7 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
                                    cclo::v1::SubmitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
+  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return ToGrpc(admitted);
   absl::StatusOr<cclo::v1::SubmitResponse> submitted = ops_->Submit(*session, *request);
   if (!submitted.ok()) {
     if (auto retry_ms = submitted.status().GetPayload(kRetryAfterMs)) {

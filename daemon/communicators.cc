@@ -217,6 +217,7 @@ void Communicators::OpStarted(const hw::CommId& id) {
 void Communicators::OpFinished(const hw::CommId& id, const absl::Status& status,
                                uint64_t bytes_sent) {
   absl::MutexLock lock(&mu_);
+  if (status.ok()) ++ops_completed_;
   auto found = comms_.find(id);
   if (found == comms_.end()) return;
   Comm& comm = found->second;
@@ -266,6 +267,44 @@ void Communicators::EndSession(const SessionPtr& session) {
 void Communicators::Stop() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
+}
+
+absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> Communicators::DestroyByOperator(
+    const std::string& id_prefix) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::map<hw::CommId, Comm>::const_iterator> found = FindByPrefix(id_prefix);
+  if (!found.ok()) return found.status();
+  const hw::CommId id = (*found)->first;
+  Comm& comm = comms_.at(id);
+  cclo::v1::AdminDestroyCommunicatorResponse response;
+  response.set_comm_id(hw::CommIdHex(id));
+  response.set_tenant(comm.tenant);
+  for (uint32_t rank : comm.local_ranks) response.add_local_ranks(rank);
+  response.set_ops_failed(comm.ops_in_flight);
+  for (auto& [number, handle] : handles_) {
+    if (handle.comm != id) continue;
+    handle.lease.Release();
+    response.set_quota_released(response.quota_released() + 1);
+  }
+  spdlog::warn("communicator {} destroyed through the admin socket", hw::CommIdHex(id));
+  BreakLocked(id, comm, "destroyed by the operator");
+  return response;
+}
+
+size_t Communicators::BreakBusy(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  size_t broken = 0;
+  for (auto& [id, comm] : comms_) {
+    if (comm.ops_in_flight == 0) continue;
+    BreakLocked(id, comm, reason);
+    ++broken;
+  }
+  return broken;
+}
+
+uint64_t Communicators::OpsCompleted() const {
+  absl::MutexLock lock(&mu_);
+  return ops_completed_;
 }
 
 std::vector<cclo::v1::CommunicatorInfo> Communicators::List() const {

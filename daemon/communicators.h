@@ -83,6 +83,21 @@ class Communicators {
   /// Makes joins that wait for data sessions give up (the daemon is stopping).
   void Stop();
 
+  /// The operator takes the communicator `id_prefix` names (as Show takes it) down on this
+  /// daemon: it breaks with "destroyed by the operator" (the engine fails its local ranks'
+  /// pending calls and tells the other daemons), and the communicators quota its handles
+  /// hold goes back to the tenant now. The handles stay, failing every op with the reason,
+  /// until their clients destroy them or exit. NOT_FOUND or INVALID_ARGUMENT as for Show.
+  absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> DestroyByOperator(
+      const std::string& id_prefix);
+
+  /// Breaks every communicator with an op in flight, for `reason`; returns how many.
+  size_t BreakBusy(const std::string& reason);
+
+  /// How many ops of local ranks finished OK since the start (also on communicators since
+  /// gone).
+  uint64_t OpsCompleted() const;
+
   std::vector<cclo::v1::CommunicatorInfo> List() const;
 
   /// The communicator whose hex id is `id_prefix` or starts with it (case-insensitive):
@@ -149,6 +164,7 @@ class Communicators {
   std::map<hw::CommId, Comm> comms_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Handle> handles_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t ops_completed_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,10 +134,11 @@ Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_addr
       policies_(config.policy),
       communicators_(device_.get(), &peer_client_, &root_gather_, &policies_, peer_address_),
       ops_(device_.get(), &communicators_, config.op_deadline),
-      client_service_(&config_, &sessions_, &communicators_, &ops_),
+      drain_(&sessions_, &communicators_, [] { kill(getpid(), SIGTERM); }),
+      client_service_(&config_, &sessions_, &communicators_, &ops_, &drain_),
       peer_service_(&root_gather_),
       admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, &policies_,
-                     device_.get()) {}
+                     device_.get(), &drain_) {}
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
@@ -160,10 +162,12 @@ absl::Status Daemon::StartServers(int peer_port) {
   }
 
   absl::StatusOr<std::unique_ptr<AttachServer>> attach = AttachServer::Start(
-      dir + "/attach.sock", &tenants_, &sessions_, [this](const SessionPtr& session) {
+      dir + "/attach.sock", &tenants_, &sessions_,
+      [this](const SessionPtr& session) {
         communicators_.EndSession(session);
         ops_.EndSession(session);
-      });
+      },
+      [this] { return drain_.Admit("new sessions"); });
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
 

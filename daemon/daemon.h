@@ -10,6 +10,7 @@
 #include "daemon/attach_server.h"
 #include "daemon/communicators.h"
 #include "daemon/config.h"
+#include "daemon/drain.h"
 #include "daemon/ops.h"
 #include "daemon/peer_client.h"
 #include "daemon/peer_tls.h"
@@ -58,6 +59,8 @@ class Daemon {
   SessionRegistry sessions_;
   Communicators communicators_;
   Ops ops_;
+  /// Once a drain finished, it stops the daemon as SIGTERM does.
+  Drain drain_;
   ClientService client_service_;
   PeerService peer_service_;
   AdminService admin_service_;

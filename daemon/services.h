@@ -9,6 +9,7 @@
 #include "cclo/v1/peer.grpc.pb.h"
 #include "daemon/communicators.h"
 #include "daemon/config.h"
+#include "daemon/drain.h"
 #include "daemon/ops.h"
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
@@ -20,9 +21,14 @@ namespace cclo::daemon {
 /// Client service on client.sock; every call carries `cclo-session: <token>`.
 class ClientService final : public cclo::v1::Client::Service {
  public:
+  /// Refuses new buffers, joins and ops once `drain` began.
   ClientService(const Config* config, SessionRegistry* sessions, Communicators* communicators,
-                Ops* ops)
-      : config_(config), sessions_(sessions), communicators_(communicators), ops_(ops) {}
+                Ops* ops, const Drain* drain)
+      : config_(config),
+        sessions_(sessions),
+        communicators_(communicators),
+        ops_(ops),
+        drain_(drain) {}
 
   grpc::Status AllocBuffer(grpc::ServerContext* context,
                            const cclo::v1::AllocBufferRequest* request,
@@ -52,6 +58,7 @@ class ClientService final : public cclo::v1::Client::Service {
   SessionRegistry* const sessions_;
   Communicators* const communicators_;
   Ops* const ops_;
+  const Drain* const drain_;
   absl::Mutex mu_;
   uint64_t next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
@@ -72,13 +79,15 @@ class PeerService final : public cclo::v1::Peer::Service {
 class AdminService final : public cclo::v1::Admin::Service {
  public:
   AdminService(std::string peer_address, const TenantStore* tenants, SessionRegistry* sessions,
-               Communicators* communicators, PolicyStore* policies, hw::Device* device)
+               Communicators* communicators, PolicyStore* policies, hw::Device* device,
+               daemon::Drain* drain)
       : peer_address_(std::move(peer_address)),
         tenants_(tenants),
         sessions_(sessions),
         communicators_(communicators),
         policies_(policies),
-        device_(device) {}
+        device_(device),
+        drain_(drain) {}
 
   grpc::Status Status(grpc::ServerContext* context, const cclo::v1::StatusRequest* request,
                       cclo::v1::StatusResponse* response) override;
@@ -105,6 +114,11 @@ class AdminService final : public cclo::v1::Admin::Service {
   grpc::Status SetLogLevel(grpc::ServerContext* context,
                            const cclo::v1::SetLogLevelRequest* request,
                            cclo::v1::SetLogLevelResponse* response) override;
+  grpc::Status DestroyCommunicator(grpc::ServerContext* context,
+                                   const cclo::v1::AdminDestroyCommunicatorRequest* request,
+                                   cclo::v1::AdminDestroyCommunicatorResponse* response) override;
+  grpc::Status Drain(grpc::ServerContext* context, const cclo::v1::DrainRequest* request,
+                     cclo::v1::DrainResponse* response) override;
   // Policy (admin_policy.cc).
   grpc::Status GetPolicy(grpc::ServerContext* context, const cclo::v1::GetPolicyRequest* request,
                          cclo::v1::GetPolicyResponse* response) override;
@@ -128,6 +142,7 @@ class AdminService final : public cclo::v1::Admin::Service {
   Communicators* const communicators_;
   PolicyStore* const policies_;
   hw::Device* const device_;
+  daemon::Drain* const drain_;
 };
 
 }  // namespace cclo::daemon

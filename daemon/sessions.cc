@@ -80,8 +80,15 @@ Session::OpCounts Session::CountOps() const {
   for (const auto& [id, op] : ops_) {
     if (op.state == OpState::kWaiting) ++counts.queued;
     if (op.state == OpState::kStarted) ++counts.running;
+    if (op.state == OpState::kDone) ++counts.done;
   }
   return counts;
+}
+
+bool Session::AwaitNoOps(absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return closed_ || ops_.empty(); };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
 namespace {

@@ -112,8 +112,12 @@ class Session {
   struct OpCounts {
     uint64_t queued = 0;   ///< registered, not started
     uint64_t running = 0;  ///< handed to the engine, not finished
+    uint64_t done = 0;     ///< finished, result not collected by WaitOp yet
   };
   OpCounts CountOps() const;
+  /// Waits until the session holds no op (each finished and its result collected) or is
+  /// closed, or `deadline` passes; returns whether it holds none.
+  bool AwaitNoOps(absl::Time deadline) const;
 
   /// Registers an op and returns its id (unique within the daemon). The op starts through
   /// `op.start` as soon as it may, possibly before this returns; an op in `op.after` that

@@ -105,6 +105,8 @@ class StatusCollectable : public prometheus::Collectable {
         Family("cclod_policy_version",
                "Version of the policy new communicators choose algorithms by.",
                MetricType::Gauge, static_cast<double>(s.policy_version())),
+        Family("cclod_draining", "1 while a drain runs (new work refused), else 0.",
+               MetricType::Gauge, s.draining() ? 1 : 0),
     };
     AddTenants(snapshot.tenants, families);
     return families;

@@ -1,8 +1,10 @@
 #include "client/ccloctl/commands.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/ccloctl/admin_rpc.h"
 #include "client/ccloctl/format.h"
@@ -11,6 +13,12 @@
 
 namespace cclo::ccloctl {
 namespace {
+
+/// How long `drain` waits for ops by default, in seconds.
+constexpr double kDefaultDrainSeconds = 60;
+/// How much longer than the drain's timeout `drain` waits for the daemon's answer: the
+/// daemon gives clients 2 s more to collect the ops it cut off.
+constexpr absl::Duration kDrainAnswerMargin = absl::Seconds(10);
 
 struct GlobalOptions {
   std::string runtime_dir = "/run/cclod";
@@ -21,7 +29,7 @@ struct GlobalOptions {
 }  // namespace
 
 int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"ccloctl: inspect a running cclod through its admin socket.", "ccloctl"};
+  CLI::App app{"ccloctl: inspect and operate a running cclod through its admin socket.", "ccloctl"};
   GlobalOptions options;
   app.add_option("--runtime-dir", options.runtime_dir, "cclod runtime directory (has admin.sock)")
       ->envname("CCLO_RUNTIME_DIR")
@@ -30,7 +38,9 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   app.add_option("--timeout", options.timeout_seconds, "RPC deadline in seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.require_subcommand(1);
+  // At most one command; none is refused below naming them all (an unknown word is then
+  // reported as such instead of as a missing command).
+  app.require_subcommand(0, 1);
   app.fallthrough();
   CLI::App* status = app.add_subcommand("status", "daemon identity, uptime and engine counters");
   CLI::App* comms = app.add_subcommand(
@@ -42,6 +52,16 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       "one communicator: members (addresses, local ranks and the sessions holding them), state, "
       "departed ranks, ops completed/failed/in flight, bytes sent, creation time");
   show->add_option("id", comm_id,
+                   "communicator id in hex as `ccloctl comms` prints it, or a "
+                   "prefix of it that names one communicator")
+      ->required();
+  CLI::App* destroy = comms->add_subcommand(
+      "destroy",
+      "take a communicator down on this daemon: it breaks, ops of its local ranks fail with "
+      "UNAVAILABLE \"destroyed by the operator\", other daemons see its ranks leave, and the "
+      "tenant's communicators quota it held is given back at once");
+  destroy
+      ->add_option("id", comm_id,
                    "communicator id in hex as `ccloctl comms` prints it, or a "
                    "prefix of it that names one communicator")
       ->required();
@@ -60,7 +80,27 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   log_level->add_option("level", level, "trace, debug, info, warn, error, critical or off")
       ->required();
   const PolicyCommand policy(app);
+  double drain_seconds = kDefaultDrainSeconds;
+  CLI::App* drain = app.add_subcommand(
+      "drain",
+      "stop admitting work (attaches, joins, buffers, ops), wait for the ops already submitted, "
+      "then the daemon exits with status 0; prints what finished and what was cut off at the "
+      "timeout (exit code 1 if any was)");
+  drain
+      ->add_option("--timeout", drain_seconds,
+                   "seconds to wait for ops in flight; those left then fail and the daemon exits")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
+  if (app.get_subcommands().empty()) {
+    std::vector<std::string> names;
+    for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(command->get_name());
+    }
+    err << "ccloctl: a command is required: one of " << absl::StrJoin(names, ", ")
+        << "\nRun with --help for more information.\n";
+    return client::kUsageExitCode;
+  }
 
   AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
   using Stub = v1::Admin::Stub;
@@ -86,6 +126,23 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                 &LogLevelTable, out, err);
   }
   if (policy.parsed()) return policy.Run(admin, options.json, out, err);
+  if (destroy->parsed()) {
+    v1::AdminDestroyCommunicatorRequest request;
+    request.set_comm_id(comm_id);
+    return Print(admin.Call(&Stub::DestroyCommunicator, "DestroyCommunicator", request),
+                options.json, &DestroyTable, out, err);
+  }
+  if (drain->parsed()) {
+    v1::DrainRequest request;
+    request.set_timeout_ms(static_cast<uint32_t>(drain_seconds * 1000));
+    AdminRpc waiting(options.runtime_dir, absl::Seconds(drain_seconds) + kDrainAnswerMargin);
+    absl::StatusOr<v1::DrainResponse> drained = waiting.Call(&Stub::Drain, "Drain", request);
+    const int code = Print(drained, options.json, &DrainTable, out, err);
+    if (code != 0 || !drained->timed_out()) return code;
+    err << "ccloctl: drain timed out after " << drain_seconds << " s: " << drained->ops_cut_off()
+        << " ops cut off, " << drained->results_uncollected() << " results not collected\n";
+    return 1;
+  }
   if (show->parsed()) {
     v1::ShowCommunicatorRequest request;
     request.set_comm_id(comm_id);

@@ -39,17 +39,28 @@ std::string OrDash(uint64_t value) { return value == 0 ? "-" : absl::StrCat(valu
 
 }  // namespace
 
-std::string FieldsTable(const google::protobuf::Message& message) {
+std::string KeyValueTable(const google::protobuf::Message& message) {
   const google::protobuf::Descriptor& descriptor = *message.GetDescriptor();
+  const google::protobuf::Reflection& reflection = *message.GetReflection();
   std::vector<std::vector<std::string>> rows;
   for (int i = 0; i < descriptor.field_count(); ++i) {
     const FieldDescriptor& field = *descriptor.field(i);
-    rows.push_back({field.name(), FieldText(message, field)});
+    if (!field.is_repeated()) {
+      rows.push_back({field.name(), FieldText(message, field)});
+      continue;
+    }
+    std::vector<std::string> values(reflection.FieldSize(message, &field));
+    for (size_t index = 0; index < values.size(); ++index) {
+      google::protobuf::TextFormat::PrintFieldValueToString(
+          message, &field, static_cast<int>(index), &values[index]);
+    }
+    rows.push_back({field.name(), values.empty() ? "-" : absl::StrJoin(values, ",")});
   }
   return client::RenderTable({"key", "value"}, rows);
 }
 
-std::string StatusTable(const v1::StatusResponse& status) { return FieldsTable(status); }
+
+std::string StatusTable(const v1::StatusResponse& status) { return KeyValueTable(status); }
 
 std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicators) {
   std::vector<std::vector<std::string>> rows;
@@ -153,6 +164,12 @@ std::string BuffersTable(const v1::ListBuffersResponse& buffers) {
 std::string LogLevelTable(const v1::SetLogLevelResponse& response) {
   return client::RenderTable({"key", "value"}, {{"previous_level", response.previous()}});
 }
+
+std::string DestroyTable(const v1::AdminDestroyCommunicatorResponse& response) {
+  return KeyValueTable(response);
+}
+
+std::string DrainTable(const v1::DrainResponse& response) { return KeyValueTable(response); }
 
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;

@@ -10,10 +10,11 @@
 
 namespace cclo::ccloctl {
 
-/// Every (scalar) field of `message` as a `key value` line, in proto field order.
-std::string FieldsTable(const google::protobuf::Message& message);
+/// Every field of `message` as a `key value` line, in proto field order; the values of a
+/// repeated field joined by ",".
+std::string KeyValueTable(const google::protobuf::Message& message);
 
-/// FieldsTable of the daemon's status.
+/// KeyValueTable of the daemon's status.
 std::string StatusTable(const v1::StatusResponse& status);
 
 /// One line per communicator: id, size, local ranks, state, ops, error.
@@ -38,6 +39,12 @@ std::string BuffersTable(const v1::ListBuffersResponse& buffers);
 
 /// The level SetLogLevel replaced, as a `key value` line.
 std::string LogLevelTable(const v1::SetLogLevelResponse& response);
+
+/// What DestroyCommunicator took down, as `key value` lines (local ranks joined by ",").
+std::string DestroyTable(const v1::AdminDestroyCommunicatorResponse& response);
+
+/// How a drain ended, as `key value` lines in proto field order.
+std::string DrainTable(const v1::DrainResponse& response);
 
 /// `message` as one line of JSON with the proto field names, fields at their default value
 /// included (proto3 JSON mapping: 64-bit integers are strings), ending in a newline.

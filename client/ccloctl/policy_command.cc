@@ -120,7 +120,7 @@ int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostre
   request.set_tenant(tenant_);
   request.set_comm_label(label_);
   return Print(admin.Call(&Stub::ExplainPolicy, "ExplainPolicy", request), json,
-               [](const v1::ExplainPolicyResponse& response) { return FieldsTable(response); },
+               [](const v1::ExplainPolicyResponse& response) { return KeyValueTable(response); },
                out, err);
 }
 

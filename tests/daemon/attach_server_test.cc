@@ -29,10 +29,15 @@ class AttachServerTest : public ::testing::Test {
   void Serve(const Config& config) {
     server_.reset();
     tenants_ = std::make_unique<TenantStore>(config);
-    absl::StatusOr<std::unique_ptr<AttachServer>> server =
-        AttachServer::Start(path_, tenants_.get(), &sessions_, [this](const SessionPtr& session) {
+    absl::StatusOr<std::unique_ptr<AttachServer>> server = AttachServer::Start(
+        path_, tenants_.get(), &sessions_,
+        [this](const SessionPtr& session) {
           absl::MutexLock lock(&mu_);
           ended_.push_back(session->id());
+        },
+        [this] {
+          absl::MutexLock lock(&mu_);
+          return admission_;
         });
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -67,6 +72,8 @@ class AttachServerTest : public ::testing::Test {
   std::unique_ptr<AttachServer> server_;
   absl::Mutex mu_;
   std::vector<uint64_t> ended_ ABSL_GUARDED_BY(mu_);
+  /// What the server's admit function answers.
+  absl::Status admission_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(AttachServerTest, HelloGetsSessionWithPeerCredentials) {
@@ -96,6 +103,20 @@ TEST_F(AttachServerTest, CallerOfNoTenantIsRefusedWhenThereIsNoDefault) {
   EXPECT_EQ(refused.id, static_cast<uint64_t>(absl::StatusCode::kPermissionDenied));
   EXPECT_NE(refused.text.find(absl::StrCat("uid ", getuid())), std::string::npos) << refused.text;
   EXPECT_NE(refused.text.find("belongs to no tenant"), std::string::npos) << refused.text;
+  close(fd);
+  EXPECT_TRUE(sessions_.All().empty());
+}
+
+TEST_F(AttachServerTest, CallerIsRefusedWithTheAdmissionError) {
+  {
+    absl::MutexLock lock(&mu_);
+    admission_ = absl::UnavailableError("cclod is draining: new sessions refused");
+  }
+  int fd = Connect();
+  attach::Frame refused = Hello(fd);
+  EXPECT_EQ(refused.type, attach::FrameType::kRefused);
+  EXPECT_EQ(refused.id, static_cast<uint64_t>(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(refused.text, "cclod is draining: new sessions refused");
   close(fd);
   EXPECT_TRUE(sessions_.All().empty());
 }

@@ -15,60 +15,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/admin.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/pairs.h"
 #include "tests/e2e/raw_session.h"
 
 namespace cclo::testing {
 namespace {
-
-/// Joins `a` as rank 0 and `b` as rank 1 of a new communicator rooted at `a`'s daemon.
-std::pair<uint64_t, uint64_t> JoinPair(RawSession& a, RawSession& b) {
-  const std::string token = a.NewToken();
-  uint64_t handle_b = 0;
-  std::thread join_b([&] { EXPECT_TRUE(b.Join(token, 1, 2, &handle_b).ok()); });
-  uint64_t handle_a = 0;
-  grpc::Status joined = a.Join(token, 0, 2, &handle_a);
-  join_b.join();
-  EXPECT_TRUE(joined.ok()) << joined.error_message();
-  return {handle_a, handle_b};
-}
-
-/// Runs an allreduce on both ranks of a pair; both must succeed.
-void ExpectPairAllreduce(RawSession& a, uint64_t handle_a, RawSession& b, uint64_t handle_b) {
-  const uint64_t buffer_a = a.Alloc(4096), buffer_b = b.Alloc(4096);
-  grpc::Status other;
-  std::thread peer([&] { other = b.Run(AllreduceRequest(handle_b, buffer_b, 1024)); });
-  grpc::Status mine = a.Run(AllreduceRequest(handle_a, buffer_a, 1024));
-  peer.join();
-  EXPECT_TRUE(mine.ok()) << mine.error_message();
-  EXPECT_TRUE(other.ok()) << other.error_message();
-}
-
-/// `ccloctl args... --json` against `daemon`, parsed.
-template <typename Response>
-Response AdminJson(const Daemon& daemon, std::vector<std::string> args) {
-  args.push_back("--json");
-  ProcessResult result = Ccloctl(daemon, args);
-  Response response;
-  EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.output, &response).ok())
-      << result.output;
-  return response;
-}
-
-cclo::v1::SubmitRequest RecvRequest(uint64_t handle, uint64_t buffer, uint32_t from) {
-  cclo::v1::SubmitRequest request;
-  request.set_comm_handle(handle);
-  request.set_collective(cclo::v1::RECV);
-  request.set_datatype(cclo::v1::FLOAT32);
-  request.set_count(256);
-  request.set_peer(from);
-  request.set_tag(7);
-  request.mutable_recv()->set_buffer_id(buffer);
-  request.mutable_recv()->set_length(1024);
-  return request;
-}
 
 TEST(FailureTest, KilledClientBreaksTheCommunicatorForItsPeers) {
   Daemon a, b;

@@ -1,0 +1,50 @@
+// Draining: the daemon stops admitting work, lets the ops already submitted finish (each
+// bounded by its deadline, all by the drain's timeout), fails what is left at the timeout,
+// and then stops. Upgrades and maintenance use it instead of a plain stop, which fails
+// every op in flight at once.
+#pragma once
+
+#include <atomic>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "cclo/v1/admin.pb.h"
+#include "daemon/communicators.h"
+#include "daemon/sessions.h"
+
+namespace cclo::daemon {
+
+class Drain {
+ public:
+  /// `stop` ends the daemon once a drain finished (it runs on the draining thread and must
+  /// not wait for the daemon to go).
+  Drain(SessionRegistry* sessions, Communicators* communicators, std::function<void()> stop);
+
+  /// OK while the daemon admits work; once a drain began, UNAVAILABLE "cclod is draining:
+  /// <what> refused".
+  absl::Status Admit(absl::string_view what) const;
+
+  /// Whether a drain began.
+  bool draining() const { return draining_.load(); }
+
+  /// Stops admitting, waits until no session holds an op (each finished and its result
+  /// collected) or `timeout` passed, then breaks the communicators of the ops left (which
+  /// fails them with the reason) and gives their clients a short while to collect that;
+  /// then calls `stop`. FAILED_PRECONDITION if a drain already began.
+  absl::StatusOr<cclo::v1::DrainResponse> Run(absl::Duration timeout);
+
+ private:
+  /// Ops of all sessions, summed.
+  Session::OpCounts CountOps() const;
+  /// Waits for every session to hold no op, until `deadline`; returns whether they did.
+  bool AwaitNoOps(absl::Time deadline) const;
+
+  SessionRegistry* const sessions_;
+  Communicators* const communicators_;
+  const std::function<void()> stop_;
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace cclo::daemon

@@ -1,0 +1,186 @@
+// The ccloctl binary as a shell sees it: every command and subcommand, found by reading
+// the help itself, answers --help with exit 0 and its usage; failures (no daemon, a bad
+// id, a bad argument) exit non-zero with the reason on stderr and nothing on stdout.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo::testing {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+/// Runs the ccloctl binary with `args`, stdout and stderr apart.
+CliRun Ccloctl(const std::vector<std::string>& args) {
+  char dir_template[] = "/tmp/cclo.XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string err_path = dir + "/stderr";
+  std::vector<std::string> command = {"/bin/sh", "-c", "exec \"$@\" 2>" + err_path, "sh",
+                                      Runfile("client/ccloctl")};
+  command.insert(command.end(), args.begin(), args.end());
+  ProcessResult result = Process(command).Wait(absl::Seconds(30));
+  std::stringstream err;
+  err << std::ifstream(err_path).rdbuf();
+  std::filesystem::remove_all(dir);
+  return {result.exit_code, result.output, err.str()};
+}
+
+/// The names listed under "Subcommands:" in a help text.
+std::vector<std::string> Subcommands(const std::string& help) {
+  std::vector<std::string> names;
+  bool listing = false;
+  for (absl::string_view line : absl::StrSplit(help, '\n')) {
+    if (line == "Subcommands:") {
+      listing = true;
+    } else if (listing && absl::StartsWith(line, "  ")) {
+      names.push_back(std::string(absl::StripLeadingAsciiWhitespace(line).substr(
+          0, absl::StripLeadingAsciiWhitespace(line).find(' '))));
+    } else if (listing && !line.empty()) {
+      listing = false;
+    }
+  }
+  return names;
+}
+
+/// Every command path below `path` (e.g. {"comms", "show"}), by asking each for --help,
+/// which must answer with exit 0 and its usage line.
+void Enumerate(const std::vector<std::string>& path, std::vector<std::vector<std::string>>& all) {
+  std::vector<std::string> args = path;
+  args.push_back("--help");
+  const CliRun help = Ccloctl(args);
+  const std::string name = absl::StrJoin(path, " ");
+  EXPECT_EQ(help.exit_code, 0) << name << ": " << help.err;
+  EXPECT_EQ(help.err, "") << name;
+  EXPECT_NE(help.out.find(absl::StrCat("Usage: ccloctl", path.empty() ? "" : " ", name)),
+            std::string::npos)
+      << name << ":\n"
+      << help.out;
+  EXPECT_NE(help.out.find("-h,--help"), std::string::npos) << name << ":\n" << help.out;
+  all.push_back(path);
+  for (const std::string& sub : Subcommands(help.out)) {
+    std::vector<std::string> child = path;
+    child.push_back(sub);
+    Enumerate(child, all);
+  }
+}
+
+/// Arguments that let a command reach the daemon: the ones it checks itself first.
+std::vector<std::string> ValidArguments(const std::string& name) {
+  if (name == "policy set" || name == "policy validate") {
+    const std::string file = std::string(std::getenv("TEST_TMPDIR")) + "/policy.yaml";
+    std::ofstream(file) << "rules: []\n";
+    return {file};
+  }
+  if (name == "policy explain") return {"--op", "allreduce"};
+  return {};
+}
+
+/// A value for each required positional its help lists ("  id TEXT REQUIRED ...").
+std::vector<std::string> RequiredPositionals(const std::vector<std::string>& path) {
+  std::vector<std::string> args = path;
+  args.push_back("--help");
+  std::vector<std::string> values;
+  for (absl::string_view line : absl::StrSplit(Ccloctl(args).out, '\n')) {
+    if (absl::StrContains(line, " REQUIRED") && !absl::StartsWith(line, "  -")) {
+      values.push_back("0");
+    }
+  }
+  return values;
+}
+
+TEST(CcloctlCliTest, EveryCommandAnswersHelpAndFailsWithoutADaemon) {
+  std::vector<std::vector<std::string>> commands;
+  Enumerate({}, commands);
+  // The root, its commands and the comms subcommands at least.
+  std::vector<std::string> names;
+  for (const auto& path : commands) names.push_back(absl::StrJoin(path, " "));
+  for (const char* expected : {"status", "comms", "comms show", "comms destroy", "drain",
+                               "policy get", "policy set", "policy validate", "policy explain"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end())
+        << expected << " not in " << absl::StrJoin(names, ", ");
+  }
+
+  // Each command (with its required arguments) against a directory without a daemon; a
+  // command that only groups others asks for one of them.
+  for (const auto& path : commands) {
+    if (path.empty()) continue;
+    std::vector<std::string> args = {"--runtime-dir", "/tmp/no-such-cclod-dir"};
+    args.insert(args.end(), path.begin(), path.end());
+    const std::string name = absl::StrJoin(path, " ");
+    const std::vector<std::string> valid = ValidArguments(name);
+    args.insert(args.end(), valid.begin(), valid.end());
+    if (valid.empty()) {
+      for (const std::string& value : RequiredPositionals(path)) args.push_back(value);
+    }
+    const CliRun run = Ccloctl(args);
+    if (absl::StrContains(run.err, "A subcommand is required")) {
+      EXPECT_EQ(run.exit_code, 2) << name;
+      continue;
+    }
+    EXPECT_EQ(run.exit_code, 1) << name << ": " << run.err;
+    EXPECT_EQ(run.out, "") << name;
+    EXPECT_TRUE(absl::StartsWith(
+        run.err, "ccloctl: cannot reach cclod at unix:/tmp/no-such-cclod-dir/admin.sock"))
+        << name << ": " << run.err;
+  }
+}
+
+TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{}, "ccloctl: a command is required: one of status, comms, "},
+      {{"frobnicate"}, "The following argument was not expected: frobnicate"},
+      {{"status", "--bogus"}, "--bogus"},
+      {{"--timeout", "-1", "status"}, "--timeout"},
+      {{"comms", "show"}, "id is required"},
+      {{"comms", "destroy"}, "id is required"},
+      {{"log-level"}, "level is required"},
+      {{"drain", "--timeout", "0"}, "--timeout: Value 0 not in range"},
+      {{"drain", "--timeout", "soon"}, "--timeout"},
+  };
+  for (const auto& [args, reason] : cases) {
+    const CliRun run = Ccloctl(args);
+    const std::string name = absl::StrJoin(args, " ");
+    EXPECT_EQ(run.exit_code, 2) << name << ": " << run.err;
+    EXPECT_EQ(run.out, "") << name;
+    EXPECT_NE(run.err.find(reason), std::string::npos) << name << ": " << run.err;
+  }
+}
+
+TEST(CcloctlCliTest, BadIdsAndValuesExitOneWithTheDaemonsReason) {
+  Daemon daemon;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"comms", "show", "zz"}, "communicator id 'zz' is not a hex id or prefix"},
+      {{"comms", "destroy", "zz"}, "communicator id 'zz' is not a hex id or prefix"},
+      {{"comms", "destroy", "abc"}, "no communicator abc on this daemon"},
+      {{"log-level", "loud"}, "log level 'loud' is not one of"},
+  };
+  for (const auto& [args, reason] : cases) {
+    std::vector<std::string> command = {"--runtime-dir", daemon.runtime_dir()};
+    command.insert(command.end(), args.begin(), args.end());
+    const CliRun run = Ccloctl(command);
+    const std::string name = absl::StrJoin(args, " ");
+    EXPECT_EQ(run.exit_code, 1) << name << ": " << run.err;
+    EXPECT_EQ(run.out, "") << name;
+    EXPECT_NE(run.err.find(reason), std::string::npos) << name << ": " << run.err;
+  }
+}
+
+}  // namespace
+}  // namespace cclo::testing
