@@ -131,10 +131,11 @@ Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_addr
       peer_server_credentials_(PeerServerCredentials(peer_tls)),
       peer_client_(PeerChannelCredentials(peer_tls)),
       communicators_(device_.get(), &peer_client_, &root_gather_, peer_address_),
-      ops_(device_.get(), &communicators_, config.op_deadline),
+      ops_(device_.get(), &communicators_, &op_stats_, config.op_deadline),
       client_service_(&config_, &sessions_, &communicators_, &ops_),
       peer_service_(&root_gather_),
-      admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, device_.get()) {}
+      admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, device_.get(),
+                     &op_stats_) {}
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
@@ -167,7 +168,7 @@ absl::Status Daemon::StartServers(int peer_port) {
 
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
       MetricsServer::Start(config_.host, config_.metrics_port, [this] {
-        return Snapshot{admin_service_.Snapshot(), admin_service_.Tenants()};
+        return Snapshot{admin_service_.Snapshot(), admin_service_.Tenants(), op_stats_.Totals()};
       });
   if (!metrics.ok()) return metrics.status();
   metrics_server_ = *std::move(metrics);

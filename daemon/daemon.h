@@ -55,6 +55,7 @@ class Daemon {
   RootGather root_gather_;
   SessionRegistry sessions_;
   Communicators communicators_;
+  OpStats op_stats_;
   Ops ops_;
   ClientService client_service_;
   PeerService peer_service_;

@@ -9,6 +9,7 @@
 #include "cclo/v1/peer.grpc.pb.h"
 #include "daemon/communicators.h"
 #include "daemon/config.h"
+#include "daemon/op_stats.h"
 #include "daemon/ops.h"
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
@@ -72,12 +73,13 @@ class PeerService final : public cclo::v1::Peer::Service {
 class AdminService final : public cclo::v1::Admin::Service {
  public:
   AdminService(std::string peer_address, const TenantStore* tenants, SessionRegistry* sessions,
-               Communicators* communicators, hw::Device* device)
+               Communicators* communicators, hw::Device* device, const OpStats* op_stats)
       : peer_address_(std::move(peer_address)),
         tenants_(tenants),
         sessions_(sessions),
         communicators_(communicators),
-        device_(device) {}
+        device_(device),
+        op_stats_(op_stats) {}
 
   grpc::Status Status(grpc::ServerContext* context, const cclo::v1::StatusRequest* request,
                       cclo::v1::StatusResponse* response) override;
@@ -104,6 +106,8 @@ class AdminService final : public cclo::v1::Admin::Service {
   grpc::Status SetLogLevel(grpc::ServerContext* context,
                            const cclo::v1::SetLogLevelRequest* request,
                            cclo::v1::SetLogLevelResponse* response) override;
+  grpc::Status Stats(grpc::ServerContext* context, const cclo::v1::StatsRequest* request,
+                     cclo::v1::StatsResponse* response) override;
 
  private:
   const std::string peer_address_;
@@ -112,6 +116,7 @@ class AdminService final : public cclo::v1::Admin::Service {
   SessionRegistry* const sessions_;
   Communicators* const communicators_;
   hw::Device* const device_;
+  const OpStats* const op_stats_;
 };
 
 }  // namespace cclo::daemon

@@ -1,5 +1,6 @@
 // Prometheus exposition: a collectable that turns the daemon's status snapshot into
-// `cclod_*` metrics on every scrape, served over HTTP at /metrics.
+// `cclod_*` metrics on every scrape, served over HTTP at /metrics. docs/operations.md
+// lists the metrics.
 #pragma once
 
 #include <functional>
@@ -8,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "cclo/v1/admin.pb.h"
+#include "daemon/op_stats.h"
 
 namespace prometheus {
 class Exposer;
@@ -15,10 +17,11 @@ class Exposer;
 
 namespace cclo::daemon {
 
-/// What a scrape shows: the daemon's status and its tenants.
+/// What a scrape shows: the daemon's status, its tenants and what its ops added up to.
 struct Snapshot {
   cclo::v1::StatusResponse status;
   cclo::v1::ListTenantsResponse tenants;
+  OpTotals ops;
 };
 using SnapshotFn = std::function<Snapshot()>;
 
