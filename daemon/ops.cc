@@ -167,17 +167,16 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
           what, " did not finish by its deadline: the ops it waited for took all its time"));
     }
     stats_->Started(labels, absl::Now() - submitted);
-    device_->Call(
-        call, buffers, deadline,
-        [this, owner, op_id, submitted, comm = call.comm, inflight,
-         labels](hw::Completion completion) {
-          const absl::Duration elapsed = absl::Now() - submitted;
-          inflight->Release();
-          owner->tenant()->RecordOpTime(elapsed);
-          communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
-          stats_->Finished(labels, completion.algorithm, elapsed, completion.status);
-          owner->FinishOp(op_id, {std::move(completion), elapsed});
-        });
+    device_->Call(call, buffers, deadline,
+                  [this, owner, op_id, submitted, comm = call.comm, inflight,
+                   labels](hw::Completion completion) {
+                    const absl::Duration elapsed = absl::Now() - submitted;
+                    inflight->Release();
+                    owner->tenant()->RecordOpTime(elapsed);
+                    communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
+                    stats_->Finished(labels, completion.algorithm, elapsed, completion.status);
+                    owner->FinishOp(op_id, {std::move(completion), elapsed});
+                  });
     return absl::OkStatus();
   };
   absl::StatusOr<uint64_t> op_id = session->AddOp(std::move(op));

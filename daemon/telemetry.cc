@@ -117,9 +117,9 @@ void AddOps(const OpTotals& totals, const cclo::v1::ListTenantsResponse& tenants
       MetricType::Histogram,
       {}};
   for (const auto& [key, histogram] : totals.latency) {
-    duration.metric.push_back(HistogramMetric(
-        histogram, {{"collective", std::string(hw::CollectiveName(key.first))},
-                    {"size", std::string(key.second)}}));
+    duration.metric.push_back(
+        HistogramMetric(histogram, {{"collective", std::string(hw::CollectiveName(key.first))},
+                                    {"size", std::string(key.second)}}));
   }
   prometheus::MetricFamily queue_wait{
       "cclod_op_queue_wait_seconds",
@@ -130,9 +130,10 @@ void AddOps(const OpTotals& totals, const cclo::v1::ListTenantsResponse& tenants
   for (const auto& [tenant, histogram] : totals.queue_wait) {
     queue_wait.metric.push_back(HistogramMetric(histogram, {{"tenant", tenant}}));
   }
-  prometheus::MetricFamily errors{
-      "cclod_op_errors_total", "Ops that ended with an error, by status code.",
-      MetricType::Counter, {}};
+  prometheus::MetricFamily errors{"cclod_op_errors_total",
+                                  "Ops that ended with an error, by status code.",
+                                  MetricType::Counter,
+                                  {}};
   for (const auto& [code, count] : totals.errors) {
     errors.metric.push_back(Metric(MetricType::Counter, static_cast<double>(count),
                                    {{"reason", StatusCodeLabel(code)}}));

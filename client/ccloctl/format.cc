@@ -150,9 +150,9 @@ std::string StatsTable(const v1::StatsResponse& stats) {
                     absl::StrCat(row.bytes()), latency(row, row.latency_p50_seconds()),
                     latency(row, row.latency_p99_seconds())});
   }
-  std::string out = client::RenderTable({"tenant", "collective", "algorithm", "protocol", "ok",
-                                         "failed", "bytes", "p50", "p99"},
-                                        rows);
+  std::string out = client::RenderTable(
+      {"tenant", "collective", "algorithm", "protocol", "ok", "failed", "bytes", "p50", "p99"},
+      rows);
   if (stats.errors().empty()) return out;
   std::vector<std::vector<std::string>> errors;
   for (const v1::ErrorCount& error : stats.errors()) {
