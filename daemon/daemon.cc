@@ -168,7 +168,14 @@ absl::Status Daemon::StartServers(int peer_port) {
 
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
       MetricsServer::Start(config_.host, config_.metrics_port, [this] {
-        return Snapshot{admin_service_.Snapshot(), admin_service_.Tenants(), op_stats_.Totals()};
+        const hw::DeviceStats device = device_->Stats();
+        return Snapshot{admin_service_.Snapshot(),
+                        admin_service_.Tenants(),
+                        op_stats_.Totals(),
+                        {{"connecting", device.sessions_connecting},
+                         {"up", device.sessions_up},
+                         {"left", device.sessions_left},
+                         {"lost", device.sessions_lost}}};
       });
   if (!metrics.ok()) return metrics.status();
   metrics_server_ = *std::move(metrics);

@@ -190,6 +190,18 @@ class StatusCollectable : public prometheus::Collectable {
     };
     AddTenants(snapshot.tenants, families);
     AddOps(snapshot.ops, snapshot.tenants, families);
+    prometheus::MetricFamily peer_sessions{
+        "cclod_peer_sessions",
+        "Data sessions of the communicators to peer engines, by state: connecting (not up yet), "
+        "up, left (the peer left the communicator) or lost (a failure, or the communicator "
+        "broke).",
+        MetricType::Gauge,
+        {}};
+    for (const auto& [state, count] : snapshot.peer_sessions) {
+      peer_sessions.metric.push_back(
+          Metric(MetricType::Gauge, static_cast<double>(count), {{"state", state}}));
+    }
+    families.push_back(std::move(peer_sessions));
     return families;
   }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -17,11 +18,13 @@ class Exposer;
 
 namespace cclo::daemon {
 
-/// What a scrape shows: the daemon's status, its tenants and what its ops added up to.
+/// What a scrape shows: the daemon's status, its tenants, what its ops added up to and its
+/// data sessions to peer engines by state.
 struct Snapshot {
   cclo::v1::StatusResponse status;
   cclo::v1::ListTenantsResponse tenants;
   OpTotals ops;
+  std::map<std::string, uint64_t> peer_sessions;
 };
 using SnapshotFn = std::function<Snapshot()>;
 

@@ -1,9 +1,13 @@
 // The op metrics follow the work: two real daemons run a known set of ops (forced
 // algorithms, two sizes, an op past its deadline and one that waited for it), then their
 // expositions and `ccloctl stats --json` must count exactly those ops, bytes and errors,
-// and promtool must accept the expositions.
+// and promtool must accept the expositions. The data sessions to peers are counted by state
+// as they come up, the peer leaves and the peer dies.
+#include <signal.h>
+
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -49,6 +53,42 @@ std::string Ops(const std::string& labels, const char* result) {
 
 std::string Bytes(const std::string& labels) {
   return "cclod_op_bytes_total{tenant=\"default\"," + labels + "}";
+}
+
+/// The cclod_peer_sessions samples for `connecting`, `up`, `left` and `lost` sessions.
+Samples PeerSessions(int connecting, int up, int left, int lost) {
+  return {{"cclod_peer_sessions{state=\"connecting\"}", connecting},
+          {"cclod_peer_sessions{state=\"up\"}", up},
+          {"cclod_peer_sessions{state=\"left\"}", left},
+          {"cclod_peer_sessions{state=\"lost\"}", lost}};
+}
+
+/// A communicator of rank 0 on `daemons[0]` and rank 1 on `daemons[1]`.
+struct Pair {
+  std::unique_ptr<Client> clients[2];
+  std::unique_ptr<Communicator> comms[2];
+};
+
+/// Attaches a client to each daemon and joins them, then runs `work(rank)` on each rank
+/// side by side.
+void JoinAndRun(Daemon (&daemons)[2], Pair& pair, const std::function<void(int)>& work) {
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemons[rank].runtime_dir());
+    ASSERT_TRUE(client.ok()) << client.status();
+    pair.clients[rank] = *std::move(client);
+  }
+  absl::StatusOr<std::string> token = pair.clients[0]->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  auto run_rank = [&](int rank) {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = pair.clients[rank]->Join(*token, rank, 2);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    pair.comms[rank] = *std::move(comm);
+    work(rank);
+  };
+  std::thread rank1(run_rank, 1);
+  run_rank(0);
+  rank1.join();
+  ASSERT_TRUE(pair.comms[0] && pair.comms[1]);
 }
 
 /// (collective, algorithm, protocol) -> ops OK, ops failed, bytes.
@@ -100,48 +140,38 @@ constexpr char kNone[] = "collective=\"allreduce\",algorithm=\"none\",protocol=\
 // before it reaches the engine).
 TEST(MetricsTest, CountersFollowTheOps) {
   Daemon daemons[2];
-  std::unique_ptr<Client> clients[2];
-  std::unique_ptr<Communicator> comms[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemons[rank].runtime_dir());
-    ASSERT_TRUE(client.ok()) << client.status();
-    clients[rank] = *std::move(client);
-  }
-  absl::StatusOr<std::string> token = clients[0]->CreateCommunicatorId();
-  ASSERT_TRUE(token.ok()) << token.status();
-  auto run_rank = [&](int rank) {
-    absl::StatusOr<std::unique_ptr<Communicator>> comm = clients[rank]->Join(*token, rank, 2);
-    ASSERT_TRUE(comm.ok()) << comm.status();
-    comms[rank] = *std::move(comm);
-    absl::StatusOr<Buffer> send = clients[rank]->AllocBuffer(1 << 20);
-    absl::StatusOr<Buffer> recv = clients[rank]->AllocBuffer(1 << 20);
+  Pair pair;
+  JoinAndRun(daemons, pair, [&](int rank) {
+    absl::StatusOr<Buffer> send = pair.clients[rank]->AllocBuffer(1 << 20);
+    absl::StatusOr<Buffer> recv = pair.clients[rank]->AllocBuffer(1 << 20);
     ASSERT_TRUE(send.ok() && recv.ok()) << send.status() << recv.status();
     for (int i = 0; i < 3; ++i) {
-      EXPECT_TRUE(comms[rank]
+      EXPECT_TRUE(pair.comms[rank]
                       ->Allreduce(*send, *recv, 1024, DataType::kFloat32, ReduceOp::kSum,
                                   {.algorithm = "ring"})
                       .ok());
     }
     for (int i = 0; i < 2; ++i) {
-      EXPECT_TRUE(comms[rank]
+      EXPECT_TRUE(pair.comms[rank]
                       ->Allreduce(*send, *recv, 65536, DataType::kInt32, ReduceOp::kSum,
                                   {.algorithm = "recursive_doubling"})
                       .ok());
     }
-    EXPECT_TRUE(
-        comms[rank]->Bcast(*recv, 0, 100, DataType::kFloat32, 0, {.algorithm = "one_to_all"}).ok());
-  };
-  std::thread rank1(run_rank, 1);
-  run_rank(0);
-  rank1.join();
-  ASSERT_TRUE(comms[0] && comms[1]);
+    EXPECT_TRUE(pair.comms[rank]
+                    ->Bcast(*recv, 0, 100, DataType::kFloat32, 0, {.algorithm = "one_to_all"})
+                    .ok());
+  });
+  if (HasFatalFailure()) return;
+  for (Daemon& daemon : daemons) {
+    EXPECT_EQ(Named(Parse(Scrape(daemon)), "cclod_peer_sessions"), PeerSessions(0, 1, 0, 0));
+  }
 
-  absl::StatusOr<Buffer> buffer = clients[0]->AllocBuffer(4096);
+  absl::StatusOr<Buffer> buffer = pair.clients[0]->AllocBuffer(4096);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  absl::StatusOr<Request> unmatched = comms[0]->RecvAsync(
+  absl::StatusOr<Request> unmatched = pair.comms[0]->RecvAsync(
       *buffer, 0, 8, DataType::kInt32, 1, 9, {.algorithm = "direct", .timeout = absl::Seconds(1)});
   ASSERT_TRUE(unmatched.ok()) << unmatched.status();
-  absl::StatusOr<Request> dependent = comms[0]->AllreduceAsync(
+  absl::StatusOr<Request> dependent = pair.comms[0]->AllreduceAsync(
       *buffer, *buffer, 8, DataType::kInt32, ReduceOp::kSum, {.after = {&*unmatched}});
   ASSERT_TRUE(dependent.ok()) << dependent.status();
   EXPECT_EQ(unmatched->Wait().code(), absl::StatusCode::kDeadlineExceeded);
@@ -152,7 +182,8 @@ TEST(MetricsTest, CountersFollowTheOps) {
   ASSERT_TRUE(WaitUntil(
       [&] {
         for (int rank = 0; rank < 2; ++rank) samples[rank] = Parse(Scrape(daemons[rank]));
-        return samples[0][Ops(kNone, "error")] == 1;
+        return samples[0][Ops(kNone, "error")] == 1 &&
+               samples[1]["cclod_peer_sessions{state=\"left\"}"] == 1;
       },
       absl::Seconds(30)));
 
@@ -187,6 +218,10 @@ TEST(MetricsTest, CountersFollowTheOps) {
         Named(got, "cclod_op_queue_wait_seconds_count"),
         (Samples{{"cclod_op_queue_wait_seconds_count{tenant=\"default\"}", rank == 0 ? 7 : 6}}));
     EXPECT_EQ(Named(got, "cclod_ops_in_flight"), (Samples{{"cclod_ops_in_flight", 0}}));
+    // The deadline broke the communicator at rank 0, which removed it and said goodbye to
+    // rank 1's daemon.
+    EXPECT_EQ(Named(got, "cclod_peer_sessions"),
+              rank == 0 ? PeerSessions(0, 0, 0, 0) : PeerSessions(0, 0, 1, 0));
 
     StatsRows rows;
     rows[{"allreduce", "ring", "eager"}] = {3, 0, 3 * 4096};
@@ -211,6 +246,40 @@ TEST(MetricsTest, CountersFollowTheOps) {
         PromtoolCheck(Scrape(daemons[rank]), "exposition" + std::to_string(rank));
     EXPECT_EQ(check.exit_code, 0) << check.output;
   }
+}
+
+// A peer's data session is up once the communicator is, left once the peer's rank left,
+// and no longer counted once the communicator is gone.
+TEST(MetricsTest, PeerSessionsByState) {
+  Daemon daemons[2];
+  Pair pair;
+  JoinAndRun(daemons, pair, [](int) {});
+  if (HasFatalFailure()) return;
+  for (Daemon& daemon : daemons) {
+    EXPECT_EQ(Named(Parse(Scrape(daemon)), "cclod_peer_sessions"), PeerSessions(0, 1, 0, 0));
+  }
+  ASSERT_TRUE(pair.comms[1]->Destroy().ok());
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions") == PeerSessions(0, 0, 1, 0);
+      },
+      absl::Seconds(30)))
+      << Scrape(daemons[0]);
+  EXPECT_EQ(Named(Parse(Scrape(daemons[1])), "cclod_peer_sessions"), PeerSessions(0, 0, 0, 0));
+  ASSERT_TRUE(pair.comms[0]->Destroy().ok());
+  EXPECT_EQ(Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions"), PeerSessions(0, 0, 0, 0));
+
+  // A peer daemon that dies says no goodbye: its session is lost.
+  Pair second;
+  JoinAndRun(daemons, second, [](int) {});
+  if (HasFatalFailure()) return;
+  daemons[1].process().Signal(SIGKILL);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions") == PeerSessions(0, 0, 0, 1);
+      },
+      absl::Seconds(30)))
+      << Scrape(daemons[0]);
 }
 
 }  // namespace
