@@ -169,4 +169,27 @@ grpc::Status AdminService::Drain(grpc::ServerContext*, const cclo::v1::DrainRequ
   return grpc::Status::OK;
 }
 
+grpc::Status AdminService::Stats(grpc::ServerContext*, const cclo::v1::StatsRequest*,
+                                 cclo::v1::StatsResponse* response) {
+  const OpTotals totals = op_stats_->Totals();
+  for (const auto& [key, row] : totals.ops) {
+    cclo::v1::OpStats& stats = *response->add_ops();
+    stats.set_tenant(key.tenant);
+    stats.set_collective(std::string(hw::CollectiveName(key.collective)));
+    stats.set_algorithm(key.algorithm);
+    stats.set_protocol(std::string(hw::ProtocolName(key.protocol)));
+    stats.set_ops_ok(row.ok);
+    stats.set_ops_failed(row.failed);
+    stats.set_bytes(row.bytes);
+    stats.set_latency_p50_seconds(row.latency.Quantile(0.5));
+    stats.set_latency_p99_seconds(row.latency.Quantile(0.99));
+  }
+  for (const auto& [code, ops] : totals.errors) {
+    cclo::v1::ErrorCount& error = *response->add_errors();
+    error.set_reason(StatusCodeLabel(code));
+    error.set_ops(ops);
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace cclo::daemon

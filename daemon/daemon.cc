@@ -133,12 +133,12 @@ Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_addr
       peer_client_(PeerChannelCredentials(peer_tls)),
       policies_(config.policy),
       communicators_(device_.get(), &peer_client_, &root_gather_, &policies_, peer_address_),
-      ops_(device_.get(), &communicators_, config.op_deadline),
+      ops_(device_.get(), &communicators_, &op_stats_, config.op_deadline),
       drain_(&sessions_, &communicators_, [] { kill(getpid(), SIGTERM); }),
       client_service_(&config_, &sessions_, &communicators_, &ops_, &drain_),
       peer_service_(&root_gather_),
       admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, &policies_,
-                     device_.get(), &drain_) {}
+                     device_.get(), &drain_, &op_stats_) {}
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
@@ -173,7 +173,14 @@ absl::Status Daemon::StartServers(int peer_port) {
 
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
       MetricsServer::Start(config_.host, config_.metrics_port, [this] {
-        return Snapshot{admin_service_.Snapshot(), admin_service_.Tenants()};
+        const hw::DeviceStats device = device_->Stats();
+        return Snapshot{admin_service_.Snapshot(),
+                        admin_service_.Tenants(),
+                        op_stats_.Totals(),
+                        {{"connecting", device.sessions_connecting},
+                         {"up", device.sessions_up},
+                         {"left", device.sessions_left},
+                         {"lost", device.sessions_lost}}};
       });
   if (!metrics.ok()) return metrics.status();
   metrics_server_ = *std::move(metrics);

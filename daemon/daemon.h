@@ -58,6 +58,7 @@ class Daemon {
   PolicyStore policies_;
   SessionRegistry sessions_;
   Communicators communicators_;
+  OpStats op_stats_;
   Ops ops_;
   /// Once a drain finished, it stops the daemon as SIGTERM does.
   Drain drain_;

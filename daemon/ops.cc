@@ -40,9 +40,11 @@ absl::Status ResolveBuffer(const Session& session, const char* name, const cclo:
 
 }  // namespace
 
-Ops::Ops(hw::Device* device, Communicators* communicators, absl::Duration default_deadline)
+Ops::Ops(hw::Device* device, Communicators* communicators, OpStats* stats,
+         absl::Duration default_deadline)
     : device_(device),
       communicators_(communicators),
+      stats_(stats),
       default_deadline_(default_deadline),
       expire_thread_([this] { ExpireLoop(); }) {}
 
@@ -153,18 +155,20 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   op.after.assign(request.after().begin(), request.after().end());
   op.what = absl::StrCat(std::string(hw::CollectiveName(call.collective)), " on rank ", call.rank,
                          " of communicator ", hw::CommIdHex(call.comm));
+  const OpLabels labels{tenant->name(), call.collective, call.protocol, call.count * element};
   // Communicators counts every accepted op as in flight until it ends, however it ends.
   op.accepted = [this, comm = call.comm] { communicators_->OpStarted(comm); };
-  op.ended = [this, comm = call.comm, inflight](const absl::Status& status) {
+  op.ended = [this, comm = call.comm, inflight, labels, submitted](const absl::Status& status) {
     inflight->Release();
     communicators_->OpFinished(comm, status);
+    stats_->Finished(labels, "", absl::Now() - submitted, status);
   };
   op.held = [this, deadline, session](uint64_t op_id) { Watch({deadline, op_id}, session); };
   // The session calls this when the op may start; it holds only a weak reference, so that
   // the op kept in the session does not keep the session alive.
   op.start = [this, weak = std::weak_ptr<Session>(session), handle = request.comm_handle(), call,
               buffers = std::move(buffers), submitted, deadline, what = op.what, inflight,
-              chosen_by = choice.rule,
+              labels, chosen_by = choice.rule,
               version = policy.policy().version()](uint64_t op_id) -> absl::Status {
     Unwatch({deadline, op_id});
     SessionPtr owner = weak.lock();
@@ -177,15 +181,17 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
       return absl::DeadlineExceededError(absl::StrCat(
           what, " did not finish by its deadline: the ops it waited for took all its time"));
     }
+    stats_->Started(labels, absl::Now() - submitted);
     device_->Call(
         call, buffers, deadline,
         [this, owner, op_id, submitted, comm = call.comm, protocol = call.protocol,
-         segment_bytes = call.segment_bytes, chosen_by, version,
-         inflight](hw::Completion completion) {
+         segment_bytes = call.segment_bytes, chosen_by, version, inflight,
+         labels](hw::Completion completion) {
           const absl::Duration elapsed = absl::Now() - submitted;
           inflight->Release();
           owner->tenant()->RecordOpTime(elapsed);
           communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
+          stats_->Finished(labels, completion.algorithm, elapsed, completion.status);
           owner->FinishOp(op_id, {std::move(completion), elapsed, protocol, segment_bytes,
                                   chosen_by, version});
         });

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "cclo/v1/client.pb.h"
 #include "daemon/communicators.h"
+#include "daemon/op_stats.h"
 #include "daemon/sessions.h"
 #include "hw/device.h"
 
@@ -28,7 +29,9 @@ inline constexpr char kRetryAfterMs[] = "cclo-retry-after-ms";
 
 class Ops {
  public:
-  Ops(hw::Device* device, Communicators* communicators, absl::Duration default_deadline);
+  /// Every op that ends is counted in `stats`.
+  Ops(hw::Device* device, Communicators* communicators, OpStats* stats,
+      absl::Duration default_deadline);
   /// Stops the deadline thread; ops still held are left to their sessions.
   ~Ops();
   Ops(const Ops&) = delete;
@@ -58,6 +61,7 @@ class Ops {
 
   hw::Device* const device_;
   Communicators* const communicators_;
+  OpStats* const stats_;
   const absl::Duration default_deadline_;
 
   absl::Mutex mu_;

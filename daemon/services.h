@@ -10,6 +10,7 @@
 #include "daemon/communicators.h"
 #include "daemon/config.h"
 #include "daemon/drain.h"
+#include "daemon/op_stats.h"
 #include "daemon/ops.h"
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
@@ -80,14 +81,15 @@ class AdminService final : public cclo::v1::Admin::Service {
  public:
   AdminService(std::string peer_address, const TenantStore* tenants, SessionRegistry* sessions,
                Communicators* communicators, PolicyStore* policies, hw::Device* device,
-               daemon::Drain* drain)
+               daemon::Drain* drain, const OpStats* op_stats)
       : peer_address_(std::move(peer_address)),
         tenants_(tenants),
         sessions_(sessions),
         communicators_(communicators),
         policies_(policies),
         device_(device),
-        drain_(drain) {}
+        drain_(drain),
+        op_stats_(op_stats) {}
 
   grpc::Status Status(grpc::ServerContext* context, const cclo::v1::StatusRequest* request,
                       cclo::v1::StatusResponse* response) override;
@@ -130,6 +132,8 @@ class AdminService final : public cclo::v1::Admin::Service {
   grpc::Status ExplainPolicy(grpc::ServerContext* context,
                              const cclo::v1::ExplainPolicyRequest* request,
                              cclo::v1::ExplainPolicyResponse* response) override;
+  grpc::Status Stats(grpc::ServerContext* context, const cclo::v1::StatsRequest* request,
+                     cclo::v1::StatsResponse* response) override;
 
  private:
   /// The policy YAML parsed and checked against this daemon's tenants.
@@ -143,6 +147,7 @@ class AdminService final : public cclo::v1::Admin::Service {
   PolicyStore* const policies_;
   hw::Device* const device_;
   daemon::Drain* const drain_;
+  const OpStats* const op_stats_;
 };
 
 }  // namespace cclo::daemon

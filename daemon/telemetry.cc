@@ -5,6 +5,7 @@
 #include <prometheus/metric_family.h>
 
 #include "absl/strings/str_cat.h"
+#include "hw/types.h"
 
 namespace cclo::daemon {
 namespace {
@@ -67,6 +68,90 @@ void AddTenants(const cclo::v1::ListTenantsResponse& tenants,
   }
 }
 
+prometheus::ClientMetric HistogramMetric(const Histogram& histogram,
+                                         std::vector<prometheus::ClientMetric::Label> labels) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.histogram.sample_count = histogram.count;
+  metric.histogram.sample_sum = histogram.sum_seconds;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < Histogram::Bounds().size(); ++i) {
+    cumulative += histogram.counts[i];
+    metric.histogram.bucket.push_back({cumulative, Histogram::Bounds()[i]});
+  }
+  return metric;  // the exposition adds the +Inf bucket (sample_count)
+}
+
+/// Families of the ops that ended, and of the ops in flight now.
+void AddOps(const OpTotals& totals, const cclo::v1::ListTenantsResponse& tenants,
+            std::vector<prometheus::MetricFamily>& families) {
+  using prometheus::MetricType;
+  prometheus::MetricFamily ops{"cclod_ops_total",
+                               "Ops that ended, by tenant, collective, algorithm that ran "
+                               "(none: ended before one was chosen), protocol and result.",
+                               MetricType::Counter,
+                               {}};
+  prometheus::MetricFamily bytes{"cclod_op_bytes_total",
+                                 "Payload of the ops that finished OK: one rank's contribution, "
+                                 "count times datatype size.",
+                                 MetricType::Counter,
+                                 {}};
+  for (const auto& [key, row] : totals.ops) {
+    std::vector<prometheus::ClientMetric::Label> labels = {
+        {"tenant", key.tenant},
+        {"collective", std::string(hw::CollectiveName(key.collective))},
+        {"algorithm", key.algorithm},
+        {"protocol", std::string(hw::ProtocolName(key.protocol))}};
+    bytes.metric.push_back(Metric(MetricType::Counter, static_cast<double>(row.bytes), labels));
+    for (const auto& [result, count] : {std::pair{"ok", row.ok}, std::pair{"error", row.failed}}) {
+      std::vector<prometheus::ClientMetric::Label> with_result = labels;
+      with_result.push_back({"result", result});
+      ops.metric.push_back(
+          Metric(MetricType::Counter, static_cast<double>(count), std::move(with_result)));
+    }
+  }
+  prometheus::MetricFamily duration{
+      "cclod_op_duration_seconds",
+      "Submit to completion of the ops that finished OK, by collective and payload size (at "
+      "most 4KiB, 64KiB, 1MiB, 16MiB, or inf: more).",
+      MetricType::Histogram,
+      {}};
+  for (const auto& [key, histogram] : totals.latency) {
+    duration.metric.push_back(
+        HistogramMetric(histogram, {{"collective", std::string(hw::CollectiveName(key.first))},
+                                    {"size", std::string(key.second)}}));
+  }
+  prometheus::MetricFamily queue_wait{
+      "cclod_op_queue_wait_seconds",
+      "Submit to hand-over to the engine (waiting for the ops it depends on and earlier ops of "
+      "its communicator handle), by tenant.",
+      MetricType::Histogram,
+      {}};
+  for (const auto& [tenant, histogram] : totals.queue_wait) {
+    queue_wait.metric.push_back(HistogramMetric(histogram, {{"tenant", tenant}}));
+  }
+  prometheus::MetricFamily errors{"cclod_op_errors_total",
+                                  "Ops that ended with an error, by status code.",
+                                  MetricType::Counter,
+                                  {}};
+  for (const auto& [code, count] : totals.errors) {
+    errors.metric.push_back(Metric(MetricType::Counter, static_cast<double>(count),
+                                   {{"reason", StatusCodeLabel(code)}}));
+  }
+  uint64_t in_flight = 0;
+  for (const cclo::v1::TenantInfo& tenant : tenants.tenants()) {
+    in_flight += tenant.ops_queued() + tenant.ops_running();
+  }
+  families.push_back(std::move(ops));
+  families.push_back(std::move(bytes));
+  families.push_back(std::move(duration));
+  families.push_back(std::move(queue_wait));
+  families.push_back(std::move(errors));
+  families.push_back(Family("cclod_ops_in_flight",
+                            "Ops submitted that have not ended: waiting to start or in the engine.",
+                            MetricType::Gauge, static_cast<double>(in_flight)));
+}
+
 class StatusCollectable : public prometheus::Collectable {
  public:
   explicit StatusCollectable(SnapshotFn snapshot) : snapshot_(std::move(snapshot)) {}
@@ -109,6 +194,19 @@ class StatusCollectable : public prometheus::Collectable {
                MetricType::Gauge, s.draining() ? 1 : 0),
     };
     AddTenants(snapshot.tenants, families);
+    AddOps(snapshot.ops, snapshot.tenants, families);
+    prometheus::MetricFamily peer_sessions{
+        "cclod_peer_sessions",
+        "Data sessions of the communicators to peer engines, by state: connecting (not up yet), "
+        "up, left (the peer left the communicator) or lost (a failure, or the communicator "
+        "broke).",
+        MetricType::Gauge,
+        {}};
+    for (const auto& [state, count] : snapshot.peer_sessions) {
+      peer_sessions.metric.push_back(
+          Metric(MetricType::Gauge, static_cast<double>(count), {{"state", state}}));
+    }
+    families.push_back(std::move(peer_sessions));
     return families;
   }
 

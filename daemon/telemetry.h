@@ -1,13 +1,16 @@
 // Prometheus exposition: a collectable that turns the daemon's status snapshot into
-// `cclod_*` metrics on every scrape, served over HTTP at /metrics.
+// `cclod_*` metrics on every scrape, served over HTTP at /metrics. docs/operations.md
+// lists the metrics.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "cclo/v1/admin.pb.h"
+#include "daemon/op_stats.h"
 
 namespace prometheus {
 class Exposer;
@@ -15,10 +18,13 @@ class Exposer;
 
 namespace cclo::daemon {
 
-/// What a scrape shows: the daemon's status and its tenants.
+/// What a scrape shows: the daemon's status, its tenants, what its ops added up to and its
+/// data sessions to peer engines by state.
 struct Snapshot {
   cclo::v1::StatusResponse status;
   cclo::v1::ListTenantsResponse tenants;
+  OpTotals ops;
+  std::map<std::string, uint64_t> peer_sessions;
 };
 using SnapshotFn = std::function<Snapshot()>;
 

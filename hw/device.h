@@ -43,7 +43,13 @@ struct DeviceStats {
   uint64_t rx_pool_bytes_total = 0;
   uint64_t rx_pool_bytes_used = 0;      ///< holding messages that arrived before their receive
   uint64_t rx_pool_bytes_reserved = 0;  ///< reserved for peers' eager credits
-  uint64_t sessions_up = 0;
+  uint64_t sessions_up = 0;             ///< data sessions up, one per communicator and peer engine
+  /// Data sessions of the configured communicators that are not up: not yet, their peer
+  /// engine left the communicator (said goodbye), or lost (a failure, or the communicator
+  /// broke).
+  uint64_t sessions_connecting = 0;
+  uint64_t sessions_left = 0;
+  uint64_t sessions_lost = 0;
   uint64_t wire_errors = 0;          ///< invalid segments or handshakes rejected
   uint64_t eager_messages = 0;       ///< messages sent eagerly (no receive needed first)
   uint64_t rendezvous_messages = 0;  ///< messages sent once their receive was posted

@@ -74,6 +74,10 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       "running, attach time");
   CLI::App* buffers =
       app.add_subcommand("buffers", "shared-memory buffers: id, session, tenant, bytes");
+  CLI::App* stats = app.add_subcommand(
+      "stats",
+      "ops since the start by tenant, collective, algorithm and protocol: ok, failed, payload "
+      "bytes, latency p50/p99; errors by reason");
   std::string level;
   CLI::App* log_level = app.add_subcommand(
       "log-level", "set the daemon's log level until its next restart or reload");
@@ -118,6 +122,9 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (buffers->parsed()) {
     return Print(admin.Call(&Stub::ListBuffers, "ListBuffers"), options.json, &BuffersTable, out,
                 err);
+  }
+  if (stats->parsed()) {
+    return Print(admin.Call(&Stub::Stats, "Stats"), options.json, &StatsTable, out, err);
   }
   if (log_level->parsed()) {
     v1::SetLogLevelRequest request;

@@ -161,6 +161,29 @@ std::string BuffersTable(const v1::ListBuffersResponse& buffers) {
   return client::RenderTable({"buffer", "session", "tenant", "bytes"}, rows);
 }
 
+std::string StatsTable(const v1::StatsResponse& stats) {
+  auto latency = [](const v1::OpStats& row, double seconds) -> std::string {
+    return row.ops_ok() == 0 ? "-" : absl::FormatDuration(absl::Seconds(seconds));
+  };
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::OpStats& row : stats.ops()) {
+    rows.push_back({row.tenant(), row.collective(), row.algorithm(), row.protocol(),
+                    absl::StrCat(row.ops_ok()), absl::StrCat(row.ops_failed()),
+                    absl::StrCat(row.bytes()), latency(row, row.latency_p50_seconds()),
+                    latency(row, row.latency_p99_seconds())});
+  }
+  std::string out = client::RenderTable(
+      {"tenant", "collective", "algorithm", "protocol", "ok", "failed", "bytes", "p50", "p99"},
+      rows);
+  if (stats.errors().empty()) return out;
+  std::vector<std::vector<std::string>> errors;
+  for (const v1::ErrorCount& error : stats.errors()) {
+    errors.push_back({error.reason(), absl::StrCat(error.ops())});
+  }
+  absl::StrAppend(&out, "\n", client::RenderTable({"error", "ops"}, errors));
+  return out;
+}
+
 std::string LogLevelTable(const v1::SetLogLevelResponse& response) {
   return client::RenderTable({"key", "value"}, {{"previous_level", response.previous()}});
 }

@@ -37,6 +37,11 @@ std::string SessionsTable(const v1::ListSessionsResponse& sessions);
 /// One line per buffer: id, session, tenant, bytes.
 std::string BuffersTable(const v1::ListBuffersResponse& buffers);
 
+/// One line per (tenant, collective, algorithm, protocol): ops OK and failed, payload bytes,
+/// latency p50 and p99 ("-" without ops that finished OK); then, if ops failed, a blank
+/// line and one line per error reason with its count.
+std::string StatsTable(const v1::StatsResponse& stats);
+
 /// The level SetLogLevel replaced, as a `key value` line.
 std::string LogLevelTable(const v1::SetLogLevelResponse& response);
 

@@ -20,13 +20,25 @@
 
 namespace cclo::hw::emu {
 
+/// Where the data session to a peer engine stands.
+enum class LinkState : uint8_t {
+  kConnecting,  ///< not up yet
+  kUp,          ///< authenticated and admitted on both sides
+  kLeft,        ///< the peer engine left the communicator (closed the session with a goodbye)
+  kLost,        ///< closed by a failure, or because the communicator broke
+};
+inline constexpr size_t kLinkStates = 4;
+
 /// The data session to one peer engine of a communicator.
 struct PeerLink {
+  bool up() const { return state == LinkState::kUp; }
+
   poe::Session* session = nullptr;  ///< owned by the engine; null until connected/accepted
-  bool up = false;                  ///< authenticated and admitted on both sides
   bool granted = false;             ///< the peer's first credit segment arrived
   std::vector<uint32_t> ranks;      ///< ranks of the communicator that peer hosts
   std::vector<std::byte> scratch;   ///< where segments of reduce receives land, one segment
+  /// Where the session stands; counted in Counters::links.
+  LinkState state = LinkState::kConnecting;
   /// Largest message sent eagerly to that peer: ours and its eager limit, the smaller.
   uint64_t eager_bytes = 0;
   uint64_t send_credits = 0;  ///< eager messages that peer has granted us room for

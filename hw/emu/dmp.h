@@ -30,6 +30,7 @@
 // Cost per move: O(segments); no thread per call.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -57,7 +58,8 @@ struct Counters {
   std::atomic<uint64_t> calls_failed{0};
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
-  std::atomic<uint64_t> sessions_up{0};
+  /// Links of the configured communicators by LinkState.
+  std::array<std::atomic<uint64_t>, kLinkStates> links{};
   std::atomic<uint64_t> wire_errors{0};
   std::atomic<uint64_t> eager_messages{0};       ///< sends that went eagerly
   std::atomic<uint64_t> rendezvous_messages{0};  ///< sends that went by rendezvous

@@ -58,7 +58,7 @@ EmuDevice::EmuDevice(const EmuConfig& config)
            Dmp::Hooks{
                .link_for = [](Communicator& comm, uint32_t rank) -> PeerLink* {
                  auto it = comm.peers.find(comm.ranks[rank].data_address);
-                 return it != comm.peers.end() && it->second.up ? &it->second : nullptr;
+                 return it != comm.peers.end() && it->second.up() ? &it->second : nullptr;
                },
                .fail = [this](Communicator& comm,
                               absl::Status reason) { BreakMidCall(comm, reason); },
@@ -160,7 +160,13 @@ DeviceStats EmuDevice::Stats() const {
   stats.eager_messages = counters_.eager_messages.load();
   stats.rendezvous_messages = counters_.rendezvous_messages.load();
   stats.eager_fallbacks = counters_.eager_fallbacks.load();
-  stats.sessions_up = counters_.sessions_up.load();
+  auto links = [this](LinkState state) {
+    return counters_.links[static_cast<size_t>(state)].load();
+  };
+  stats.sessions_up = links(LinkState::kUp);
+  stats.sessions_connecting = links(LinkState::kConnecting);
+  stats.sessions_left = links(LinkState::kLeft);
+  stats.sessions_lost = links(LinkState::kLost);
   stats.wire_errors = counters_.wire_errors.load() + engine_->wire_errors();
   return stats;
 }
@@ -208,6 +214,7 @@ void EmuDevice::Configure(const CommunicatorConfig& config, absl::Time deadline,
   }
   Communicator& ref = *comm;
   comms_[config.id] = std::move(comm);
+  counters_.links[static_cast<size_t>(LinkState::kConnecting)] += ref.peers.size();
   ref.configured = std::move(done);
   ref.configure_deadline = deadline;
   configure_deadlines_.insert({deadline, ref.id});
@@ -244,6 +251,9 @@ void EmuDevice::Remove(const CommId& id, absl::Status reason) {
   }
   if (Communicator* comm = Find(id)) {
     Break(*comm, reason);
+    for (const auto& [address, link] : comm->peers) {
+      counters_.links[static_cast<size_t>(link.state)].fetch_sub(1);
+    }
     comms_.erase(id);
   }
 }

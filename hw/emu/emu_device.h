@@ -116,8 +116,11 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void AdoptIncoming(Communicator& comm, poe::Session& session);
   /// The session of `link` is up: opens its credit account and learns its eager limit.
   void LinkUp(Communicator& comm, PeerLink& link);
-  /// The session of `link` is gone: releases its credits both ways.
+  /// The session of `link` is gone (lost unless its peer left): releases its credits both
+  /// ways.
   void LinkDown(PeerLink& link);
+  /// Moves `link` to `state` in the link counters.
+  void SetLinkState(PeerLink& link, LinkState state);
   void MaybeReady(Communicator& comm);
   /// Marks `comm` broken with `status` (what its pending and later calls fail with; the
   /// call `expired` gets `expired_status`), closes its sessions and fails its calls.

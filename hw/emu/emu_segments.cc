@@ -36,7 +36,7 @@ absl::StatusOr<std::byte*> EmuDevice::OnSegment(poe::Session& session,
                                                 const poe::SegmentHeader& header) {
   Communicator* comm = nullptr;
   PeerLink* link = LinkOf(session, &comm);
-  if (link == nullptr || !link->up) {
+  if (link == nullptr || !link->up()) {
     return absl::FailedPreconditionError("data segment on a session of no communicator");
   }
   const std::string& address = session.peer_address();
@@ -100,7 +100,7 @@ void EmuDevice::SendClearToSend(const MessageKey& key, uint64_t total) {
   Communicator* comm = Find(key.comm);
   if (comm == nullptr) return;
   auto it = comm->peers.find(comm->ranks[key.src].data_address);
-  if (it == comm->peers.end() || !it->second.up) return;  // the sender left: nothing comes
+  if (it == comm->peers.end() || !it->second.up()) return;  // the sender left: nothing comes
   it->second.session->Send({.type = poe::SegmentType::kClearToSend,
                             .comm = key.comm,
                             .src = key.src,

@@ -75,7 +75,7 @@ void EmuDevice::OnSessionUp(poe::Session& session) {
 }
 
 void EmuDevice::LinkUp(Communicator& comm, PeerLink& link) {
-  link.up = true;
+  SetLinkState(link, LinkState::kUp);
   link.scratch.resize(config_.segment_bytes);
   link.eager_bytes = std::min(config_.eager_max_bytes, link.session->eager_bytes());
   // Room for what the peer sends eagerly, granted at once (even none: the peer counts the
@@ -86,22 +86,27 @@ void EmuDevice::LinkUp(Communicator& comm, PeerLink& link) {
   accounts_[link.rx_account] = {comm.id, &link};
   link.session->Send({.type = poe::SegmentType::kCredit, .comm = comm.id, .total = grant.credits},
                      nullptr, nullptr);
-  counters_.sessions_up.fetch_add(1);
   MaybeReady(comm);
 }
 
 void EmuDevice::LinkDown(PeerLink& link) {
   link.session = nullptr;
-  if (std::exchange(link.up, false)) counters_.sessions_up.fetch_sub(1);
+  if (link.state != LinkState::kLeft) SetLinkState(link, LinkState::kLost);
   link.send_credits = 0;
   accounts_.erase(link.rx_account);
   rbm_.CloseAccount(std::exchange(link.rx_account, 0));
 }
 
+void EmuDevice::SetLinkState(PeerLink& link, LinkState state) {
+  counters_.links[static_cast<size_t>(link.state)].fetch_sub(1);
+  counters_.links[static_cast<size_t>(state)].fetch_add(1);
+  link.state = state;
+}
+
 void EmuDevice::MaybeReady(Communicator& comm) {
   if (comm.ready || !comm.broken.ok()) return;
   for (const auto& [address, link] : comm.peers) {
-    if (!link.up || !link.granted) return;
+    if (!link.up() || !link.granted) return;
   }
   comm.ready = true;
   configure_deadlines_.erase({comm.configure_deadline, comm.id});
@@ -121,7 +126,7 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
                  std::string(reason.message()));
     return;
   }
-  const bool was_up = link->up;
+  const bool was_up = link->up();
   LinkDown(*link);
   const std::string& address = session.peer_address();
   const std::string peer = DescribePeer(*comm, address);
@@ -138,6 +143,7 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
   } else if (!comm->ready) {
     Break(*comm, absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
   } else if (bye) {
+    SetLinkState(*link, LinkState::kLeft);
     const std::vector<uint32_t>& ranks = link->ranks;
     Depart(*comm, *link,
            absl::UnavailableError(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
@@ -211,7 +217,7 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
     if (comm == nullptr) continue;
     std::vector<std::string> missing;
     for (const auto& [address, link] : comm->peers) {
-      if (!link.up || !link.granted) missing.push_back(address);
+      if (!link.up() || !link.granted) missing.push_back(address);
     }
     Break(*comm, absl::DeadlineExceededError(absl::StrCat(
                      "communicator ", CommIdHex(id), ": data sessions to peer daemons ",

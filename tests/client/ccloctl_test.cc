@@ -149,6 +149,36 @@ TEST(FormatTest, CommunicatorTable) {
       << table;
 }
 
+TEST(FormatTest, StatsTable) {
+  v1::StatsResponse stats;
+  v1::OpStats& ring = *stats.add_ops();
+  ring.set_tenant("training");
+  ring.set_collective("allreduce");
+  ring.set_algorithm("ring");
+  ring.set_protocol("eager");
+  ring.set_ops_ok(3);
+  ring.set_ops_failed(1);
+  ring.set_bytes(12288);
+  ring.set_latency_p50_seconds(0.0015);
+  ring.set_latency_p99_seconds(0.25);
+  v1::OpStats& none = *stats.add_ops();
+  none.set_tenant("training");
+  none.set_collective("bcast");
+  none.set_algorithm("none");
+  none.set_protocol("rendezvous");
+  none.set_ops_failed(2);
+  EXPECT_EQ(StatsTable(stats),
+            "tenant    collective  algorithm  protocol    ok  failed  bytes  p50    p99\n"
+            "training  allreduce   ring       eager       3   1       12288  1.5ms  250ms\n"
+            "training  bcast       none       rendezvous  0   2       0      -      -\n");
+  v1::ErrorCount& error = *stats.add_errors();
+  error.set_reason("deadline_exceeded");
+  error.set_ops(3);
+  EXPECT_TRUE(absl::EndsWith(StatsTable(stats),
+                             "-      -\n\nerror              ops\ndeadline_exceeded  3\n"))
+      << StatsTable(stats);
+}
+
 TEST(FormatTest, JsonIsOneLineWithEveryFieldAndParsesBack) {
   absl::StatusOr<std::string> json = ToJson(SampleStatus());
   ASSERT_TRUE(json.ok()) << json.status();
@@ -463,6 +493,8 @@ TEST(CommandsTest, HelpAndUsageErrors) {
   EXPECT_NE(out.find("Usage: ccloctl comms"), std::string::npos) << out;
   EXPECT_EQ(Ccloctl({"comms", "show", "--help"}, out, err), 0);
   EXPECT_NE(out.find("Usage: ccloctl comms show"), std::string::npos) << out;
+  EXPECT_EQ(Ccloctl({"stats", "--help"}, out, err), 0);
+  EXPECT_NE(out.find("Usage: ccloctl stats"), std::string::npos) << out;
   EXPECT_EQ(Ccloctl({}, out, err), 2);
   EXPECT_EQ(Ccloctl({"status", "--bogus"}, out, err), 2);
   EXPECT_NE(err.find("--bogus"), std::string::npos) << err;

@@ -54,7 +54,7 @@ class DmpDepartureTest : public ::testing::Test {
     comm_.local = {true, false, false};
     comm_.ready = true;
     for (PeerLink* link : {&link_one_, &link_two_}) {
-      link->up = true;
+      link->state = LinkState::kUp;
       link->eager_bytes = 16;
       link->send_credits = 8;
     }

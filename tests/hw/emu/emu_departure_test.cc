@@ -177,7 +177,10 @@ TEST_F(EmuDepartureTest, ReceiveFromALeftRankWithNothingStagedFailsAtOnce) {
   CallDescriptor bcast = Describe(comm_, Collective::kBcast, 1, 10);
   auto collective = Submit(*devices_[1], bcast, buffers.Views(), absl::Hours(1));
   EXPECT_EQ(Wait(collective).status, left);
-  EXPECT_EQ(devices_[1]->Stats().sessions_up, 0u);
+  const DeviceStats stats = devices_[1]->Stats();
+  EXPECT_EQ(stats.sessions_up, 0u);
+  EXPECT_EQ(stats.sessions_left, 1u);
+  EXPECT_EQ(stats.sessions_connecting + stats.sessions_lost, 0u);
 }
 
 TEST_F(EmuDepartureTest, SendToALeftRankFails) {

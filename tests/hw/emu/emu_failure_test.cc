@@ -69,8 +69,13 @@ TEST(EmuFailureTest, WrongSecretIsRefused) {
   }
   EXPECT_EQ(refused, 1);
   EXPECT_GE(devices[0]->Stats().wire_errors + devices[1]->Stats().wire_errors, 1u);
-  EXPECT_EQ(devices[0]->Stats().sessions_up, 0u);
-  EXPECT_EQ(devices[1]->Stats().sessions_up, 0u);
+  for (const auto& device : devices) {
+    const DeviceStats stats = device->Stats();
+    EXPECT_EQ(stats.sessions_up, 0u);
+    // The failed configure broke the communicator; it is still installed, its session lost.
+    EXPECT_EQ(stats.sessions_lost, 1u);
+    EXPECT_EQ(stats.sessions_connecting + stats.sessions_left, 0u);
+  }
 }
 
 TEST(EmuFailureTest, UnknownCommunicatorIsRefused) {

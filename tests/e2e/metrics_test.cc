@@ -1,0 +1,286 @@
+// The op metrics follow the work: two real daemons run a known set of ops (forced
+// algorithms, two sizes, an op past its deadline and one that waited for it), then their
+// expositions and `ccloctl stats --json` must count exactly those ops, bytes and errors,
+// and promtool must accept the expositions. The data sessions to peers are counted by state
+// as they come up, the peer leaves and the peer dies.
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/match.h"
+#include "cclo/client.h"
+#include "cclo/v1/admin.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo::testing {
+namespace {
+
+using Samples = std::map<std::string, double>;
+
+/// Every sample of an exposition, by series (name and labels as exposed).
+Samples Parse(const std::string& exposition) {
+  Samples samples;
+  std::istringstream lines(exposition);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    samples[line.substr(0, space)] = std::stod(line.substr(space + 1));
+  }
+  return samples;
+}
+
+/// The samples of one series name (without the _bucket series of a histogram).
+Samples Named(const Samples& samples, const std::string& name) {
+  Samples named;
+  for (const auto& [series, value] : samples) {
+    if (series == name || absl::StartsWith(series, name + "{")) named[series] = value;
+  }
+  return named;
+}
+
+std::string Ops(const std::string& labels, const char* result) {
+  return "cclod_ops_total{tenant=\"default\"," + labels + ",result=\"" + result + "\"}";
+}
+
+std::string Bytes(const std::string& labels) {
+  return "cclod_op_bytes_total{tenant=\"default\"," + labels + "}";
+}
+
+/// The cclod_peer_sessions samples for `connecting`, `up`, `left` and `lost` sessions.
+Samples PeerSessions(int connecting, int up, int left, int lost) {
+  return {{"cclod_peer_sessions{state=\"connecting\"}", connecting},
+          {"cclod_peer_sessions{state=\"up\"}", up},
+          {"cclod_peer_sessions{state=\"left\"}", left},
+          {"cclod_peer_sessions{state=\"lost\"}", lost}};
+}
+
+/// A communicator of rank 0 on `daemons[0]` and rank 1 on `daemons[1]`.
+struct Pair {
+  std::unique_ptr<Client> clients[2];
+  std::unique_ptr<Communicator> comms[2];
+};
+
+/// Attaches a client to each daemon and joins them, then runs `work(rank)` on each rank
+/// side by side.
+void JoinAndRun(Daemon (&daemons)[2], Pair& pair, const std::function<void(int)>& work) {
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemons[rank].runtime_dir());
+    ASSERT_TRUE(client.ok()) << client.status();
+    pair.clients[rank] = *std::move(client);
+  }
+  absl::StatusOr<std::string> token = pair.clients[0]->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  auto run_rank = [&](int rank) {
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = pair.clients[rank]->Join(*token, rank, 2);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    pair.comms[rank] = *std::move(comm);
+    work(rank);
+  };
+  std::thread rank1(run_rank, 1);
+  run_rank(0);
+  rank1.join();
+  ASSERT_TRUE(pair.comms[0] && pair.comms[1]);
+}
+
+/// (collective, algorithm, protocol) -> ops OK, ops failed, bytes.
+using StatsRows = std::map<std::tuple<std::string, std::string, std::string>,
+                           std::tuple<uint64_t, uint64_t, uint64_t>>;
+
+v1::StatsResponse StatsJson(const Daemon& daemon) {
+  const ProcessResult result = Ccloctl(daemon, {"stats", "--json"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  v1::StatsResponse stats;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.output, &stats).ok())
+      << result.output;
+  return stats;
+}
+
+StatsRows Rows(const v1::StatsResponse& stats) {
+  StatsRows rows;
+  for (const v1::OpStats& row : stats.ops()) {
+    EXPECT_EQ(row.tenant(), "default");
+    rows[{row.collective(), row.algorithm(), row.protocol()}] = {row.ops_ok(), row.ops_failed(),
+                                                                 row.bytes()};
+    if (row.ops_ok() > 0) {
+      EXPECT_GT(row.latency_p50_seconds(), 0) << row.ShortDebugString();
+      EXPECT_LE(row.latency_p50_seconds(), row.latency_p99_seconds()) << row.ShortDebugString();
+    }
+  }
+  return rows;
+}
+
+/// promtool's verdict on an exposition.
+ProcessResult PromtoolCheck(const std::string& exposition, const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::ofstream(path) << exposition;
+  return Process({"/bin/sh", "-c", "exec promtool check metrics < " + path})
+      .Wait(absl::Seconds(60));
+}
+
+constexpr char kRing[] = "collective=\"allreduce\",algorithm=\"ring\",protocol=\"eager\"";
+constexpr char kDoubling[] =
+    "collective=\"allreduce\",algorithm=\"recursive_doubling\",protocol=\"eager\"";
+constexpr char kBcast[] = "collective=\"bcast\",algorithm=\"one_to_all\",protocol=\"eager\"";
+constexpr char kRecv[] = "collective=\"recv\",algorithm=\"direct\",protocol=\"eager\"";
+constexpr char kNone[] = "collective=\"allreduce\",algorithm=\"none\",protocol=\"eager\"";
+
+// Per rank: 3 ring allreduces of 1024 float32 (4 KiB), 2 recursive-doubling allreduces of
+// 65536 int32 (256 KiB), a bcast of 100 float32 (400 B). Then rank 0 alone: a receive that
+// nobody sends to (DEADLINE_EXCEEDED in the engine) and an allreduce waiting for it (ABORTED
+// before it reaches the engine).
+TEST(MetricsTest, CountersFollowTheOps) {
+  Daemon daemons[2];
+  Pair pair;
+  JoinAndRun(daemons, pair, [&](int rank) {
+    absl::StatusOr<Buffer> send = pair.clients[rank]->AllocBuffer(1 << 20);
+    absl::StatusOr<Buffer> recv = pair.clients[rank]->AllocBuffer(1 << 20);
+    ASSERT_TRUE(send.ok() && recv.ok()) << send.status() << recv.status();
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(pair.comms[rank]
+                      ->Allreduce(*send, *recv, 1024, DataType::kFloat32, ReduceOp::kSum,
+                                  {.algorithm = "ring"})
+                      .ok());
+    }
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(pair.comms[rank]
+                      ->Allreduce(*send, *recv, 65536, DataType::kInt32, ReduceOp::kSum,
+                                  {.algorithm = "recursive_doubling"})
+                      .ok());
+    }
+    EXPECT_TRUE(pair.comms[rank]
+                    ->Bcast(*recv, 0, 100, DataType::kFloat32, 0, {.algorithm = "one_to_all"})
+                    .ok());
+  });
+  if (HasFatalFailure()) return;
+  for (Daemon& daemon : daemons) {
+    EXPECT_EQ(Named(Parse(Scrape(daemon)), "cclod_peer_sessions"), PeerSessions(0, 1, 0, 0));
+  }
+
+  absl::StatusOr<Buffer> buffer = pair.clients[0]->AllocBuffer(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  absl::StatusOr<Request> unmatched = pair.comms[0]->RecvAsync(
+      *buffer, 0, 8, DataType::kInt32, 1, 9, {.algorithm = "direct", .timeout = absl::Seconds(1)});
+  ASSERT_TRUE(unmatched.ok()) << unmatched.status();
+  absl::StatusOr<Request> dependent = pair.comms[0]->AllreduceAsync(
+      *buffer, *buffer, 8, DataType::kInt32, ReduceOp::kSum, {.after = {&*unmatched}});
+  ASSERT_TRUE(dependent.ok()) << dependent.status();
+  EXPECT_EQ(unmatched->Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(dependent->Wait().code(), absl::StatusCode::kAborted);
+
+  // The dependent op is counted as it ends, which may come just after its result.
+  Samples samples[2];
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int rank = 0; rank < 2; ++rank) samples[rank] = Parse(Scrape(daemons[rank]));
+        return samples[0][Ops(kNone, "error")] == 1 &&
+               samples[1]["cclod_peer_sessions{state=\"left\"}"] == 1;
+      },
+      absl::Seconds(30)));
+
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    const Samples& got = samples[rank];
+    Samples ops = {{Ops(kRing, "ok"), 3},     {Ops(kRing, "error"), 0},
+                   {Ops(kDoubling, "ok"), 2}, {Ops(kDoubling, "error"), 0},
+                   {Ops(kBcast, "ok"), 1},    {Ops(kBcast, "error"), 0}};
+    Samples bytes = {
+        {Bytes(kRing), 3 * 4096}, {Bytes(kDoubling), 2 * 262144}, {Bytes(kBcast), 400}};
+    Samples errors;
+    if (rank == 0) {
+      ops.insert({{Ops(kRecv, "ok"), 0},
+                  {Ops(kRecv, "error"), 1},
+                  {Ops(kNone, "ok"), 0},
+                  {Ops(kNone, "error"), 1}});
+      bytes.insert({{Bytes(kRecv), 0}, {Bytes(kNone), 0}});
+      errors = {{"cclod_op_errors_total{reason=\"aborted\"}", 1},
+                {"cclod_op_errors_total{reason=\"deadline_exceeded\"}", 1}};
+    }
+    EXPECT_EQ(Named(got, "cclod_ops_total"), ops);
+    EXPECT_EQ(Named(got, "cclod_op_bytes_total"), bytes);
+    EXPECT_EQ(Named(got, "cclod_op_errors_total"), errors);
+    EXPECT_EQ(
+        Named(got, "cclod_op_duration_seconds_count"),
+        (Samples{{"cclod_op_duration_seconds_count{collective=\"bcast\",size=\"4KiB\"}", 1},
+                 {"cclod_op_duration_seconds_count{collective=\"allreduce\",size=\"4KiB\"}", 3},
+                 {"cclod_op_duration_seconds_count{collective=\"allreduce\",size=\"1MiB\"}", 2}}));
+    // Every op that reached the engine waited in the queue first; the dependent did not.
+    EXPECT_EQ(
+        Named(got, "cclod_op_queue_wait_seconds_count"),
+        (Samples{{"cclod_op_queue_wait_seconds_count{tenant=\"default\"}", rank == 0 ? 7 : 6}}));
+    EXPECT_EQ(Named(got, "cclod_ops_in_flight"), (Samples{{"cclod_ops_in_flight", 0}}));
+    // The deadline broke the communicator at rank 0, which removed it and said goodbye to
+    // rank 1's daemon.
+    EXPECT_EQ(Named(got, "cclod_peer_sessions"),
+              rank == 0 ? PeerSessions(0, 0, 0, 0) : PeerSessions(0, 0, 1, 0));
+
+    StatsRows rows;
+    rows[{"allreduce", "ring", "eager"}] = {3, 0, 3 * 4096};
+    rows[{"allreduce", "recursive_doubling", "eager"}] = {2, 0, 2 * 262144};
+    rows[{"bcast", "one_to_all", "eager"}] = {1, 0, 400};
+    if (rank == 0) {
+      rows[{"recv", "direct", "eager"}] = {0, 1, 0};
+      rows[{"allreduce", "none", "eager"}] = {0, 1, 0};
+    }
+    const v1::StatsResponse stats = StatsJson(daemons[rank]);
+    EXPECT_EQ(Rows(stats), rows);
+    std::map<std::string, uint64_t> reasons;
+    for (const v1::ErrorCount& error : stats.errors()) reasons[error.reason()] = error.ops();
+    EXPECT_EQ(reasons,
+              (rank == 0 ? std::map<std::string, uint64_t>{{"aborted", 1}, {"deadline_exceeded", 1}}
+                         : std::map<std::string, uint64_t>{}));
+    const ProcessResult table = Ccloctl(daemons[rank], {"stats"});
+    EXPECT_EQ(table.exit_code, 0) << table.output;
+    EXPECT_TRUE(absl::StartsWith(table.output, "tenant   collective  algorithm")) << table.output;
+
+    const ProcessResult check =
+        PromtoolCheck(Scrape(daemons[rank]), "exposition" + std::to_string(rank));
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+  }
+}
+
+// A peer's data session is up once the communicator is, left once the peer's rank left,
+// and no longer counted once the communicator is gone.
+TEST(MetricsTest, PeerSessionsByState) {
+  Daemon daemons[2];
+  Pair pair;
+  JoinAndRun(daemons, pair, [](int) {});
+  if (HasFatalFailure()) return;
+  for (Daemon& daemon : daemons) {
+    EXPECT_EQ(Named(Parse(Scrape(daemon)), "cclod_peer_sessions"), PeerSessions(0, 1, 0, 0));
+  }
+  ASSERT_TRUE(pair.comms[1]->Destroy().ok());
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions") == PeerSessions(0, 0, 1, 0);
+      },
+      absl::Seconds(30)))
+      << Scrape(daemons[0]);
+  EXPECT_EQ(Named(Parse(Scrape(daemons[1])), "cclod_peer_sessions"), PeerSessions(0, 0, 0, 0));
+  ASSERT_TRUE(pair.comms[0]->Destroy().ok());
+  EXPECT_EQ(Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions"), PeerSessions(0, 0, 0, 0));
+
+  // A peer daemon that dies says no goodbye: its session is lost.
+  Pair second;
+  JoinAndRun(daemons, second, [](int) {});
+  if (HasFatalFailure()) return;
+  daemons[1].process().Signal(SIGKILL);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions") == PeerSessions(0, 0, 0, 1);
+      },
+      absl::Seconds(30)))
+      << Scrape(daemons[0]);
+}
+
+}  // namespace
+}  // namespace cclo::testing
