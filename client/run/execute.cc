@@ -10,8 +10,7 @@ absl::Status SendRecv(Communicator& comm, const OpShape& shape, const OpOptions&
   const uint32_t next = (shape.rank + 1) % shape.size;
   const uint32_t previous = (shape.rank + shape.size - 1) % shape.size;
   auto send = [&] {
-    return comm.SendAsync(send_buffer, 0, shape.count, shape.datatype, next, kSendRecvTag,
-                          options);
+    return comm.SendAsync(send_buffer, 0, shape.count, shape.datatype, next, kSendRecvTag, options);
   };
   auto recv = [&] {
     return comm.RecvAsync(recv_buffer, 0, shape.count, shape.datatype, previous, kSendRecvTag,
