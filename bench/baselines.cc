@@ -124,7 +124,7 @@ absl::StatusOr<double> RunLink(double seconds) {
   absl::StatusOr<int> port = FreePort();
   if (!port.ok()) return port.status();
   testing::Process server({"/usr/bin/iperf3", "--server", "--one-off", "--bind", "127.0.0.1",
-                           "--port", absl::StrCat(*port)});
+                           "--port", absl::StrCat(*port), "--forceflush"});
   if (!server.WaitForOutput("Server listening", absl::Seconds(10))) {
     return absl::InternalError(absl::StrCat("iperf3 server did not start:\n", server.Output()));
   }
