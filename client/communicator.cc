@@ -289,6 +289,13 @@ absl::Status Communicator::Barrier(const OpOptions& options) {
   return WaitFor(BarrierAsync(options));
 }
 
+absl::StatusOr<Request> Communicator::NopAsync(const OpOptions& options) {
+  return SubmitCollective(hw::Collective::kNop, nullptr, nullptr, 0, DataType::kInt8,
+                          ReduceOp::kSum, 0, options);
+}
+
+absl::Status Communicator::Nop(const OpOptions& options) { return WaitFor(NopAsync(options)); }
+
 absl::Status Communicator::Destroy() {
   if (destroyed_) return absl::OkStatus();
   v1::DestroyCommunicatorRequest request;

@@ -8,6 +8,7 @@ PACKAGES=(
   libprotobuf-dev libgrpc++-dev libabsl-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   libcli11-dev libssl-dev prometheus-cpp-dev libsystemd-dev libibverbs-dev
   libgtest-dev libgmock-dev libbenchmark-dev iproute2 procps openssl prometheus
+  openmpi-bin libopenmpi-dev libgloo-dev iperf3
 )
 
 missing=()

@@ -8,12 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "cclo/client.h"
 #include "client/run/check.h"
+#include "client/run/execute.h"
 #include "client/table.h"
 
 namespace cclo::run {
 namespace {
-
-constexpr uint32_t kSendRecvTag = 1;
 
 // One run of the table: an op with one algorithm, datatype, root and size.
 struct Run {
@@ -66,7 +65,10 @@ class Runner {
     const OpShape shape = ShapeOf(options_, run);
     FillBuffers(shape, salt, send_.data(), recv_.data());
     const absl::Time start = absl::Now();
-    if (absl::Status status = Execute(shape, run.algorithm); !status.ok()) {
+    OpOptions op_options;
+    op_options.algorithm = run.algorithm;
+    op_options.timeout = options_.op_timeout;
+    if (absl::Status status = Execute(comm_, shape, op_options, send_, recv_); !status.ok()) {
       return absl::Status(
           status.code(),
           absl::StrCat("rank ", options_.rank, ": ", Label(options_, run), ": ", status.message()));
@@ -88,64 +90,6 @@ class Runner {
   const std::string& first_mismatch() const { return first_mismatch_; }
 
  private:
-  absl::Status Execute(const OpShape& shape, const std::string& algorithm) {
-    OpOptions collective;
-    collective.algorithm = algorithm;
-    collective.timeout = options_.op_timeout;
-    collective.in_place = shape.in_place;
-    const uint64_t count = shape.count;
-    const hw::DataType type = shape.datatype;
-    const hw::ReduceOp reduce = shape.reduce_op;
-    switch (shape.op) {
-      case Op::kSendRecv:
-        return SendRecv(count, type, algorithm);
-      case Op::kBcast:
-        return comm_.Bcast(recv_, 0, count, type, shape.root, collective);
-      case Op::kScatter:
-        return comm_.Scatter(send_, recv_, count, type, shape.root, collective);
-      case Op::kGather:
-        return comm_.Gather(send_, recv_, count, type, shape.root, collective);
-      case Op::kAllgather:
-        return comm_.Allgather(send_, recv_, count, type, collective);
-      case Op::kReduce:
-        return comm_.Reduce(send_, recv_, count, type, reduce, shape.root, collective);
-      case Op::kAllreduce:
-        return comm_.Allreduce(send_, recv_, count, type, reduce, collective);
-      case Op::kReduceScatter:
-        return comm_.ReduceScatter(send_, recv_, count, type, reduce, collective);
-      case Op::kAlltoall:
-        return comm_.Alltoall(send_, recv_, count, type, collective);
-      case Op::kBarrier:
-        return comm_.Barrier(collective);
-    }
-    return absl::InternalError("unknown op");
-  }
-
-  // Ring exchange: send to rank + 1 and receive from rank - 1. A daemon runs one rank's ops
-  // in submission order, so even ranks send first and odd ranks receive first; every send
-  // then meets a waiting receive (rank 0 starts the chain also when the size is odd).
-  absl::Status SendRecv(uint64_t count, hw::DataType type, const std::string& algorithm) {
-    OpOptions point_to_point;
-    point_to_point.algorithm = algorithm;
-    point_to_point.timeout = options_.op_timeout;
-    const uint32_t next = (options_.rank + 1) % options_.size;
-    const uint32_t previous = (options_.rank + options_.size - 1) % options_.size;
-    auto send = [&] {
-      return comm_.SendAsync(send_, 0, count, type, next, kSendRecvTag, point_to_point);
-    };
-    auto recv = [&] {
-      return comm_.RecvAsync(recv_, 0, count, type, previous, kSendRecvTag, point_to_point);
-    };
-    const bool send_first = options_.rank % 2 == 0;
-    absl::StatusOr<Request> first = send_first ? send() : recv();
-    if (!first.ok()) return first.status();
-    absl::StatusOr<Request> second = send_first ? recv() : send();
-    if (!second.ok()) return second.status();
-    absl::Status first_done = first->Wait();
-    absl::Status second_done = second->Wait();
-    return first_done.ok() ? second_done : first_done;
-  }
-
   const RunOptions& options_;
   Communicator& comm_;
   Buffer& send_;

@@ -163,6 +163,11 @@ class Communicator {
   absl::Status Barrier(const OpOptions& options = {});
   absl::StatusOr<Request> BarrierAsync(const OpOptions& options = {});
 
+  /// Does nothing at the engine and involves no other rank: the round trip of one op
+  /// through the daemon (submission, scheduling, completion), as benchmarks time it.
+  absl::Status Nop(const OpOptions& options = {});
+  absl::StatusOr<Request> NopAsync(const OpOptions& options = {});
+
   /// Leaves the communicator at the daemon; later ops on it fail with FAILED_PRECONDITION.
   absl::Status Destroy();
 

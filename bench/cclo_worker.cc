@@ -1,0 +1,171 @@
+#include "bench/cclo_worker.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "bench/daemon_cpu.h"
+#include "cclo/client.h"
+#include "client/run/check.h"
+#include "client/run/execute.h"
+
+namespace cclo::bench {
+namespace {
+
+constexpr hw::DataType kType = hw::DataType::kFloat32;
+
+run::Op RunOp(Op op) {
+  switch (op) {
+    case Op::kSendRecv:
+      return run::Op::kSendRecv;
+    case Op::kBcast:
+      return run::Op::kBcast;
+    case Op::kReduce:
+      return run::Op::kReduce;
+    case Op::kAllgather:
+      return run::Op::kAllgather;
+    case Op::kReduceScatter:
+      return run::Op::kReduceScatter;
+    case Op::kAlltoall:
+      return run::Op::kAlltoall;
+    case Op::kAllreduce:
+    case Op::kNop:
+      break;
+  }
+  return run::Op::kAllreduce;
+}
+
+run::OpShape ShapeOf(const WorkerOptions& options, Op op, uint64_t count) {
+  run::OpShape shape;
+  shape.op = RunOp(op);
+  shape.datatype = kType;
+  shape.rank = options.rank;
+  shape.size = options.size;
+  shape.count = count;
+  return shape;
+}
+
+absl::StatusOr<double> DaemonsCpuSeconds(const std::vector<pid_t>& pids) {
+  double total = 0;
+  for (pid_t pid : pids) {
+    absl::StatusOr<double> seconds = CpuSeconds(pid);
+    if (!seconds.ok()) return seconds.status();
+    total += *seconds;
+  }
+  return total;
+}
+
+class Worker {
+ public:
+  Worker(const WorkerOptions& options, Communicator& comm, Buffer& send, Buffer& recv)
+      : options_(options), comm_(comm), send_(send), recv_(recv) {}
+
+  absl::Status RunSize(Op op, uint64_t count) {
+    const run::OpShape shape = ShapeOf(options_, op, count);
+    const uint64_t size = SizeOf(op, count, options_.size, hw::DataTypeSize(kType));
+    const std::string label = absl::StrCat(OpName(op), " ", size);
+    if (op != Op::kNop) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
+    for (uint32_t i = 0; i < options_.warmup; ++i) {
+      if (absl::Status status = RunOnce(op, shape); !status.ok()) return Failed(label, status);
+    }
+    if (absl::Status status = comm_.Barrier(Timeout()); !status.ok()) return Failed(label, status);
+    absl::StatusOr<double> cpu_before = DaemonsCpuSeconds(CpuPids());
+    std::vector<double> micros;
+    std::optional<run::Mismatch> mismatch;
+    for (uint32_t i = 0; i < options_.iters; ++i) {
+      if (options_.check && op != Op::kNop) {
+        run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
+      }
+      const absl::Time start = absl::Now();
+      if (absl::Status status = RunOnce(op, shape); !status.ok()) return Failed(label, status);
+      micros.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+      if (options_.check && op != Op::kNop && !mismatch) {
+        mismatch = run::FindMismatch(shape, recv_.data(), salt_);
+      }
+    }
+    if (absl::Status status = comm_.Barrier(Timeout()); !status.ok()) return Failed(label, status);
+    absl::StatusOr<double> cpu_after = DaemonsCpuSeconds(CpuPids());
+    if (!cpu_before.ok() || !cpu_after.ok()) {
+      return cpu_before.ok() ? cpu_after.status() : cpu_before.status();
+    }
+    std::printf("%s\n", TimesLine(op, size, micros).c_str());
+    if (options_.rank == 0) std::printf("cpu %s %.3f\n", label.c_str(), *cpu_after - *cpu_before);
+    if (options_.check) {
+      std::printf("check %s %s\n", label.c_str(),
+                  mismatch ? absl::StrCat("rank ", options_.rank, " index ", mismatch->index,
+                                          " expected ", mismatch->expected, " got ", mismatch->got)
+                                 .c_str()
+                           : "ok");
+    }
+    std::fflush(stdout);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status RunOnce(Op op, const run::OpShape& shape) {
+    if (op == Op::kNop) return comm_.Nop(Timeout());
+    return run::Execute(comm_, shape, Timeout(), send_, recv_);
+  }
+
+  OpOptions Timeout() const {
+    OpOptions options;
+    options.timeout = options_.op_timeout;
+    return options;
+  }
+
+  // Only rank 0 reads the daemons' CPU time.
+  std::vector<pid_t> CpuPids() const {
+    return options_.rank == 0 ? options_.daemon_pids : std::vector<pid_t>{};
+  }
+
+  absl::Status Failed(const std::string& label, const absl::Status& status) const {
+    return absl::Status(status.code(),
+                        absl::StrCat("rank ", options_.rank, ": ", label, ": ", status.message()));
+  }
+
+  const WorkerOptions& options_;
+  Communicator& comm_;
+  Buffer& send_;
+  Buffer& recv_;
+  uint64_t salt_ = 0;
+};
+
+// Bytes each buffer needs for every op at the largest size.
+uint64_t BufferBytes(const WorkerOptions& options) {
+  uint64_t most = 1;  // the daemon does not make empty buffers
+  const uint64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
+  for (Op op : options.ops) {
+    if (op == Op::kNop) continue;
+    const uint64_t count = CountOf(op, largest, options.size, hw::DataTypeSize(kType));
+    const run::BufferElements elements = run::ElementsOf(ShapeOf(options, op, count));
+    most = std::max(
+        {most, elements.send * hw::DataTypeSize(kType), elements.recv * hw::DataTypeSize(kType)});
+  }
+  return most;
+}
+
+}  // namespace
+
+absl::Status RunWorker(const WorkerOptions& options) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(options.runtime_dir);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      (*client)->Join(options.token, options.rank, options.size);
+  if (!comm.ok()) return comm.status();
+  const uint64_t bytes = BufferBytes(options);
+  absl::StatusOr<Buffer> send = (*client)->AllocBuffer(bytes);
+  if (!send.ok()) return send.status();
+  absl::StatusOr<Buffer> recv = (*client)->AllocBuffer(bytes);
+  if (!recv.ok()) return recv.status();
+  Worker worker(options, **comm, *send, *recv);
+  for (Op op : options.ops) {
+    for (uint64_t count : CountsOf(op, options.sizes, options.size, hw::DataTypeSize(kType))) {
+      if (absl::Status status = worker.RunSize(op, count); !status.ok()) return status;
+    }
+  }
+  // Leave before exiting: an exit breaks the communicator for ranks still finishing.
+  return (*comm)->Destroy();
+}
+
+}  // namespace cclo::bench

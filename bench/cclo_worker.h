@@ -1,0 +1,41 @@
+// One rank of a cclo-bench sweep: a client process of the local cclod.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "bench/sweep.h"
+
+namespace cclo::bench {
+
+/// What one rank runs; every rank of the communicator gets the same but its rank.
+struct WorkerOptions {
+  std::string runtime_dir;
+  std::string token;
+  uint32_t rank = 0;
+  uint32_t size = 1;
+  std::vector<Op> ops;
+  std::vector<uint64_t> sizes;  ///< nccl-tests sizes (sweep.h)
+  uint32_t warmup = 0;
+  uint32_t iters = 1;
+  bool check = false;
+  /// Rank 0 reads their CPU time around each size's timed iterations.
+  std::vector<pid_t> daemon_pids;
+  absl::Duration op_timeout = absl::Minutes(2);
+};
+
+/// Joins the communicator and runs every op at every size (float32 sum; rooted ops at root
+/// 0): `warmup` untimed iterations, a barrier, `iters` timed ones, a barrier. Prints per op
+/// and size a TimesLine; with `check`, fills the inputs before and checks the output after
+/// every iteration (outside the timing) and prints "check <op> <size> ok" or
+/// "check <op> <size> <first mismatch>"; rank 0 prints "cpu <op> <size> <seconds>", the CPU
+/// time the daemons used between the two barriers. Sizes too small for the world size are
+/// skipped. A failed op ends the run with its error; a mismatch does not.
+absl::Status RunWorker(const WorkerOptions& options);
+
+}  // namespace cclo::bench

@@ -1,0 +1,134 @@
+#include "bench/options.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "hw/types.h"
+
+namespace cclo::bench {
+namespace {
+
+constexpr uint64_t kLargestSize = 1ull << 30;
+constexpr uint32_t kMostRanks = 64;
+
+absl::StatusOr<uint64_t> ParseSize(const std::string& flag, const std::string& text) {
+  absl::StatusOr<uint64_t> size = hw::ParseByteSize(text);
+  if (!size.ok())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", size.status().message()));
+  if (*size < 1 || *size > kLargestSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", text, " is outside 1 to ", kLargestSize, " bytes"));
+  }
+  return *size;
+}
+
+absl::Status InRange(const std::string& flag, int64_t value, int64_t low, int64_t high) {
+  if (value >= low && value <= high) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " ", value, " is outside ", low, " to ", high));
+}
+
+}  // namespace
+
+std::string BaselineName(Baseline baseline) {
+  switch (baseline) {
+    case Baseline::kMpi:
+      return "mpi";
+    case Baseline::kGloo:
+      return "gloo";
+    case Baseline::kLink:
+      return "link";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& arguments) {
+  BenchOptions options;
+  absl::StatusOr<std::vector<Op>> ops = ParseOps(arguments.ops);
+  if (!ops.ok()) return absl::InvalidArgumentError(absl::StrCat("--ops: ", ops.status().message()));
+  options.ops = *ops;
+  absl::StatusOr<uint64_t> min_bytes = ParseSize("--min-bytes", arguments.min_bytes);
+  if (!min_bytes.ok()) return min_bytes.status();
+  absl::StatusOr<uint64_t> max_bytes = ParseSize("--max-bytes", arguments.max_bytes);
+  if (!max_bytes.ok()) return max_bytes.status();
+  if (*min_bytes > *max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--min-bytes ", arguments.min_bytes,
+                                                   " exceeds --max-bytes ", arguments.max_bytes));
+  }
+  if (arguments.step_factor != 2 && arguments.step_factor != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--step-factor ", arguments.step_factor, " is neither 2 nor 4"));
+  }
+  options.sizes = SweepSizes(*min_bytes, *max_bytes, arguments.step_factor);
+  if (!arguments.runtime_dirs.empty()) {
+    options.runtime_dirs = absl::StrSplit(arguments.runtime_dirs, ',');
+    if (arguments.daemons != -1 &&
+        arguments.daemons != static_cast<int64_t>(options.runtime_dirs.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("--daemons ", arguments.daemons,
+                                                     " but --runtime-dirs names ",
+                                                     options.runtime_dirs.size(), " daemons"));
+    }
+    if (std::any_of(options.runtime_dirs.begin(), options.runtime_dirs.end(),
+                    [](const std::string& dir) { return dir.empty(); })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--runtime-dirs '", arguments.runtime_dirs, "' has an empty entry"));
+    }
+  }
+  const int64_t daemons = !options.runtime_dirs.empty() ? options.runtime_dirs.size()
+                          : arguments.daemons == -1     ? 2
+                                                        : arguments.daemons;
+  if (absl::Status status = InRange("--daemons", daemons, 1, kMostRanks); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status =
+          InRange("--ranks-per-daemon", arguments.ranks_per_daemon, 1, kMostRanks / daemons);
+      !status.ok()) {
+    return status;
+  }
+  options.daemons = daemons;
+  options.ranks_per_daemon = arguments.ranks_per_daemon;
+  if (options.ranks() < 2 &&
+      std::find(options.ops.begin(), options.ops.end(), Op::kSendRecv) != options.ops.end()) {
+    return absl::InvalidArgumentError("sendrecv needs at least 2 ranks");
+  }
+  if (absl::Status status = InRange("--warmup", arguments.warmup, 0, 1000000); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = InRange("--iters", arguments.iters, 1, 1000000); !status.ok()) {
+    return status;
+  }
+  options.warmup = arguments.warmup;
+  options.iters = arguments.iters;
+  options.check = arguments.check;
+  for (const std::string& name : arguments.baselines) {
+    Baseline baseline;
+    if (name == "mpi") {
+      baseline = Baseline::kMpi;
+    } else if (name == "gloo") {
+      baseline = Baseline::kGloo;
+    } else if (name == "link") {
+      baseline = Baseline::kLink;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--baseline '", name, "' is none of mpi, gloo, link"));
+    }
+    if (std::find(options.baselines.begin(), options.baselines.end(), baseline) ==
+        options.baselines.end()) {
+      options.baselines.push_back(baseline);
+    }
+  }
+  if (arguments.link_seconds < 1 || arguments.link_seconds > 600) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--link-seconds ", arguments.link_seconds, " is outside 1 to 600"));
+  }
+  options.link_seconds = arguments.link_seconds;
+  if (arguments.deadline_seconds <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--deadline ", arguments.deadline_seconds, " is not positive"));
+  }
+  options.deadline = absl::Seconds(arguments.deadline_seconds);
+  return options;
+}
+
+}  // namespace cclo::bench

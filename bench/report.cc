@@ -1,0 +1,68 @@
+#include "bench/report.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/table.h"
+
+namespace cclo::bench {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+// /proc/<pid>/stat counts CPU time in ticks of 10 ms: below ten of them, no figure.
+constexpr double kLeastCpuSeconds = 0.1;
+
+std::string Fixed(double value, int digits) { return absl::StrFormat("%.*f", digits, value); }
+
+}  // namespace
+
+std::string RenderReport(const BenchOptions& options, const Measurements& measurements) {
+  std::vector<std::string> header = {"op",         "size",       "p50_us",   "p99_us",
+                                     "algbw_GB/s", "busbw_GB/s", "cpu_s/GiB"};
+  if (options.check) header.push_back("check");
+  for (const auto& [stack, timings] : measurements.stacks) {
+    header.push_back(BaselineName(stack) + "_p50_us");
+    header.push_back("x" + BaselineName(stack));
+  }
+  const bool link = measurements.link_bytes_per_second > 0;
+  if (link) header.push_back("busbw/link");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [key, micros] : measurements.cclo.timings) {
+    const auto& [op, size] = key;
+    const double p50 = Percentile(micros, 0.5);
+    const double algbw = p50 > 0 ? size / p50 / 1e3 : 0;
+    const double busbw = algbw * BusFactor(op, options.ranks());
+    const bool moves = op != Op::kNop;
+    std::vector<std::string> row = {OpName(op), absl::StrCat(size), Fixed(p50, 1),
+                                    Fixed(Percentile(micros, 0.99), 1)};
+    row.push_back(moves ? Fixed(algbw, 3) : "-");
+    row.push_back(moves ? Fixed(busbw, 3) : "-");
+    auto cpu = measurements.cclo.cpu_seconds.find(key);
+    const double moved = static_cast<double>(size) * options.ranks() * options.iters / kGiB;
+    const bool measurable =
+        moves && cpu != measurements.cclo.cpu_seconds.end() && cpu->second >= kLeastCpuSeconds;
+    row.push_back(measurable ? Fixed(cpu->second / moved, 2) : "-");
+    if (options.check) {
+      auto check = measurements.cclo.checks.find(key);
+      row.push_back(check == measurements.cclo.checks.end() ? "missing" : check->second);
+    }
+    for (const auto& [stack, timings] : measurements.stacks) {
+      auto theirs = timings.find(key);
+      if (theirs == timings.end()) {
+        row.insert(row.end(), {"-", "-"});
+        continue;
+      }
+      const double their_p50 = Percentile(theirs->second, 0.5);
+      row.push_back(Fixed(their_p50, 1));
+      row.push_back(p50 > 0 ? Fixed(their_p50 / p50, 2) : "-");
+    }
+    if (link) {
+      row.push_back(moves ? Fixed(busbw * 1e9 / measurements.link_bytes_per_second, 2) : "-");
+    }
+    rows.push_back(std::move(row));
+  }
+  return client::RenderTable(header, rows);
+}
+
+}  // namespace cclo::bench

@@ -1,0 +1,26 @@
+// cclo-bench's table: per op and size our times and bandwidths beside the baselines'.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "bench/cclo_sweep.h"
+#include "bench/options.h"
+#include "bench/sweep.h"
+
+namespace cclo::bench {
+
+/// Everything one run measured.
+struct Measurements {
+  CcloResults cclo;
+  std::map<Baseline, Timings> stacks;  ///< mpi and gloo, where asked for
+  double link_bytes_per_second = 0;    ///< iperf3's, where asked for
+};
+
+/// One row per op and size we ran: size, p50 and p99 time (us), algbw and busbw (GB/s,
+/// from the p50 time), daemon CPU seconds per GiB moved (size x ranks x iterations; "-" below 0.1 s
+/// of CPU), the check's verdict with --check; per stack baseline its p50 and their p50 / our p50
+/// (above 1: we are faster; the same as our busbw / theirs); with the link, our busbw / iperf3's.
+std::string RenderReport(const BenchOptions& options, const Measurements& measurements);
+
+}  // namespace cclo::bench

@@ -1,0 +1,19 @@
+// Runs one op of cclo-run's set on a communicator, with the buffers the reference fills.
+#pragma once
+
+#include "absl/status/status.h"
+#include "cclo/communicator.h"
+#include "client/run/check.h"
+
+namespace cclo::run {
+
+/// Runs the op of `shape` once on `comm` (rooted ops at shape.root, in place when
+/// shape.in_place) with `send` and `recv` laid out as FillBuffers leaves them, and waits
+/// for it. `options` applies to every op submitted (sendrecv submits two); its in_place is
+/// replaced by shape.in_place. Sendrecv is a ring exchange: each rank sends to rank + 1 and
+/// receives from rank - 1, even ranks sending first and odd ranks receiving first, so that
+/// every send meets a posted receive (rank 0 starts the chain also when the size is odd).
+absl::Status Execute(Communicator& comm, const OpShape& shape, OpOptions options, Buffer& send,
+                     Buffer& recv);
+
+}  // namespace cclo::run

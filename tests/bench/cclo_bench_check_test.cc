@@ -1,0 +1,74 @@
+// cclo-bench --check at small sizes on two daemons it starts: every op's result is right at
+// every size (no timing is judged), and bad arguments are refused with the reason.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo::testing {
+namespace {
+
+ProcessResult Bench(const std::vector<std::string>& args) {
+  std::vector<std::string> command = {Runfile("bench/cclo-bench")};
+  command.insert(command.end(), args.begin(), args.end());
+  return Process(command).Wait(absl::Minutes(4));
+}
+
+TEST(CcloBenchTest, CheckedSweepOnTwoDaemonsIsRightEverywhere) {
+  ProcessResult result = Bench({"--check", "--max-bytes", "64K", "--step-factor", "4", "--warmup",
+                                "1", "--iters", "2", "--daemons", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::set<std::string> ops = {"sendrecv",  "bcast",          "reduce",   "allreduce",
+                                     "allgather", "reduce_scatter", "alltoall", "nop"};
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
+    std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (cells.empty() || !ops.contains(std::string(cells[0]))) continue;
+    ++rows;
+    ASSERT_EQ(cells.size(), 8u) << line;
+    EXPECT_EQ(cells[7], "ok") << line;
+  }
+  // 7 ops at 8 B, 32 B, ..., 32 KiB (allgather, reduce_scatter and alltoall too: one float
+  // per rank at 8 B), and nop once.
+  EXPECT_EQ(rows, 7 * 7 + 1) << result.output;
+}
+
+TEST(CcloBenchTest, ManyRanksOnOneDaemonAreRightToo) {
+  ProcessResult result =
+      Bench({"--check", "--ops", "allreduce,alltoall,sendrecv", "--max-bytes", "4K",
+             "--step-factor", "4", "--iters", "2", "--daemons", "1", "--ranks-per-daemon", "3"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--ops", "allreduce,bogus"}, "unknown op 'bogus'"},
+      {{"--step-factor", "3"}, "--step-factor 3 is neither 2 nor 4"},
+      {{"--min-bytes", "1M", "--max-bytes", "1K"}, "--min-bytes 1M exceeds --max-bytes 1K"},
+      {{"--baseline", "nccl"}, "--baseline 'nccl' is none of mpi, gloo, link"},
+      {{"--daemons", "3", "--runtime-dirs", "/a,/b"}, "--daemons 3 but --runtime-dirs names 2"},
+      {{"--daemons", "1", "--ops", "sendrecv"}, "sendrecv needs at least 2 ranks"},
+      {{"--iters", "0"}, "--iters 0 is outside 1 to"},
+  };
+  for (const auto& [args, message] : cases) {
+    ProcessResult result = Bench(args);
+    EXPECT_EQ(result.exit_code, 2) << message;
+    EXPECT_TRUE(absl::StrContains(result.output, message)) << result.output;
+  }
+}
+
+TEST(CcloBenchTest, AbsentDaemonIsNamed) {
+  ProcessResult result =
+      Bench({"--runtime-dirs", "/tmp/cclo-bench-no-such-dir,/tmp/cclo-bench-no-such-dir", "--iters",
+             "1"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(result.output, "no cclod answers at /tmp/cclo-bench-no-such-dir"))
+      << result.output;
+}
+
+}  // namespace
+}  // namespace cclo::testing
