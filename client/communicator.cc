@@ -66,6 +66,7 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   absl::StatusOr<uint32_t> timeout_ms = client::TimeoutMillis(options.timeout, "op");
   if (!timeout_ms.ok()) return timeout_ms.status();
   request.set_timeout_ms(*timeout_ms);
+  std::vector<client::ClientRing::Dependency> after;
   for (const Request* dependency : options.after) {
     if (dependency == nullptr) return absl::InvalidArgumentError("after: a null request");
     if (dependency->session_ != session_) {
@@ -74,7 +75,7 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
     }
     // The daemon forgets an op once its result was collected; this process knows it.
     if (!dependency->done_) {
-      request.add_after(dependency->op_id_);
+      after.push_back({dependency->cookie_, dependency->op_id_});
     } else if (!dependency->status_.ok()) {
       return absl::AbortedError(absl::StrCat(
           "op ", dependency->op_id_,
@@ -82,22 +83,24 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
           ": ", std::string(dependency->status_.message())));
     }
   }
-  v1::SubmitResponse response;
-  grpc::ClientContext context;
   // Waiting for room may take until the op's deadline (unknown here when the daemon's
   // default applies: then at most kRoomWait).
   constexpr absl::Duration kRoomWait = absl::Minutes(10);
   const absl::Duration room_wait = !options.wait_for_room ? absl::ZeroDuration()
                                    : options.timeout > absl::ZeroDuration() ? options.timeout
                                                                             : kRoomWait;
-  session_->Prepare(context, session_->rpc_timeout() + room_wait);
   const absl::Time submitted_at = absl::Now();
-  grpc::Status status = session_->stub().Submit(&context, request, &response);
-  if (!status.ok()) return client::FromGrpc(status, "Submit");
+  auto accepted = session_->ring().Submit(std::move(request), after,
+                                          submitted_at + session_->rpc_timeout() + room_wait);
+  if (!accepted.ok()) {
+    return absl::Status(accepted.status().code(),
+                        absl::StrCat("Submit: ", accepted.status().message()));
+  }
+  const auto& [cookie, answer] = *accepted;
   // The daemon ends every op by its deadline; past that plus a grace, stop waiting.
   const absl::Time report_by =
-      submitted_at + absl::Milliseconds(response.timeout_ms()) + Request::kReportGrace;
-  return Request(session_, response.op_id(), report_by);
+      submitted_at + absl::Milliseconds(answer.timeout_ms) + Request::kReportGrace;
+  return Request(session_, answer.op_id, cookie, report_by);
 }
 
 absl::StatusOr<Request> Communicator::SubmitCollective(hw::Collective collective,

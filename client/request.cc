@@ -6,31 +6,46 @@
 #include "client/session.h"
 
 namespace cclo {
-namespace {
 
-// Longest single Wait RPC; a long op is waited for in slices so no RPC nears its deadline.
-constexpr absl::Duration kWaitSlice = absl::Seconds(2);
+Request& Request::operator=(Request&& other) noexcept {
+  if (this == &other) return *this;
+  if (session_ && !done_) session_->ring().Forget(cookie_);
+  session_ = std::move(other.session_);
+  op_id_ = other.op_id_;
+  cookie_ = other.cookie_;
+  report_by_ = other.report_by_;
+  done_ = other.done_;
+  status_ = std::move(other.status_);
+  algorithm_ = std::move(other.algorithm_);
+  elapsed_ = other.elapsed_;
+  protocol_ = std::move(other.protocol_);
+  segment_bytes_ = other.segment_bytes_;
+  chosen_by_ = std::move(other.chosen_by_);
+  policy_version_ = other.policy_version_;
+  return *this;
+}
 
-}  // namespace
+Request::~Request() {
+  if (session_ && !done_) session_->ring().Forget(cookie_);
+}
 
-absl::Status Request::Poll(absl::Duration slice) {
-  v1::WaitRequest request;
-  request.set_op_id(op_id_);
-  request.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(slice)));
-  v1::WaitResponse response;
-  grpc::ClientContext context;
-  session_->Prepare(context, slice + session_->rpc_timeout());
-  grpc::Status status = session_->stub().Wait(&context, request, &response);
-  if (!status.ok()) return client::FromGrpc(status, "Wait");
-  if (response.done()) {
+absl::Status Request::Poll(absl::Time deadline) {
+  absl::StatusOr<std::optional<v1::WaitResponse>> response =
+      session_->ring().Finished(cookie_, deadline);
+  if (!response.ok()) {
+    return absl::Status(response.status().code(),
+                        absl::StrCat("Wait: ", response.status().message()));
+  }
+  if (response->has_value()) {
+    const v1::WaitResponse& result = **response;
     done_ = true;
-    status_ = absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
-    algorithm_ = response.algorithm();
-    elapsed_ = absl::Microseconds(response.elapsed_us());
-    protocol_ = response.protocol();
-    segment_bytes_ = response.segment_bytes();
-    chosen_by_ = response.chosen_by();
-    policy_version_ = response.policy_version();
+    status_ = absl::Status(static_cast<absl::StatusCode>(result.code()), result.message());
+    algorithm_ = result.algorithm();
+    elapsed_ = absl::Microseconds(result.elapsed_us());
+    protocol_ = result.protocol();
+    segment_bytes_ = result.segment_bytes();
+    chosen_by_ = result.chosen_by();
+    policy_version_ = result.policy_version();
   }
   return absl::OkStatus();
 }
@@ -40,9 +55,7 @@ absl::Status Request::Wait() { return Wait(absl::InfiniteDuration()); }
 absl::Status Request::Wait(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (!done_) {
-    const absl::Duration left =
-        std::max(std::min(deadline, report_by_) - absl::Now(), absl::ZeroDuration());
-    if (absl::Status polled = Poll(std::min(left, kWaitSlice)); !polled.ok()) return polled;
+    if (absl::Status polled = Poll(std::min(deadline, report_by_)); !polled.ok()) return polled;
     if (done_) break;
     if (absl::Now() >= report_by_) {
       return absl::DeadlineExceededError(
@@ -59,7 +72,7 @@ absl::Status Request::Wait(absl::Duration timeout) {
 
 absl::StatusOr<bool> Request::Test() {
   if (!done_) {
-    if (absl::Status polled = Poll(absl::ZeroDuration()); !polled.ok()) return polled;
+    if (absl::Status polled = Poll(absl::InfinitePast()); !polled.ok()) return polled;
   }
   if (!done_) return false;
   if (!status_.ok()) return status_;

@@ -1,5 +1,6 @@
 #include "client/session.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -38,8 +39,9 @@ absl::StatusOr<int> ConnectUnix(const std::string& path) {
   return fd;
 }
 
-// Says HELLO on `fd` and waits for the answer: the WELCOME frame or the refusal as an error.
-absl::StatusOr<attach::Frame> Handshake(int fd, absl::Time deadline) {
+// Says HELLO on `fd` and waits for the answer: the WELCOME frame with the rings' fds
+// (memfd, command doorbell, completion doorbell), or the refusal as an error.
+absl::StatusOr<attach::Received> Handshake(int fd, absl::Time deadline) {
   attach::Frame hello;
   hello.type = attach::FrameType::kHello;
   if (absl::Status sent = attach::SendFrame(fd, hello); !sent.ok()) return sent;
@@ -48,10 +50,16 @@ absl::StatusOr<attach::Frame> Handshake(int fd, absl::Time deadline) {
     return absl::Status(answer.status().code(),
                         absl::StrCat("attach handshake: ", answer.status().message()));
   }
+  if (answer->frame.type == attach::FrameType::kWelcome && answer->more_fds.size() == 2) {
+    return answer;
+  }
   if (answer->fd >= 0) close(answer->fd);
+  for (int extra : answer->more_fds) close(extra);
   switch (answer->frame.type) {
     case attach::FrameType::kWelcome:
-      return answer->frame;
+      return absl::FailedPreconditionError(
+          "attach handshake: cclod's WELCOME carried no command and completion rings; it is "
+          "older than this libcclo");
     case attach::FrameType::kRefused: {
       // The id is the daemon's status code: PERMISSION_DENIED for a caller of no tenant,
       // RESOURCE_EXHAUSTED for a full sessions quota.
@@ -73,21 +81,52 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<int> fd = ConnectUnix(absl::StrCat(runtime_dir, "/attach.sock"));
   if (!fd.ok()) return fd.status();
-  absl::StatusOr<attach::Frame> welcome = Handshake(*fd, deadline);
+  absl::StatusOr<attach::Received> welcome = Handshake(*fd, deadline);
   if (!welcome.ok()) {
     close(*fd);
     return welcome.status();
   }
+  auto close_all = [&] {
+    close(*fd);
+    close(welcome->fd);
+    for (int extra : welcome->more_fds) close(extra);
+  };
   const std::string target = absl::StrCat("unix:", runtime_dir, "/client.sock");
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
-    close(*fd);
+    close_all();
     return absl::UnavailableError(
         absl::StrCat("cannot connect to ", target, " within ", absl::FormatDuration(timeout)));
   }
-  return std::shared_ptr<Session>(
-      new Session(*fd, welcome->id, welcome->text, timeout, v1::Client::NewStub(channel)));
+  std::shared_ptr<Session> session(new Session(*fd, welcome->frame.id, welcome->frame.text,
+                                               timeout, v1::Client::NewStub(channel)));
+  // The ring's liveness check holds the session weakly: the ring lives inside it.
+  absl::StatusOr<std::unique_ptr<ClientRing>> ring = ClientRing::Map(
+      welcome->fd, welcome->frame.bytes, welcome->more_fds[0], welcome->more_fds[1],
+      [weak = std::weak_ptr<Session>(session)] {
+        std::shared_ptr<Session> alive = weak.lock();
+        return alive ? alive->Alive() : absl::UnavailableError("the session is closed");
+      });
+  if (!ring.ok()) return ring.status();
+  session->ring_ = *std::move(ring);
+  return session;
+}
+
+absl::Status Session::Alive() {
+  // Never waits behind a reader of the attach socket: that reader would see it closed.
+  if (!attach_mutex_.TryLock()) return absl::OkStatus();
+  absl::Status alive;
+  if (attach_fd_ < 0) {
+    alive = absl::FailedPreconditionError("the session is closed");
+  } else {
+    pollfd attach{attach_fd_, POLLRDHUP, 0};
+    if (poll(&attach, 1, 0) > 0 && (attach.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+      alive = absl::UnavailableError("cclod ended the session (its attach socket closed)");
+    }
+  }
+  attach_mutex_.Unlock();
+  return alive;
 }
 
 Session::Session(int attach_fd, uint64_t id, std::string token, absl::Duration rpc_timeout,

@@ -1,5 +1,5 @@
 // The state one libcclo session shares between Client, Communicator and Request: the
-// attach socket, the gRPC stub for client.sock and the session token.
+// attach socket, the gRPC stub for client.sock, the session token and the session's rings.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "cclo/v1/attach.h"
 #include "cclo/v1/client.grpc.pb.h"
+#include "client/ring.h"
 #include "grpcpp/grpcpp.h"
 
 namespace cclo::client {
@@ -38,6 +39,8 @@ class Session {
   absl::Duration rpc_timeout() const { return rpc_timeout_; }
   /// The Client service stub (thread-safe).
   v1::Client::Stub& stub() { return *stub_; }
+  /// The command and completion rings every op goes through (thread-safe).
+  ClientRing& ring() { return *ring_; }
 
   /// Adds the session metadata and a deadline `timeout` from now to `context`.
   void Prepare(grpc::ClientContext& context, absl::Duration timeout) const;
@@ -50,11 +53,14 @@ class Session {
  private:
   Session(int attach_fd, uint64_t id, std::string token, absl::Duration rpc_timeout,
           std::unique_ptr<v1::Client::Stub> stub);
+  /// OK while the daemon holds the session (the attach socket is open at both ends).
+  absl::Status Alive();
 
   const uint64_t id_;
   const std::string token_;
   const absl::Duration rpc_timeout_;
   const std::unique_ptr<v1::Client::Stub> stub_;
+  std::unique_ptr<ClientRing> ring_;  // set once by Open
 
   absl::Mutex attach_mutex_;                      // serialises readers of the attach socket
   int attach_fd_ ABSL_GUARDED_BY(attach_mutex_);  // owned; -1 once closed

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/attach.h"
+#include "cclo/v1/ring.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -34,7 +35,8 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::str
                                                                   const TenantStore* tenants,
                                                                   SessionRegistry* sessions,
                                                                   SessionEndFn on_end,
-                                                                  AdmitFn admit) {
+                                                                  AdmitFn admit,
+                                                                  OpenRingsFn open_rings) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -56,12 +58,14 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::str
     close(fd);
     return Errno("eventfd");
   }
-  return std::unique_ptr<AttachServer>(
-      new AttachServer(path, fd, wake, tenants, sessions, std::move(on_end), std::move(admit)));
+  return std::unique_ptr<AttachServer>(new AttachServer(path, fd, wake, tenants, sessions,
+                                                       std::move(on_end), std::move(admit),
+                                                       std::move(open_rings)));
 }
 
 AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
-                           SessionRegistry* sessions, SessionEndFn on_end, AdmitFn admit)
+                           SessionRegistry* sessions, SessionEndFn on_end, AdmitFn admit,
+                           OpenRingsFn open_rings)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       wake_fd_(wake_fd),
@@ -69,6 +73,7 @@ AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const T
       sessions_(sessions),
       on_end_(std::move(on_end)),
       admit_(std::move(admit)),
+      open_rings_(std::move(open_rings)),
       thread_([this] { Run(); }) {}
 
 AttachServer::~AttachServer() {
@@ -160,6 +165,7 @@ void AttachServer::Greet(int fd, const Pending& pending) {
   } else {
     if (hello->fd >= 0) {
       close(hello->fd);
+      for (int extra : hello->more_fds) close(extra);
       refusal = absl::InvalidArgumentError("HELLO must not carry file descriptors");
     }
     if (hello->frame.type != attach::FrameType::kHello) {
@@ -175,11 +181,20 @@ void AttachServer::Greet(int fd, const Pending& pending) {
   absl::StatusOr<Lease> lease = (*tenant)->Acquire(Resource::kSessions, 1);
   if (!lease.ok()) return Refuse(fd, credentials, lease.status());
   SessionPtr session = sessions_->Create(credentials, fd, *tenant, *std::move(lease));
-  attach::Frame welcome{attach::FrameType::kWelcome, session->id(), 0, session->token()};
-  if (absl::Status sent = attach::SendFrame(fd, welcome); !sent.ok()) {
+  absl::StatusOr<std::vector<int>> ring_fds = open_rings_(session);
+  absl::Status sent = ring_fds.status();
+  if (sent.ok()) {
+    attach::Frame welcome{attach::FrameType::kWelcome, session->id(), ring::kRingBytes,
+                          session->token()};
+    sent = attach::SendFrame(fd, welcome, *ring_fds);
+  }
+  if (!sent.ok()) {
     spdlog::warn("attach: welcome to pid {} failed: {}", credentials.pid,
                  std::string(sent.message()));
+    // EndSession's work for a session that never had a connection here.
     sessions_->Remove(session->id());
+    session->Close();
+    on_end_(session);
     close(fd);
     return;
   }

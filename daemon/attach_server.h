@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/sessions.h"
@@ -18,22 +19,27 @@ class AttachServer {
  public:
   using SessionEndFn = std::function<void(const SessionPtr&)>;
   using AdmitFn = std::function<absl::Status()>;
+  /// Makes a new session's rings; returns the fds its WELCOME carries (owned by the callee).
+  using OpenRingsFn = std::function<absl::StatusOr<std::vector<int>>(const SessionPtr&)>;
 
   /// Binds `path` (replacing a stale socket file) with mode 0666 and starts serving. A
   /// caller becomes a session of the tenant `tenants` maps it to, charged to that tenant's
   /// sessions quota; an unknown caller or a full quota is refused with the reason.
   /// `on_end` runs on the server thread after a client's connection closed. `admit` is
   /// asked before each new session; an error refuses the caller with it (code and text).
+  /// `open_rings` makes each new session's rings, whose fds go with its WELCOME.
   static absl::StatusOr<std::unique_ptr<AttachServer>> Start(const std::string& path,
                                                              const TenantStore* tenants,
                                                              SessionRegistry* sessions,
-                                                             SessionEndFn on_end, AdmitFn admit);
+                                                             SessionEndFn on_end, AdmitFn admit,
+                                                             OpenRingsFn open_rings);
   /// Stops serving, ends every session (running `on_end`) and removes the socket file.
   ~AttachServer();
 
  private:
   AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
-               SessionRegistry* sessions, SessionEndFn on_end, AdmitFn admit);
+               SessionRegistry* sessions, SessionEndFn on_end, AdmitFn admit,
+               OpenRingsFn open_rings);
   /// A connection accepted but not yet greeted: it must send HELLO by `deadline`.
   struct Pending {
     absl::Time deadline;
@@ -54,6 +60,7 @@ class AttachServer {
   SessionRegistry* const sessions_;
   const SessionEndFn on_end_;
   const AdmitFn admit_;
+  const OpenRingsFn open_rings_;
   /// Touched only by the server thread: greeted connections (fd -> session id) and
   /// connections still owing their HELLO.
   std::map<int, uint64_t> connections_;

@@ -128,18 +128,7 @@ grpc::Status ClientService::Wait(grpc::ServerContext* context, const cclo::v1::W
     response->set_done(false);
     return grpc::Status::OK;
   }
-  const OpResult& done = **result;
-  response->set_done(true);
-  response->set_code(static_cast<int32_t>(done.completion.status.code()));
-  response->set_message(std::string(done.completion.status.message()));
-  response->set_algorithm(done.completion.algorithm);
-  response->set_elapsed_us(static_cast<uint64_t>(absl::ToInt64Microseconds(done.elapsed)));
-  if (!done.chosen_by.empty()) {
-    response->set_protocol(std::string(hw::ProtocolName(done.protocol)));
-    response->set_segment_bytes(done.segment_bytes);
-    response->set_chosen_by(done.chosen_by);
-    response->set_policy_version(done.policy_version);
-  }
+  *response = ToWaitResponse(**result);
   return grpc::Status::OK;
 }
 

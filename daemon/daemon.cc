@@ -161,13 +161,18 @@ absl::Status Daemon::StartServers(int peer_port) {
     return owned;
   }
 
+  absl::StatusOr<std::unique_ptr<Rings>> rings = Rings::Start(&ops_, &drain_);
+  if (!rings.ok()) return rings.status();
+  rings_ = *std::move(rings);
   absl::StatusOr<std::unique_ptr<AttachServer>> attach = AttachServer::Start(
       dir + "/attach.sock", &tenants_, &sessions_,
       [this](const SessionPtr& session) {
+        rings_->Close(session->id());
         communicators_.EndSession(session);
         ops_.EndSession(session);
       },
-      [this] { return drain_.Admit("new sessions"); });
+      [this] { return drain_.Admit("new sessions"); },
+      [this](const SessionPtr& session) { return rings_->Open(session); });
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
 

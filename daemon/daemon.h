@@ -15,6 +15,7 @@
 #include "daemon/peer_client.h"
 #include "daemon/peer_tls.h"
 #include "daemon/policy.h"
+#include "daemon/rings.h"
 #include "daemon/root_gather.h"
 #include "daemon/services.h"
 #include "daemon/sessions.h"
@@ -68,6 +69,8 @@ class Daemon {
   std::unique_ptr<grpc::Server> client_server_;
   std::unique_ptr<grpc::Server> admin_server_;
   std::unique_ptr<grpc::Server> peer_server_;
+  /// Before attach_server_, whose sessions' ends close their rings.
+  std::unique_ptr<Rings> rings_;
   std::unique_ptr<AttachServer> attach_server_;
   std::unique_ptr<MetricsServer> metrics_server_;
 };

@@ -40,6 +40,22 @@ absl::Status ResolveBuffer(const Session& session, const char* name, const cclo:
 
 }  // namespace
 
+cclo::v1::WaitResponse ToWaitResponse(const OpResult& done) {
+  cclo::v1::WaitResponse response;
+  response.set_done(true);
+  response.set_code(static_cast<int32_t>(done.completion.status.code()));
+  response.set_message(std::string(done.completion.status.message()));
+  response.set_algorithm(done.completion.algorithm);
+  response.set_elapsed_us(static_cast<uint64_t>(absl::ToInt64Microseconds(done.elapsed)));
+  if (!done.chosen_by.empty()) {
+    response.set_protocol(std::string(hw::ProtocolName(done.protocol)));
+    response.set_segment_bytes(done.segment_bytes);
+    response.set_chosen_by(done.chosen_by);
+    response.set_policy_version(done.policy_version);
+  }
+  return response;
+}
+
 Ops::Ops(hw::Device* device, Communicators* communicators, OpStats* stats,
          absl::Duration default_deadline)
     : device_(device),
@@ -58,7 +74,8 @@ Ops::~Ops() {
 }
 
 absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
-                                                     const cclo::v1::SubmitRequest& request) {
+                                                     const cclo::v1::SubmitRequest& request,
+                                                     OpDone done) {
   if (request.collective() < 0 || request.collective() > kMaxCollective) {
     return absl::InvalidArgumentError(absl::StrCat("unknown collective ", request.collective()));
   }
@@ -153,6 +170,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   NewOp op;
   op.comm_handle = request.comm_handle();
   op.after.assign(request.after().begin(), request.after().end());
+  op.done = std::move(done);
   op.what = absl::StrCat(std::string(hw::CollectiveName(call.collective)), " on rank ", call.rank,
                          " of communicator ", hw::CommIdHex(call.comm));
   const OpLabels labels{tenant->name(), call.collective, call.protocol, call.count * element};

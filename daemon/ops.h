@@ -27,6 +27,9 @@ namespace cclo::daemon {
 /// before retrying; also the name of the trailing metadata that carries it to the client.
 inline constexpr char kRetryAfterMs[] = "cclo-retry-after-ms";
 
+/// What Wait (the RPC or the completion ring) reports of a finished op.
+cclo::v1::WaitResponse ToWaitResponse(const OpResult& result);
+
 class Ops {
  public:
   /// Every op that ends is counted in `stats`.
@@ -40,9 +43,14 @@ class Ops {
   /// Validates the op and registers it; it starts once its `after` ops finished OK (at once
   /// without any) and its result arrives through Session::WaitOp. The deadline counts from
   /// now, waiting included: an op still held then ends with DEADLINE_EXCEEDED and breaks
-  /// its communicator, as an engine call past its deadline does.
+  /// its communicator, as an engine call past its deadline does. With `done`, the result
+  /// is also reported through it (see OpDone) when the op ends.
   absl::StatusOr<cclo::v1::SubmitResponse> Submit(const SessionPtr& session,
-                                                  const cclo::v1::SubmitRequest& request);
+                                                  const cclo::v1::SubmitRequest& request,
+                                                  OpDone done = nullptr);
+
+  /// The deadline of an op that names none.
+  absl::Duration default_deadline() const { return default_deadline_; }
 
   /// The session ended, dropping its held ops: stops watching their deadlines, so that
   /// nothing of the session is kept until then. Call after Session::Close().

@@ -14,7 +14,7 @@ absl::Status Session::AddBuffer(SharedBufferPtr buffer, Lease lease) {
   absl::MutexLock send_lock(&send_mu_);
   if (closed()) return absl::UnavailableError("session is closing");
   attach::Frame frame{attach::FrameType::kBuffer, buffer->id(), buffer->bytes(), ""};
-  if (absl::Status sent = attach::SendFrame(attach_fd_, frame, buffer->fd()); !sent.ok()) {
+  if (absl::Status sent = attach::SendFrame(attach_fd_, frame, {buffer->fd()}); !sent.ok()) {
     return sent;
   }
   absl::MutexLock lock(&mu_);
@@ -140,6 +140,7 @@ absl::StatusOr<uint64_t> Session::AddOp(NewOp new_op) {
     op.what = std::move(new_op.what);
     op.start = std::move(new_op.start);
     op.ended = std::move(new_op.ended);
+    op.done = std::move(new_op.done);
     std::optional<absl::Status> failed;
     for (uint64_t dependency : after) {
       Op& waited = ops_.at(dependency);
@@ -232,13 +233,16 @@ std::optional<absl::Status> Session::ExpireOp(uint64_t op_id) {
 void Session::Pump() {
   while (true) {
     std::vector<std::pair<OpEnded, absl::Status>> ends;
+    std::vector<DoneReport> reports;
     std::optional<ReadyOp> ready;
     {
       absl::MutexLock lock(&mu_);
       ends.swap(unstarted_ends_);
+      reports.swap(done_reports_);
       if (!closed_) ready = TakeReadyLocked();
     }
     for (auto& [ended, status] : ends) ended(status);
+    for (DoneReport& report : reports) report.done(report.op_id, report.result);
     if (!ready) return;
     absl::Status started = ready->start(ready->id);
     if (started.ok()) continue;
@@ -288,6 +292,7 @@ void Session::EndLocked(uint64_t op_id, OpResult result) {
     }
     op.state = OpState::kDone;
     op.result = std::move(outcome);
+    if (op.done) done_reports_.push_back({std::exchange(op.done, nullptr), id, *op.result});
     for (uint64_t dependent_id : std::exchange(op.dependents, {})) {
       auto dependent = ops_.find(dependent_id);
       if (dependent == ops_.end() || dependent->second.state != OpState::kWaiting) continue;
@@ -323,6 +328,12 @@ absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id, absl::Du
   return result;
 }
 
+void Session::ReleaseOp(uint64_t op_id) {
+  absl::MutexLock lock(&mu_);
+  auto found = ops_.find(op_id);
+  if (found != ops_.end() && found->second.state == OpState::kDone) ops_.erase(found);
+}
+
 void Session::Close() {
   std::vector<std::pair<OpEnded, absl::Status>> ends;
   {
@@ -333,6 +344,7 @@ void Session::Close() {
     lease_.Release();
     // Waiting ops never start; started ones finish in the engine and find nothing to update.
     ends.swap(unstarted_ends_);
+    done_reports_.clear();
     for (auto& [id, op] : ops_) {
       if (op.state == OpState::kWaiting && op.ended) {
         ends.emplace_back(std::move(op.ended), absl::CancelledError(absl::StrCat(

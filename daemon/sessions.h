@@ -52,6 +52,11 @@ using OpStart = std::function<absl::Status(uint64_t op_id)>;
 /// start failed, or its session closed: CANCELLED). Called once, outside the session's lock.
 using OpEnded = std::function<void(const absl::Status& status)>;
 
+/// Told an op's result when it ends (not when its session closes), for ops whose results
+/// are pushed to the client instead of collected by WaitOp. Called once, outside the
+/// session's lock; the result stays in the session until ReleaseOp or WaitOp takes it.
+using OpDone = std::function<void(uint64_t op_id, const OpResult& result)>;
+
 /// An op as Submit registers it. The hooks may be empty; all run outside the session's lock.
 struct NewOp {
   uint64_t comm_handle = 0;     ///< ops of one handle start in submission order
@@ -63,6 +68,7 @@ struct NewOp {
   /// Called once, before AddOp returns and before `start` can run, if the op has to wait.
   std::function<void(uint64_t op_id)> held;
   OpEnded ended;
+  OpDone done;
 };
 
 /// Most ops one op may wait for.
@@ -138,6 +144,9 @@ class Session {
   /// NOT_FOUND for ids this session never issued or already collected (also when a
   /// concurrent Wait collected it first).
   absl::StatusOr<std::optional<OpResult>> WaitOp(uint64_t op_id, absl::Duration timeout);
+  /// Drops the result of a finished op whose OpDone reported it; nothing if it is not
+  /// finished or already collected.
+  void ReleaseOp(uint64_t op_id);
   /// Marks the session closed and drops its ops (waiting ones never start and end
   /// CANCELLED through their OpEnded); pending waits wake and fail.
   void Close();
@@ -166,6 +175,7 @@ class Session {
     std::vector<uint64_t> dependents;  ///< ops whose `after` names this one
     OpStart start;                     ///< kWaiting: hands it to the engine
     OpEnded ended;                     ///< kWaiting: told if it never reaches the engine
+    OpDone done;                       ///< told its result when it ends
     std::optional<OpResult> result;    ///< kDone
   };
   /// An op taken out of its queue to start.
@@ -175,7 +185,7 @@ class Session {
     OpEnded ended;
   };
 
-  /// Reports unstarted ends and starts every op that may start, one at a time, until
+  /// Reports unstarted ends and results, and starts every op that may start, one at a time, until
   /// none is left.
   void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(launch_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   /// Takes the next op that may start (front of its handle's queue, nothing left to wait
@@ -200,6 +210,13 @@ class Session {
   std::map<uint64_t, std::deque<uint64_t>> waiting_by_handle_ ABSL_GUARDED_BY(mu_);
   /// Ends of ops that never reached the engine, to report outside the lock.
   std::vector<std::pair<OpEnded, absl::Status>> unstarted_ends_ ABSL_GUARDED_BY(mu_);
+  /// Results to report through OpDone outside the lock.
+  struct DoneReport {
+    OpDone done;
+    uint64_t op_id = 0;
+    OpResult result;
+  };
+  std::vector<DoneReport> done_reports_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   Lease lease_ ABSL_GUARDED_BY(mu_);  ///< on the tenant's sessions quota, until Close()
 };

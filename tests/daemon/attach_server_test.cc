@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -12,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/attach.h"
+#include "cclo/v1/ring.h"
+#include "daemon/session_ring.h"
 
 namespace cclo::daemon {
 namespace {
@@ -38,6 +42,13 @@ class AttachServerTest : public ::testing::Test {
         [this] {
           absl::MutexLock lock(&mu_);
           return admission_;
+        },
+        [this](const SessionPtr&) -> absl::StatusOr<std::vector<int>> {
+          absl::StatusOr<std::unique_ptr<SessionRing>> ring = SessionRing::Create();
+          if (!ring.ok()) return ring.status();
+          absl::MutexLock lock(&mu_);
+          rings_.push_back(*std::move(ring));
+          return rings_.back()->ClientFds();
         });
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -72,6 +83,8 @@ class AttachServerTest : public ::testing::Test {
   std::unique_ptr<AttachServer> server_;
   absl::Mutex mu_;
   std::vector<uint64_t> ended_ ABSL_GUARDED_BY(mu_);
+  /// The rings made for the sessions.
+  std::vector<std::unique_ptr<SessionRing>> rings_ ABSL_GUARDED_BY(mu_);
   /// What the server's admit function answers.
   absl::Status admission_ ABSL_GUARDED_BY(mu_);
 };
@@ -89,6 +102,36 @@ TEST_F(AttachServerTest, HelloGetsSessionWithPeerCredentials) {
   EXPECT_EQ((*session)->id(), welcome->frame.id);
   EXPECT_EQ((*session)->credentials().pid, getpid());
   EXPECT_EQ((*session)->credentials().uid, getuid());
+  close(fd);
+}
+
+TEST_F(AttachServerTest, WelcomeCarriesTheRingsAndTheirDoorbells) {
+  int fd = Connect();
+  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
+  absl::StatusOr<attach::Received> welcome =
+      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
+  EXPECT_EQ(welcome->frame.bytes, ring::kRingBytes);
+  ASSERT_GE(welcome->fd, 0);
+  ASSERT_EQ(welcome->more_fds.size(), 2u);
+  struct stat info {};
+  ASSERT_EQ(fstat(welcome->fd, &info), 0);
+  EXPECT_EQ(static_cast<uint64_t>(info.st_size), ring::kRingBytes);
+  // Sealed: the client cannot shrink the daemon's mapping under it.
+  EXPECT_NE(ftruncate(welcome->fd, 4096), 0);
+  void* base = mmap(nullptr, ring::kRingBytes, PROT_READ, MAP_SHARED, welcome->fd, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  EXPECT_EQ(ring::Header(base)->magic, ring::kMagic);
+  EXPECT_EQ(ring::Header(base)->version, ring::kVersion);
+  EXPECT_EQ(ring::Header(base)->command_slots, ring::kCommandSlots);
+  munmap(base, ring::kRingBytes);
+  for (int doorbell : welcome->more_fds) {
+    EXPECT_EQ(std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", doorbell)).string(),
+              "anon_inode:[eventfd]");
+    close(doorbell);
+  }
+  close(welcome->fd);
   close(fd);
 }
 

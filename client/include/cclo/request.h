@@ -24,11 +24,12 @@ class Request {
   /// How long past an op's deadline Wait() still waits for the daemon's report.
   static constexpr absl::Duration kReportGrace = absl::Seconds(10);
 
-  Request(Request&&) noexcept = default;
-  Request& operator=(Request&&) noexcept = default;
+  Request(Request&& other) noexcept { *this = std::move(other); }
+  Request& operator=(Request&& other) noexcept;
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
-  ~Request() = default;
+  /// A request dropped before its op finished: the op goes on; its result is discarded.
+  ~Request();
 
   /// Waits until the op finishes; returns its result (OK or the daemon's error). The daemon
   /// enforces each op's deadline, so this ends when the op's timeout expires at the latest.
@@ -69,16 +70,19 @@ class Request {
 
  private:
   friend class Communicator;
-  /// `report_by`: when the daemon must have reported the op done (its deadline plus a
-  /// grace); Wait() gives up with DEADLINE_EXCEEDED after it.
-  Request(std::shared_ptr<client::Session> session, uint64_t op_id, absl::Time report_by)
-      : session_(std::move(session)), op_id_(op_id), report_by_(report_by) {}
+  /// `cookie`: the command's key in the session's rings. `report_by`: when the daemon
+  /// must have reported the op done (its deadline plus a grace); Wait() gives up with
+  /// DEADLINE_EXCEEDED after it.
+  Request(std::shared_ptr<client::Session> session, uint64_t op_id, uint64_t cookie,
+          absl::Time report_by)
+      : session_(std::move(session)), op_id_(op_id), cookie_(cookie), report_by_(report_by) {}
 
-  // One Wait RPC waiting at most `slice` at the daemon; records the result when done.
-  absl::Status Poll(absl::Duration slice);
+  // Waits at most until `deadline` for the op's completion; records the result when done.
+  absl::Status Poll(absl::Time deadline);
 
   std::shared_ptr<client::Session> session_;
   uint64_t op_id_ = 0;
+  uint64_t cookie_ = 0;
   absl::Time report_by_;
   bool done_ = false;
   absl::Status status_;  // the op's result once done_

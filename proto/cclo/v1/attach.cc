@@ -23,7 +23,7 @@ void Get(const uint8_t*& in, void* value, size_t size) {
 }
 
 /// Room for this many fds per message; more are truncated by the kernel and refused.
-constexpr size_t kMaxFdsPerMessage = 4;
+constexpr size_t kMaxFdsPerMessage = kMaxFds + 1;
 
 absl::Status Errno(const char* what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -82,22 +82,26 @@ absl::StatusOr<Frame> Decode(const uint8_t* data, size_t size) {
   return frame;
 }
 
-absl::Status SendFrame(int socket_fd, const Frame& frame, int fd) {
+absl::Status SendFrame(int socket_fd, const Frame& frame, absl::Span<const int> fds) {
+  if (fds.size() > kMaxFds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attach frame with ", fds.size(), " fds; at most ", kMaxFds));
+  }
   absl::StatusOr<std::array<uint8_t, kFrameBytes>> bytes = Encode(frame);
   if (!bytes.ok()) return bytes.status();
   iovec iov{bytes->data(), bytes->size()};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
+  alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))] = {};
+  if (!fds.empty()) {
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
     cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    cmsg->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), fds.data(), fds.size() * sizeof(int));
   }
   ssize_t sent;
   do {
@@ -114,9 +118,10 @@ absl::StatusOr<Received> ReceiveFrame(int socket_fd, absl::Time deadline) {
   std::array<uint8_t, kFrameBytes> bytes{};
   size_t have = 0;
   Received received;
-  // Every fd that arrives is ours to close: keep the first, close any other at once.
+  // Every fd that arrives is ours to close: keep the first kMaxFds, close any other at once.
   auto fail = [&received](absl::Status status) -> absl::StatusOr<Received> {
     if (received.fd >= 0) close(received.fd);
+    for (int fd : received.more_fds) close(fd);
     return status;
   };
   while (have < kFrameBytes) {
@@ -147,6 +152,8 @@ absl::StatusOr<Received> ReceiveFrame(int socket_fd, absl::Time deadline) {
         std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
         if (received.fd < 0) {
           received.fd = fd;
+        } else if (received.more_fds.size() + 1 < kMaxFds) {
+          received.more_fds.push_back(fd);
         } else {
           close(fd);
         }

@@ -1,8 +1,10 @@
 // The attach protocol, version 1: fixed-size frames on the Unix stream socket attach.sock.
 //
 //   client -> daemon  HELLO    (once, right after connect)
-//   daemon -> client  WELCOME  (session id and token) or REFUSED (status code and reason),
-//                              then
+//   daemon -> client  WELCOME  (session id and token; the size of the rings' memfd, which
+//                              comes with it by SCM_RIGHTS, followed by the command and
+//                              completion doorbell eventfds: see cclo/v1/ring.h) or REFUSED
+//                              (status code and reason), then
 //   daemon -> client  BUFFER   (buffer id and size, with the buffer's memfd by SCM_RIGHTS),
 //                              one per AllocBuffer, sent before the RPC answers.
 //
@@ -12,6 +14,9 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "absl/types/span.h"
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -33,7 +38,7 @@ enum class FrameType : uint16_t {
 struct Frame {
   FrameType type = FrameType::kHello;
   uint64_t id = 0;     ///< WELCOME: session id; BUFFER: buffer id; REFUSED: status code
-  uint64_t bytes = 0;  ///< BUFFER: buffer size
+  uint64_t bytes = 0;  ///< BUFFER: buffer size; WELCOME: size of the rings' memfd
   std::string text;    ///< WELCOME: session token; REFUSED: reason
 };
 
@@ -45,13 +50,17 @@ absl::StatusOr<std::array<uint8_t, kFrameBytes>> Encode(const Frame& frame);
 /// Decodes and validates a frame: magic, version, type, NUL-terminated text.
 absl::StatusOr<Frame> Decode(const uint8_t* data, size_t size);
 
-/// Sends one frame, with `fd` attached by SCM_RIGHTS when fd >= 0.
-absl::Status SendFrame(int socket_fd, const Frame& frame, int fd = -1);
+/// Most fds one frame carries.
+inline constexpr size_t kMaxFds = 3;
 
-/// A received frame and the fd that came with it (-1 if none; the caller owns it).
+/// Sends one frame, with `fds` (at most kMaxFds) attached by SCM_RIGHTS.
+absl::Status SendFrame(int socket_fd, const Frame& frame, absl::Span<const int> fds = {});
+
+/// A received frame and the fds that came with it, in order (the caller owns them).
 struct Received {
   Frame frame;
-  int fd = -1;
+  int fd = -1;                ///< the first fd, -1 if none
+  std::vector<int> more_fds;  ///< the others
 };
 
 /// Receives one whole frame, waiting at most until `deadline`. A closed peer is

@@ -1,0 +1,248 @@
+#include "client/ring.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace cclo::client {
+namespace {
+
+/// How long a waiter spins on the ring before it sleeps on the doorbell.
+constexpr absl::Duration kSpin = absl::Microseconds(30);
+/// Longest sleep between checks that the daemon still holds the session.
+constexpr absl::Duration kAliveCheck = absl::Milliseconds(100);
+
+void SignalEventfd(int eventfd) {
+  const uint64_t one = 1;
+  (void)!write(eventfd, &one, sizeof(one));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClientRing>> ClientRing::Map(int memfd, uint64_t bytes,
+                                                            int command_doorbell,
+                                                            int completion_doorbell,
+                                                            AliveFn alive) {
+  auto fail = [&](absl::Status status) -> absl::Status {
+    close(memfd);
+    close(command_doorbell);
+    close(completion_doorbell);
+    return status;
+  };
+  struct stat info {};
+  if (bytes != ring::kRingBytes || fstat(memfd, &info) != 0 ||
+      static_cast<uint64_t>(info.st_size) != ring::kRingBytes) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("cclod's rings are ", bytes, " bytes (memfd ", info.st_size,
+                     "); this libcclo expects ", ring::kRingBytes, ": versions differ")));
+  }
+  void* base = mmap(nullptr, ring::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (base == MAP_FAILED) {
+    return fail(absl::InternalError(absl::StrCat("mmap of the rings: ", std::strerror(errno))));
+  }
+  const ring::RingHeader* header = ring::Header(base);
+  if (header->magic != ring::kMagic || header->version != ring::kVersion ||
+      header->command_slots != ring::kCommandSlots ||
+      header->completion_slots != ring::kCompletionSlots) {
+    munmap(base, ring::kRingBytes);
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("cclod's rings have magic 0x", absl::Hex(header->magic), ", version ",
+                     header->version, "; this libcclo speaks version ", ring::kVersion)));
+  }
+  return std::unique_ptr<ClientRing>(
+      new ClientRing(memfd, base, command_doorbell, completion_doorbell, std::move(alive)));
+}
+
+ClientRing::ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell,
+                       AliveFn alive)
+    : memfd_(memfd),
+      base_(base),
+      header_(ring::Header(base)),
+      command_doorbell_(command_doorbell),
+      completion_doorbell_(completion_doorbell),
+      alive_(std::move(alive)) {}
+
+ClientRing::~ClientRing() {
+  munmap(base_, ring::kRingBytes);
+  close(memfd_);
+  close(command_doorbell_);
+  close(completion_doorbell_);
+}
+
+void ClientRing::WakeDaemon() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (header_->daemon_sleeping.load(std::memory_order_relaxed) != 0) {
+    SignalEventfd(command_doorbell_);
+  }
+}
+
+void ClientRing::ConsumeLocked() {
+  if (!broken_.ok()) return;
+  const uint64_t head = header_->completion_head.load(std::memory_order_acquire);
+  if (head == completion_tail_) return;
+  if (head < completion_tail_ || head - completion_tail_ > ring::kCompletionSlots) {
+    broken_ = absl::InternalError(absl::StrCat("completion ring head ", head, " is outside [",
+                                               completion_tail_, ", +", ring::kCompletionSlots,
+                                               "]"));
+    return;
+  }
+  const ring::CompletionSlot* slots = ring::Completions(base_);
+  for (; completion_tail_ < head; ++completion_tail_) {
+    const ring::CompletionSlot slot = slots[completion_tail_ % ring::kCompletionSlots];
+    const bool forgotten = forgotten_.contains(slot.cookie);
+    switch (static_cast<ring::CompletionKind>(slot.kind)) {
+      case ring::CompletionKind::kAccepted:
+        if (!forgotten) {
+          answers_.emplace(slot.cookie,
+                           Accepted{slot.op_id, static_cast<uint32_t>(slot.timeout_ms)});
+        }
+        break;
+      case ring::CompletionKind::kRejected: {
+        const v1::WaitResponse result = ring::DecodeCompletion(slot);
+        absl::Status refused(static_cast<absl::StatusCode>(result.code()), result.message());
+        if (slot.cookie == 0) {
+          broken_ = refused;  // the daemon no longer serves this ring
+        } else if (forgotten) {
+          forgotten_.erase(slot.cookie);
+        } else {
+          answers_.emplace(slot.cookie, refused);
+        }
+        break;
+      }
+      case ring::CompletionKind::kFinished:
+        if (forgotten) {
+          forgotten_.erase(slot.cookie);
+        } else {
+          finished_.emplace(slot.cookie, ring::DecodeCompletion(slot));
+        }
+        break;
+    }
+  }
+  header_->completion_tail.store(completion_tail_, std::memory_order_release);
+  // The daemon releases consumed results and posts what did not fit when it runs.
+  WakeDaemon();
+}
+
+std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready,
+                                              absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    ConsumeLocked();
+    if (ready()) return absl::OkStatus();
+    if (!broken_.ok()) return broken_;
+  }
+  const absl::Duration nap = std::min(deadline - absl::Now(), kAliveCheck);
+  const timespec timeout = absl::ToTimespec(std::max(nap, absl::ZeroDuration()));
+  pollfd doorbell{completion_doorbell_, POLLIN, 0};
+  if (ppoll(&doorbell, 1, &timeout, nullptr) > 0) {
+    uint64_t count;
+    (void)!read(completion_doorbell_, &count, sizeof(count));
+  } else if (absl::Status alive = alive_(); !alive.ok()) {
+    return alive;
+  }
+  return std::nullopt;
+}
+
+absl::Status ClientRing::Await(const std::function<bool()>& ready, absl::Time deadline) {
+  while (true) {
+    const absl::Time spin_until = std::min(absl::Now() + kSpin, deadline);
+    do {
+      absl::MutexLock lock(&mu_);
+      ConsumeLocked();
+      if (ready()) return absl::OkStatus();
+      if (!broken_.ok()) return broken_;
+    } while (absl::Now() < spin_until);
+    if (absl::Now() >= deadline) return absl::DeadlineExceededError("deadline passed");
+    // Say so before sleeping, then look once more: the daemon rings after this.
+    header_->client_waiters.fetch_add(1, std::memory_order_seq_cst);
+    std::optional<absl::Status> ended = Sleep(ready, deadline);
+    header_->client_waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (ended) return *ended;
+  }
+}
+
+absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
+    v1::SubmitRequest request, const std::vector<Dependency>& after, absl::Time deadline) {
+  uint64_t cookie = 0;
+  absl::Status posted;
+  // Dependencies are checked and the command posted under one hold of mu_, in which no
+  // completion is consumed: the daemon still holds every result this leaves in `after`.
+  auto post = [&] {
+    const uint64_t taken = header_->command_tail.load(std::memory_order_acquire);
+    if (taken > command_head_ || command_head_ - taken >= ring::kCommandSlots) return false;
+    request.clear_after();
+    for (const Dependency& dependency : after) {
+      auto done = finished_.find(dependency.cookie);
+      if (done == finished_.end()) {
+        request.add_after(dependency.op_id);
+      } else if (done->second.code() != 0) {
+        posted = absl::AbortedError(absl::StrCat(
+            "op ", dependency.op_id, " that this op waits for failed: ",
+            absl::StatusCodeToString(static_cast<absl::StatusCode>(done->second.code())), ": ",
+            done->second.message()));
+        return true;
+      }
+    }
+    cookie = next_cookie_++;
+    ring::CommandSlot& slot = ring::Commands(base_)[command_head_ % ring::kCommandSlots];
+    posted = ring::EncodeCommand(request, cookie, slot);
+    if (!posted.ok()) return true;
+    ++command_head_;
+    header_->command_head.store(command_head_, std::memory_order_release);
+    return true;
+  };
+  absl::Status room = Await(post, deadline);
+  if (!room.ok()) {
+    return absl::Status(room.code(), absl::StrCat("posting to the command ring: ", room.message()));
+  }
+  if (!posted.ok()) return posted;
+  WakeDaemon();
+  std::optional<absl::StatusOr<Accepted>> answer;
+  absl::Status waited = Await(
+      [&] {
+        auto found = answers_.find(cookie);
+        if (found == answers_.end()) return false;
+        answer = std::move(found->second);
+        answers_.erase(found);
+        return true;
+      },
+      deadline);
+  if (!waited.ok()) {
+    Forget(cookie);
+    return absl::Status(waited.code(),
+                        absl::StrCat("waiting for cclod to take the op: ", waited.message()));
+  }
+  if (!answer->ok()) return answer->status();
+  return std::make_pair(cookie, **answer);
+}
+
+absl::StatusOr<std::optional<v1::WaitResponse>> ClientRing::Finished(uint64_t cookie,
+                                                                     absl::Time deadline) {
+  std::optional<v1::WaitResponse> result;
+  absl::Status waited = Await(
+      [&] {
+        auto found = finished_.find(cookie);
+        if (found == finished_.end()) return false;
+        result = std::move(found->second);
+        finished_.erase(found);
+        return true;
+      },
+      deadline);
+  if (waited.code() == absl::StatusCode::kDeadlineExceeded) return result;
+  if (!waited.ok()) return waited;
+  return result;
+}
+
+void ClientRing::Forget(uint64_t cookie) {
+  absl::MutexLock lock(&mu_);
+  answers_.erase(cookie);
+  if (finished_.erase(cookie) == 0) forgotten_.insert(cookie);
+}
+
+}  // namespace cclo::client

@@ -1,0 +1,97 @@
+// libcclo's side of the session's command and completion rings (layout: cclo/v1/ring.h):
+// posts commands, and dispatches the completions to their waiters by cookie. Waiting
+// spins briefly, then sleeps on the completion doorbell.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cclo/v1/client.pb.h"
+#include "cclo/v1/ring.h"
+
+namespace cclo::client {
+
+/// Thread-safe.
+class ClientRing {
+ public:
+  /// Says whether the daemon still holds the session: OK, or why not.
+  using AliveFn = std::function<absl::Status()>;
+
+  /// Maps the rings the WELCOME frame carried (`bytes` as it said) and takes the fds.
+  /// A size, magic or version other than this library's is FAILED_PRECONDITION.
+  static absl::StatusOr<std::unique_ptr<ClientRing>> Map(int memfd, uint64_t bytes,
+                                                         int command_doorbell,
+                                                         int completion_doorbell, AliveFn alive);
+  ~ClientRing();
+  ClientRing(const ClientRing&) = delete;
+  ClientRing& operator=(const ClientRing&) = delete;
+
+  /// An op `after` names: the cookie of its command and its op id.
+  struct Dependency {
+    uint64_t cookie = 0;
+    uint64_t op_id = 0;
+  };
+  /// The daemon's answer to a command.
+  struct Accepted {
+    uint64_t op_id = 0;
+    uint32_t timeout_ms = 0;  ///< the op's deadline from submission
+  };
+
+  /// Posts `request` (its `after` filled from `after` here: a dependency whose result this
+  /// process already has is left out, or fails the post with ABORTED if it failed) and
+  /// waits for the daemon's answer, both by `deadline`. Returns the command's cookie with
+  /// the answer; a refusal is the daemon's error.
+  absl::StatusOr<std::pair<uint64_t, Accepted>> Submit(v1::SubmitRequest request,
+                                                       const std::vector<Dependency>& after,
+                                                       absl::Time deadline);
+  /// The result of the op of `cookie`, waiting until `deadline` (nullopt then); once
+  /// returned, the ring forgets it.
+  absl::StatusOr<std::optional<v1::WaitResponse>> Finished(uint64_t cookie, absl::Time deadline);
+  /// Drops what arrives for `cookie` (its request is gone without waiting).
+  void Forget(uint64_t cookie);
+
+ private:
+  ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell, AliveFn alive);
+
+  /// Consumes every posted completion into the maps below.
+  void ConsumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Calls `ready` (under mu_, after consuming) until it returns true, spinning briefly,
+  /// then sleeping on the completion doorbell; DEADLINE_EXCEEDED at `deadline`.
+  absl::Status Await(const std::function<bool()>& ready, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  /// One sleep of Await, with client_waiters raised: OK if `ready` held before it slept,
+  /// the ring's or the session's error, or nullopt after waking or napping (look again).
+  std::optional<absl::Status> Sleep(const std::function<bool()>& ready, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  /// Rings the daemon's doorbell if it sleeps.
+  void WakeDaemon();
+
+  const int memfd_;
+  void* const base_;
+  ring::RingHeader* const header_;
+  const int command_doorbell_;
+  const int completion_doorbell_;
+  const AliveFn alive_;
+
+  absl::Mutex mu_;
+  uint64_t command_head_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t completion_tail_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_cookie_ ABSL_GUARDED_BY(mu_) = 1;
+  /// Set once the daemon stopped serving the ring (or the ring is corrupt): every wait
+  /// fails with it.
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, absl::StatusOr<Accepted>> answers_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, v1::WaitResponse> finished_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> forgotten_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cclo::client

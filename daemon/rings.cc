@@ -1,0 +1,244 @@
+#include "daemon/rings.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::daemon {
+namespace {
+
+/// How long the ring thread keeps looking for commands after its last work before it
+/// sleeps on the doorbells.
+constexpr absl::Duration kSpin = absl::Microseconds(50);
+/// How often a parked command (waiting for room in its tenant's quota) is retried.
+constexpr int kParkedRetryMs = 1;
+/// epoll data of the wake eventfd (session ids start at 1).
+constexpr uint64_t kWakeId = 0;
+
+ring::CompletionSlot Refusal(uint64_t cookie, const absl::Status& status) {
+  cclo::v1::WaitResponse result;
+  result.set_code(static_cast<int32_t>(status.code()));
+  result.set_message(std::string(status.message()));
+  return ring::EncodeCompletion(ring::CompletionKind::kRejected, cookie, 0, result);
+}
+
+void SignalEventfd(int eventfd) {
+  const uint64_t one = 1;
+  (void)!write(eventfd, &one, sizeof(one));
+}
+
+void ClearEventfd(int eventfd) {
+  uint64_t count;
+  (void)!read(eventfd, &count, sizeof(count));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Rings>> Rings::Start(Ops* ops, const Drain* drain) {
+  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) return absl::InternalError(absl::StrCat("epoll: ", std::strerror(errno)));
+  int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = kWakeId;
+  if (wake_fd < 0 || epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &event) != 0) {
+    absl::Status status = absl::InternalError(absl::StrCat("ring wake fd: ", std::strerror(errno)));
+    if (wake_fd >= 0) close(wake_fd);
+    close(epoll_fd);
+    return status;
+  }
+  return std::unique_ptr<Rings>(new Rings(ops, drain, epoll_fd, wake_fd));
+}
+
+Rings::Rings(Ops* ops, const Drain* drain, int epoll_fd, int wake_fd)
+    : ops_(ops),
+      drain_(drain),
+      epoll_fd_(epoll_fd),
+      wake_fd_(wake_fd),
+      thread_([this] { Run(); }) {}
+
+Rings::~Rings() {
+  stopping_ = true;
+  SignalEventfd(wake_fd_);
+  thread_.join();
+  served_.clear();
+  {
+    absl::MutexLock lock(&mu_);
+    opened_.clear();
+    sessions_.clear();
+  }
+  close(wake_fd_);
+  close(epoll_fd_);
+}
+
+absl::StatusOr<std::vector<int>> Rings::Open(const SessionPtr& session) {
+  absl::StatusOr<std::unique_ptr<SessionRing>> created = SessionRing::Create();
+  if (!created.ok()) return created.status();
+  std::shared_ptr<SessionRing> ring = *std::move(created);
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = session->id();
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ring->command_doorbell(), &event) != 0) {
+    return absl::InternalError(absl::StrCat("epoll add: ", std::strerror(errno)));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    opened_[session->id()] = ring;
+    sessions_[session->id()] = session;
+  }
+  ++version_;
+  SignalEventfd(wake_fd_);
+  return ring->ClientFds();
+}
+
+void Rings::Close(uint64_t session_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = opened_.find(session_id);
+    if (found == opened_.end()) return;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, found->second->command_doorbell(), nullptr);
+    opened_.erase(found);
+    sessions_.erase(session_id);
+  }
+  // The ring thread drops its reference at its next pass, which closes the fds.
+  ++version_;
+  SignalEventfd(wake_fd_);
+}
+
+void Rings::Refresh() {
+  if (version_.load() == served_version_) return;
+  absl::MutexLock lock(&mu_);
+  served_version_ = version_.load();
+  std::erase_if(served_, [&](const auto& entry) { return !opened_.contains(entry.first); });
+  for (const auto& [id, ring] : opened_) {
+    if (!served_.contains(id)) served_[id] = Served{sessions_.at(id), ring};
+  }
+}
+
+void Rings::Run() {
+  absl::Time idle_since = absl::Now();
+  epoll_event events[64];
+  while (!stopping_) {
+    Refresh();
+    bool work = false;
+    for (auto& [id, served] : served_) work |= Serve(id, served);
+    if (work) {
+      idle_since = absl::Now();
+      continue;
+    }
+    if (absl::Now() - idle_since < kSpin) continue;
+    // Say so before sleeping, then look once more: a client that posts after this rings.
+    bool pending = false, parked = false;
+    for (auto& [id, served] : served_) served.ring->SetDaemonSleeping(true);
+    for (auto& [id, served] : served_) {
+      parked |= served.parked.has_value();
+      pending |= !served.broken && !served.parked && !served.ring->Overflowing() &&
+                 served.ring->HasCommands();
+    }
+    if (!pending) {
+      const int ready = epoll_wait(epoll_fd_, events, 64, parked ? kParkedRetryMs : -1);
+      for (int i = 0; i < ready; ++i) {
+        const uint64_t id = events[i].data.u64;
+        if (id == kWakeId) {
+          ClearEventfd(wake_fd_);
+        } else if (auto found = served_.find(id); found != served_.end()) {
+          ClearEventfd(found->second.ring->command_doorbell());
+        }
+      }
+    }
+    for (auto& [id, served] : served_) served.ring->SetDaemonSleeping(false);
+    idle_since = absl::Now();
+  }
+}
+
+bool Rings::Serve(uint64_t session_id, Served& served) {
+  SessionPtr session = served.session.lock();
+  if (!session || served.broken) return false;
+  SessionRing& ring = *served.ring;
+  bool work = ring.FlushOverflow();
+  if (served.parked) {
+    Served::Parked parked = *served.parked;
+    if (!Submit(session, served, parked.request, parked.cookie, parked.submitted)) return work;
+    work = true;
+  }
+  // A client that does not consume its completions gets no more commands taken.
+  size_t taken = 0;
+  while (taken < kBatch && !served.parked && !ring.Overflowing()) {
+    absl::StatusOr<std::vector<ring::CommandSlot>> commands = ring.TakeCommands(1);
+    if (!commands.ok()) {
+      served.broken = true;
+      spdlog::warn("session {}: {}; its command ring is no longer served", session_id,
+                   std::string(commands.status().message()));
+      ring.Post(Refusal(0, absl::Status(commands.status().code(),
+                                        absl::StrCat(commands.status().message(),
+                                                     "; the command ring is no longer served"))));
+      return true;
+    }
+    if (commands->empty()) break;
+    ++taken;
+    const ring::CommandSlot& command = commands->front();
+    absl::StatusOr<cclo::v1::SubmitRequest> request = ring::DecodeCommand(command);
+    if (!request.ok()) {
+      ring.Post(Refusal(command.cookie, request.status()));
+      continue;
+    }
+    Submit(session, served, *std::move(request), command.cookie, absl::Now());
+  }
+  if (taken > 0) ring.WakeClient();  // room in the command ring
+  for (uint64_t op_id : ring.TakeConsumed()) session->ReleaseOp(op_id);
+  return work || taken > 0;
+}
+
+bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRequest request,
+                   uint64_t cookie, absl::Time submitted) {
+  SessionRing& ring = *served.ring;
+  served.parked.reset();
+  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) {
+    ring.Post(Refusal(cookie, admitted));
+    return true;
+  }
+  // This thread never waits for room: a command that would is parked and retried.
+  const bool wait_for_room = request.wait_for_room();
+  const absl::Duration timeout = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
+                                                          : ops_->default_deadline();
+  const absl::Time deadline = submitted + timeout;
+  cclo::v1::SubmitRequest attempt = request;
+  attempt.set_wait_for_room(false);
+  if (wait_for_room) {
+    // Time spent parked counts toward the op's deadline.
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+    attempt.set_timeout_ms(static_cast<uint32_t>(
+        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
+  }
+  OpDone done = [weak = std::weak_ptr<SessionRing>(served.ring), cookie](uint64_t op_id,
+                                                                          const OpResult& result) {
+    if (std::shared_ptr<SessionRing> ring = weak.lock()) {
+      ring->Post(ring::EncodeCompletion(ring::CompletionKind::kFinished, cookie, op_id,
+                                        ToWaitResponse(result)));
+    }
+  };
+  absl::StatusOr<cclo::v1::SubmitResponse> accepted = ops_->Submit(session, attempt, done);
+  if (accepted.ok()) {
+    cclo::v1::WaitResponse answer;
+    ring::CompletionSlot slot =
+        ring::EncodeCompletion(ring::CompletionKind::kAccepted, cookie, accepted->op_id(), answer);
+    slot.timeout_ms = accepted->timeout_ms();
+    ring.Post(slot);
+    return true;
+  }
+  if (wait_for_room && accepted.status().GetPayload(kRetryAfterMs) && absl::Now() < deadline) {
+    served.parked = Served::Parked{std::move(request), cookie, submitted, deadline};
+    return false;
+  }
+  ring.Post(Refusal(cookie, accepted.status()));
+  return true;
+}
+
+}  // namespace cclo::daemon

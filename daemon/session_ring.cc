@@ -1,0 +1,156 @@
+#include "daemon/session_ring.h"
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+
+namespace cclo::daemon {
+
+absl::StatusOr<std::unique_ptr<SessionRing>> SessionRing::Create() {
+  int memfd = memfd_create("cclo-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (memfd < 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", std::strerror(errno)));
+  }
+  int command_doorbell = -1;
+  int completion_doorbell = -1;
+  auto fail = [&](const char* what) -> absl::Status {
+    absl::Status status =
+        absl::ResourceExhaustedError(absl::StrCat("rings: ", what, ": ", std::strerror(errno)));
+    close(memfd);
+    if (command_doorbell >= 0) close(command_doorbell);
+    if (completion_doorbell >= 0) close(completion_doorbell);
+    return status;
+  };
+  if (ftruncate(memfd, ring::kRingBytes) != 0) return fail("ftruncate");
+  if (fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return fail("seal");
+  }
+  command_doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (command_doorbell < 0) return fail("eventfd");
+  completion_doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (completion_doorbell < 0) return fail("eventfd");
+  void* base = mmap(nullptr, ring::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (base == MAP_FAILED) return fail("mmap");
+  ring::RingHeader* header = new (base) ring::RingHeader();
+  header->magic = ring::kMagic;
+  header->version = ring::kVersion;
+  header->command_slots = ring::kCommandSlots;
+  header->completion_slots = ring::kCompletionSlots;
+  return std::unique_ptr<SessionRing>(
+      new SessionRing(memfd, base, command_doorbell, completion_doorbell));
+}
+
+SessionRing::SessionRing(int memfd, void* base, int command_doorbell, int completion_doorbell)
+    : memfd_(memfd),
+      base_(base),
+      header_(ring::Header(base)),
+      command_doorbell_(command_doorbell),
+      completion_doorbell_(completion_doorbell) {}
+
+SessionRing::~SessionRing() {
+  munmap(base_, ring::kRingBytes);
+  close(memfd_);
+  close(command_doorbell_);
+  close(completion_doorbell_);
+}
+
+bool SessionRing::PostLocked(const ring::CompletionSlot& slot) {
+  const uint64_t tail = header_->completion_tail.load(std::memory_order_acquire);
+  if (tail > completion_head_ || completion_head_ - tail >= ring::kCompletionSlots) return false;
+  ring::Completions(base_)[completion_head_ % ring::kCompletionSlots] = slot;
+  if (slot.kind == static_cast<uint32_t>(ring::CompletionKind::kFinished)) {
+    finished_.emplace_back(completion_head_, slot.op_id);
+  }
+  ++completion_head_;
+  header_->completion_head.store(completion_head_, std::memory_order_release);
+  return true;
+}
+
+void SessionRing::Post(const ring::CompletionSlot& slot) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!overflow_.empty() || !PostLocked(slot)) {
+      overflow_.push_back(slot);
+      return;
+    }
+  }
+  WakeClient();
+}
+
+bool SessionRing::FlushOverflow() {
+  bool posted = false;
+  {
+    absl::MutexLock lock(&mu_);
+    while (!overflow_.empty() && PostLocked(overflow_.front())) {
+      overflow_.pop_front();
+      posted = true;
+    }
+  }
+  if (posted) WakeClient();
+  return posted;
+}
+
+bool SessionRing::Overflowing() const {
+  absl::MutexLock lock(&mu_);
+  return !overflow_.empty();
+}
+
+absl::StatusOr<std::vector<ring::CommandSlot>> SessionRing::TakeCommands(size_t limit) {
+  // The completion tail first: what the client consumed before it posted these commands.
+  const uint64_t consumed = header_->completion_tail.load(std::memory_order_acquire);
+  const uint64_t head = header_->command_head.load(std::memory_order_acquire);
+  if (head < command_tail_ || head - command_tail_ > ring::kCommandSlots) {
+    return absl::InvalidArgumentError(absl::StrCat("command ring head ", head, " is outside [",
+                                                   command_tail_, ", ", command_tail_, " + ",
+                                                   ring::kCommandSlots, "]"));
+  }
+  const uint64_t count = std::min<uint64_t>(head - command_tail_, limit);
+  std::vector<ring::CommandSlot> commands(count);
+  const ring::CommandSlot* slots = ring::Commands(base_);
+  for (uint64_t i = 0; i < count; ++i) {
+    std::memcpy(&commands[i], &slots[(command_tail_ + i) % ring::kCommandSlots],
+                sizeof(ring::CommandSlot));
+  }
+  command_tail_ += count;
+  header_->command_tail.store(command_tail_, std::memory_order_release);
+  if (!consumed_snapshot_) consumed_snapshot_.emplace(consumed, head);
+  return commands;
+}
+
+std::vector<uint64_t> SessionRing::TakeConsumed() {
+  std::vector<uint64_t> op_ids;
+  if (!consumed_snapshot_ || command_tail_ < consumed_snapshot_->second) return op_ids;
+  const uint64_t consumed = consumed_snapshot_->first;
+  consumed_snapshot_.reset();
+  absl::MutexLock lock(&mu_);
+  if (consumed > completion_head_) return op_ids;  // a scribbled tail releases nothing
+  while (!finished_.empty() && finished_.front().first < consumed) {
+    op_ids.push_back(finished_.front().second);
+    finished_.pop_front();
+  }
+  return op_ids;
+}
+
+void SessionRing::WakeClient() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (header_->client_waiters.load(std::memory_order_relaxed) == 0) return;
+  const uint64_t one = 1;
+  (void)!write(completion_doorbell_, &one, sizeof(one));
+}
+
+void SessionRing::SetDaemonSleeping(bool sleeping) {
+  header_->daemon_sleeping.store(sleeping ? 1 : 0, std::memory_order_seq_cst);
+}
+
+bool SessionRing::HasCommands() const {
+  return header_->command_head.load(std::memory_order_acquire) != command_tail_;
+}
+
+}  // namespace cclo::daemon

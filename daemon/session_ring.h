@@ -1,0 +1,84 @@
+// One session's command and completion rings (layout: cclo/v1/ring.h) as the daemon sees
+// them: the sealed memfd mapped here, the two doorbells, the indices the daemon owns, the
+// completions that did not fit yet and the finished ops whose results wait for the client
+// to consume them.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cclo/v1/ring.h"
+
+namespace cclo::daemon {
+
+class SessionRing {
+ public:
+  /// Creates the memfd (sealed against resizing), maps it and makes the doorbells.
+  static absl::StatusOr<std::unique_ptr<SessionRing>> Create();
+  /// Unmaps and closes everything.
+  ~SessionRing();
+  SessionRing(const SessionRing&) = delete;
+  SessionRing& operator=(const SessionRing&) = delete;
+
+  /// The fds the client gets with WELCOME: memfd, command doorbell, completion doorbell.
+  /// Still owned here.
+  std::vector<int> ClientFds() const { return {memfd_, command_doorbell_, completion_doorbell_}; }
+  int command_doorbell() const { return command_doorbell_; }
+
+  /// Posts a completion, or keeps it for FlushOverflow when the ring is full; never blocks.
+  /// A FINISHED one is remembered for TakeConsumed. Any thread.
+  void Post(const ring::CompletionSlot& slot);
+  /// Posts kept completions while there is room; whether any were kept. Any thread.
+  bool FlushOverflow();
+  /// Whether completions wait for room (the client must consume before more commands).
+  bool Overflowing() const;
+
+  /// The commands the client posted and the daemon has not taken, at most `limit`, copied
+  /// out of the ring (the ring thread only). Also snapshots the client's completion tail
+  /// for TakeConsumed. An index outside the ring's bounds is INVALID_ARGUMENT naming it.
+  absl::StatusOr<std::vector<ring::CommandSlot>> TakeCommands(size_t limit);
+  /// The op ids of FINISHED completions the client consumed before posting the commands
+  /// taken so far, once all of those were taken; each id is returned once. Ring thread.
+  std::vector<uint64_t> TakeConsumed();
+  /// Tells the client's sleeping threads that commands were taken (room) or completions
+  /// posted.
+  void WakeClient();
+  /// Marks the daemon as about to sleep (or awake again) for the client's doorbell logic.
+  void SetDaemonSleeping(bool sleeping);
+  /// Whether the client posted commands not yet taken (a plain peek; no validation).
+  bool HasCommands() const;
+
+ private:
+  SessionRing(int memfd, void* base, int command_doorbell, int completion_doorbell);
+  /// Writes `slot` at the completion head if there is room; false if the ring is full or
+  /// the client's tail is out of bounds (then nothing more is posted until it is sane).
+  bool PostLocked(const ring::CompletionSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int memfd_;
+  void* const base_;  ///< kRingBytes mapped, shared with the client
+  ring::RingHeader* const header_;
+  const int command_doorbell_;     ///< eventfd, client -> daemon
+  const int completion_doorbell_;  ///< eventfd, daemon -> client
+
+  /// The ring thread's own copy of the command tail (the shared one is for the client).
+  uint64_t command_tail_ = 0;
+  /// Completion tail and command head read together by the last TakeCommands: the
+  /// completions below the tail were consumed before the commands below the head were
+  /// posted.
+  std::optional<std::pair<uint64_t, uint64_t>> consumed_snapshot_;
+
+  mutable absl::Mutex mu_;  ///< serialises producers of completions
+  uint64_t completion_head_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<ring::CompletionSlot> overflow_ ABSL_GUARDED_BY(mu_);
+  /// FINISHED completions posted: (ring index, op id), in index order.
+  std::deque<std::pair<uint64_t, uint64_t>> finished_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cclo::daemon

@@ -1,0 +1,143 @@
+#include "cclo/v1/ring.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace cclo::ring {
+namespace {
+
+/// Copies `text` into `out`, cut to `size - 1` bytes, NUL-terminated.
+void PutText(const std::string& text, char* out, size_t size) {
+  const size_t length = std::min(text.size(), size - 1);
+  std::memcpy(out, text.data(), length);
+  std::memset(out + length, 0, size - length);
+}
+
+/// The text up to the first NUL, or all `size` bytes.
+std::string GetText(const char* in, size_t size) {
+  const void* nul = std::memchr(in, 0, size);
+  return std::string(in, nul ? static_cast<const char*>(nul) - in : size);
+}
+
+void PutRef(const v1::BufferRef& ref, RingBufferRef& out) {
+  out = {ref.buffer_id(), ref.offset(), ref.length()};
+}
+
+void GetRef(const RingBufferRef& in, v1::BufferRef& ref) {
+  ref.set_buffer_id(in.buffer_id);
+  ref.set_offset(in.offset);
+  ref.set_length(in.length);
+}
+
+absl::StatusOr<bool> Flag(uint8_t value, const char* name) {
+  if (value > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("command slot field ", name, " is ", value, "; expected 0 or 1"));
+  }
+  return value == 1;
+}
+
+}  // namespace
+
+absl::Status EncodeCommand(const v1::SubmitRequest& request, uint64_t cookie, CommandSlot& slot) {
+  if (request.algorithm().size() >= kAlgorithmBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("algorithm name of ", request.algorithm().size(),
+                                                   " bytes does not fit a command slot (at most ",
+                                                   kAlgorithmBytes - 1, ")"));
+  }
+  if (request.after_size() > static_cast<int>(kMaxAfter)) {
+    return absl::InvalidArgumentError(absl::StrCat("after lists ", request.after_size(),
+                                                   " ops; a command slot holds ", kMaxAfter));
+  }
+  slot = CommandSlot{};
+  slot.cookie = cookie;
+  slot.comm_handle = request.comm_handle();
+  slot.count = request.count();
+  slot.collective = request.collective();
+  slot.datatype = request.datatype();
+  slot.reduce_op = request.reduce_op();
+  slot.root = request.root();
+  slot.peer = request.peer();
+  slot.tag = request.tag();
+  slot.timeout_ms = request.timeout_ms();
+  slot.in_place = request.in_place() ? 1 : 0;
+  slot.wait_for_room = request.wait_for_room() ? 1 : 0;
+  PutRef(request.send(), slot.send);
+  PutRef(request.recv(), slot.recv);
+  slot.after_count = static_cast<uint32_t>(request.after_size());
+  std::copy(request.after().begin(), request.after().end(), slot.after);
+  PutText(request.algorithm(), slot.algorithm, kAlgorithmBytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::SubmitRequest> DecodeCommand(const CommandSlot& slot) {
+  absl::StatusOr<bool> in_place = Flag(slot.in_place, "in_place");
+  if (!in_place.ok()) return in_place.status();
+  absl::StatusOr<bool> wait_for_room = Flag(slot.wait_for_room, "wait_for_room");
+  if (!wait_for_room.ok()) return wait_for_room.status();
+  if (slot.reserved[0] != 0 || slot.reserved[1] != 0 || slot.reserved2 != 0) {
+    return absl::InvalidArgumentError("command slot has nonzero reserved bytes");
+  }
+  if (slot.after_count > kMaxAfter) {
+    return absl::InvalidArgumentError(absl::StrCat("command slot after_count ", slot.after_count,
+                                                   " exceeds ", kMaxAfter));
+  }
+  if (std::memchr(slot.algorithm, 0, kAlgorithmBytes) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("command slot algorithm is not NUL-terminated within ", kAlgorithmBytes,
+                     " bytes"));
+  }
+  v1::SubmitRequest request;
+  request.set_comm_handle(slot.comm_handle);
+  request.set_count(slot.count);
+  // Out-of-range enum values are kept as they are, for Submit to refuse by number.
+  request.set_collective(static_cast<v1::Collective>(slot.collective));
+  request.set_datatype(static_cast<v1::DataType>(slot.datatype));
+  request.set_reduce_op(static_cast<v1::ReduceOp>(slot.reduce_op));
+  request.set_root(slot.root);
+  request.set_peer(slot.peer);
+  request.set_tag(slot.tag);
+  request.set_timeout_ms(slot.timeout_ms);
+  request.set_in_place(*in_place);
+  request.set_wait_for_room(*wait_for_room);
+  GetRef(slot.send, *request.mutable_send());
+  GetRef(slot.recv, *request.mutable_recv());
+  for (uint32_t i = 0; i < slot.after_count; ++i) request.add_after(slot.after[i]);
+  request.set_algorithm(GetText(slot.algorithm, kAlgorithmBytes));
+  return request;
+}
+
+CompletionSlot EncodeCompletion(CompletionKind kind, uint64_t cookie, uint64_t op_id,
+                                const v1::WaitResponse& result) {
+  CompletionSlot slot{};
+  slot.cookie = cookie;
+  slot.op_id = op_id;
+  slot.kind = static_cast<uint32_t>(kind);
+  slot.code = result.code();
+  slot.elapsed_us = result.elapsed_us();
+  slot.segment_bytes = result.segment_bytes();
+  slot.policy_version = result.policy_version();
+  PutText(result.message(), slot.message, kMessageBytes);
+  PutText(result.algorithm(), slot.algorithm, kAlgorithmBytes);
+  PutText(result.protocol(), slot.protocol, kProtocolBytes);
+  PutText(result.chosen_by(), slot.chosen_by, kChosenByBytes);
+  return slot;
+}
+
+v1::WaitResponse DecodeCompletion(const CompletionSlot& slot) {
+  v1::WaitResponse result;
+  result.set_done(true);
+  result.set_code(slot.code);
+  result.set_elapsed_us(slot.elapsed_us);
+  result.set_segment_bytes(slot.segment_bytes);
+  result.set_policy_version(slot.policy_version);
+  result.set_message(GetText(slot.message, kMessageBytes));
+  result.set_algorithm(GetText(slot.algorithm, kAlgorithmBytes));
+  result.set_protocol(GetText(slot.protocol, kProtocolBytes));
+  result.set_chosen_by(GetText(slot.chosen_by, kChosenByBytes));
+  return result;
+}
+
+}  // namespace cclo::ring

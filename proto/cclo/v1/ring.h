@@ -1,0 +1,158 @@
+// The command and completion rings, layout version 1: one sealed memfd per session, shared
+// by the client (libcclo) and cclod, sent with the WELCOME attach frame together with two
+// eventfds (the command doorbell, client -> daemon, and the completion doorbell, daemon ->
+// client).
+//
+//   offset 0      RingHeader: magic, version, slot counts, then each index and flag on its
+//                 own cache line
+//   header end    CommandSlot[kCommandSlots]        client produces, daemon consumes
+//   after those   CompletionSlot[kCompletionSlots]  daemon produces, client consumes
+//
+// Indices count slots ever written and never wrap; slot i lives at i % capacity. Each ring
+// has one producer and one consumer: the producer fills the slot, then publishes it with a
+// release store of its head; the consumer reads head with acquire, copies the slot out and
+// advances its tail with a release store. A producer rings the other side's doorbell only
+// when that side said it is about to sleep (`daemon_sleeping`, `client_waiters`), checked
+// after a seq_cst fence, and the sleeper checks the ring again after setting its flag, so
+// no wake-up is lost.
+//
+// A command carries what a SubmitRequest carries; the daemon answers each with an ACCEPTED
+// completion (its op id) or a REJECTED one (the Submit error), and each accepted op later
+// with a FINISHED completion (what a WaitResponse carries). ACCEPTED and FINISHED of one op
+// may arrive in either order. The daemon releases a finished op's result once the client's
+// completion tail has passed it and every command the client posted before doing so was
+// handled, so `after` may name any op whose FINISHED completion the client had not consumed
+// when it posted the command.
+//
+// Everything in the shared memory is untrusted by the daemon: it copies a slot out before
+// it decodes it, keeps its own copies of the indices it owns, and checks the client's
+// indices against the capacity.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "cclo/v1/client.pb.h"
+
+namespace cclo::ring {
+
+inline constexpr uint32_t kMagic = 0x474e5243;  // "CRNG"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kCommandSlots = 256;
+inline constexpr uint32_t kCompletionSlots = 1024;
+/// Most `after` ids a command carries; an op waiting for more is submitted through gRPC.
+inline constexpr uint32_t kMaxAfter = 8;
+/// Room for an algorithm name, its NUL included.
+inline constexpr size_t kAlgorithmBytes = 32;
+inline constexpr size_t kMessageBytes = 256;
+inline constexpr size_t kProtocolBytes = 16;
+inline constexpr size_t kChosenByBytes = 64;
+
+/// The header at offset 0. Each index or flag sits on its own cache line.
+struct RingHeader {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t command_slots;
+  uint32_t completion_slots;
+  alignas(64) std::atomic<uint64_t> command_head;     ///< client: commands posted
+  alignas(64) std::atomic<uint64_t> command_tail;     ///< daemon: commands taken
+  alignas(64) std::atomic<uint64_t> completion_head;  ///< daemon: completions posted
+  alignas(64) std::atomic<uint64_t> completion_tail;  ///< client: completions consumed
+  /// Set by the daemon before it sleeps on the command doorbell.
+  alignas(64) std::atomic<uint32_t> daemon_sleeping;
+  /// Client threads about to sleep on the completion doorbell (for a completion or for
+  /// room in the command ring).
+  alignas(64) std::atomic<uint32_t> client_waiters;
+};
+
+/// A buffer range as in cclo.v1.BufferRef.
+struct RingBufferRef {
+  uint64_t buffer_id;
+  uint64_t offset;
+  uint64_t length;
+};
+
+/// One op to submit; the fields of cclo.v1.SubmitRequest.
+struct CommandSlot {
+  uint64_t cookie;  ///< the client's key for the completions of this command
+  uint64_t comm_handle;
+  uint64_t count;
+  int32_t collective;
+  int32_t datatype;
+  int32_t reduce_op;
+  uint32_t root;
+  uint32_t peer;
+  uint32_t tag;
+  uint32_t timeout_ms;
+  uint8_t in_place;       ///< 0 or 1
+  uint8_t wait_for_room;  ///< 0 or 1
+  uint8_t reserved[2];    ///< 0
+  RingBufferRef send;
+  RingBufferRef recv;
+  uint32_t after_count;  ///< at most kMaxAfter
+  uint32_t reserved2;    ///< 0
+  uint64_t after[kMaxAfter];
+  char algorithm[kAlgorithmBytes];  ///< NUL-terminated; empty: the policy chooses
+};
+
+enum class CompletionKind : uint32_t {
+  kAccepted = 1,  ///< the command became op `op_id`
+  kRejected = 2,  ///< the command was refused: `code`, `message`
+  kFinished = 3,  ///< op `op_id` ended: the WaitResponse fields
+};
+
+/// One completion; the fields of cclo.v1.WaitResponse, with strings cut to their room.
+struct CompletionSlot {
+  uint64_t cookie;
+  uint64_t op_id;
+  uint32_t kind;  ///< CompletionKind
+  int32_t code;   ///< gRPC status code
+  uint64_t timeout_ms;  ///< ACCEPTED: the op's deadline, in ms from its submission
+  uint64_t elapsed_us;
+  uint64_t segment_bytes;
+  uint64_t policy_version;
+  char message[kMessageBytes];
+  char algorithm[kAlgorithmBytes];
+  char protocol[kProtocolBytes];
+  char chosen_by[kChosenByBytes];
+};
+
+inline constexpr size_t kCommandsOffset = sizeof(RingHeader);
+inline constexpr size_t kCompletionsOffset = kCommandsOffset + kCommandSlots * sizeof(CommandSlot);
+/// Size of the rings' memfd.
+inline constexpr size_t kRingBytes = kCompletionsOffset + kCompletionSlots * sizeof(CompletionSlot);
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(CommandSlot) == 208, "command slot layout changed: bump kVersion");
+static_assert(sizeof(CompletionSlot) == 424, "completion slot layout changed: bump kVersion");
+
+/// The rings of a mapping of kRingBytes bytes.
+inline RingHeader* Header(void* base) { return static_cast<RingHeader*>(base); }
+inline CommandSlot* Commands(void* base) {
+  return reinterpret_cast<CommandSlot*>(static_cast<char*>(base) + kCommandsOffset);
+}
+inline CompletionSlot* Completions(void* base) {
+  return reinterpret_cast<CompletionSlot*>(static_cast<char*>(base) + kCompletionsOffset);
+}
+
+/// Fills a command slot from `request`. INVALID_ARGUMENT when it does not fit: an algorithm
+/// name of kAlgorithmBytes or more, more than kMaxAfter `after` ids.
+absl::Status EncodeCommand(const v1::SubmitRequest& request, uint64_t cookie, CommandSlot& slot);
+
+/// The SubmitRequest of a command slot (a private copy: the caller copied it out of the
+/// ring). INVALID_ARGUMENT naming the field for anything a client could not have encoded:
+/// flags other than 0 or 1, nonzero reserved bytes, more than kMaxAfter ids, an algorithm
+/// name without NUL. Range checks of the values are Submit's.
+absl::StatusOr<v1::SubmitRequest> DecodeCommand(const CommandSlot& slot);
+
+/// A completion slot of `kind` carrying `result` (strings cut to their room).
+CompletionSlot EncodeCompletion(CompletionKind kind, uint64_t cookie, uint64_t op_id,
+                                const v1::WaitResponse& result);
+
+/// The WaitResponse a completion slot carries (done set); strings end at their first NUL
+/// or at their room.
+v1::WaitResponse DecodeCompletion(const CompletionSlot& slot);
+
+}  // namespace cclo::ring
