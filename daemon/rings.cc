@@ -29,6 +29,13 @@ ring::CompletionSlot Refusal(uint64_t cookie, const absl::Status& status) {
   return ring::EncodeCompletion(ring::CompletionKind::kRejected, cookie, 0, result);
 }
 
+/// Whether the tenant's in-flight ops quota has room now (retrying a parked command only
+/// then keeps the quota's refusal count as the Submit RPC's waiting leaves it).
+bool HasInflightRoom(const Tenant& tenant) {
+  const auto slot = static_cast<size_t>(Resource::kInflightOps);
+  return tenant.Usage()[slot] < tenant.Limits()[slot];
+}
+
 void SignalEventfd(int eventfd) {
   const uint64_t one = 1;
   (void)!write(eventfd, &one, sizeof(one));
@@ -165,7 +172,14 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
   bool work = ring.FlushOverflow();
   if (served.parked) {
     Served::Parked parked = *served.parked;
-    if (!Submit(session, served, parked.request, parked.cookie, parked.submitted)) return work;
+    if (absl::Now() >= parked.deadline) {
+      // Refused as the Submit RPC refuses after waiting: with the quota's last answer.
+      served.parked.reset();
+      ring.Post(Refusal(parked.cookie, parked.refused));
+    } else if (!HasInflightRoom(*session->tenant()) ||
+               !Submit(session, served, parked.request, parked.cookie, parked.submitted)) {
+      return work;
+    }
     work = true;
   }
   // A client that does not consume its completions gets no more commands taken.
@@ -234,7 +248,8 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
     return true;
   }
   if (wait_for_room && accepted.status().GetPayload(kRetryAfterMs) && absl::Now() < deadline) {
-    served.parked = Served::Parked{std::move(request), cookie, submitted, deadline};
+    served.parked =
+        Served::Parked{std::move(request), cookie, submitted, deadline, accepted.status()};
     return false;
   }
   ring.Post(Refusal(cookie, accepted.status()));

@@ -50,12 +50,14 @@ class Rings {
     std::weak_ptr<Session> session;
     std::shared_ptr<SessionRing> ring;
     /// A command that waits for room in the tenant's in-flight ops quota (wait_for_room),
-    /// retried until its deadline; the session's later commands wait behind it.
+    /// retried when the quota has room, until its deadline; the session's later commands
+    /// wait behind it.
     struct Parked {
       cclo::v1::SubmitRequest request;
       uint64_t cookie = 0;
       absl::Time submitted;
       absl::Time deadline;
+      absl::Status refused;  ///< the quota's answer
     };
     std::optional<Parked> parked;
     bool broken = false;  ///< its command ring's indices were out of bounds

@@ -1,5 +1,7 @@
 #include "tests/e2e/raw_session.h"
 
+#include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -27,11 +29,83 @@ RawSession::RawSession(const std::string& runtime_dir) {
       attach::ReceiveFrame(attach_fd_, absl::Now() + absl::Seconds(10));
   if (!welcome.ok() || welcome->frame.type != attach::FrameType::kWelcome) std::abort();
   token_ = welcome->frame.text;
+  if (welcome->fd < 0 || welcome->more_fds.size() != 2) std::abort();
+  rings_ = mmap(nullptr, ring::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, welcome->fd, 0);
+  if (rings_ == MAP_FAILED) std::abort();
+  close(welcome->fd);
+  command_doorbell_ = welcome->more_fds[0];
+  completion_doorbell_ = welcome->more_fds[1];
   stub_ = cclo::v1::Client::NewStub(grpc::CreateChannel("unix:" + runtime_dir + "/client.sock",
                                                         grpc::InsecureChannelCredentials()));
 }
 
-RawSession::~RawSession() { close(attach_fd_); }
+RawSession::~RawSession() {
+  close(attach_fd_);
+  munmap(rings_, ring::kRingBytes);
+  close(command_doorbell_);
+  close(completion_doorbell_);
+}
+
+void RawSession::Post(const ring::CommandSlot& slot) {
+  ring::Commands(rings_)[command_head_ % ring::kCommandSlots] = slot;
+  PublishCommandHead(++command_head_);
+}
+
+void RawSession::PublishCommandHead(uint64_t head) {
+  ring::Header(rings_)->command_head.store(head, std::memory_order_seq_cst);
+  const uint64_t one = 1;
+  if (write(command_doorbell_, &one, sizeof(one)) != sizeof(one)) std::abort();
+}
+
+ring::CompletionSlot RawSession::NextCompletion() {
+  ring::RingHeader* header = ring::Header(rings_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (header->completion_head.load(std::memory_order_acquire) == completion_tail_) {
+    if (absl::Now() >= deadline) {
+      std::fprintf(stderr, "no completion on the ring within 30 s\n");
+      std::abort();
+    }
+    header->client_waiters.fetch_add(1, std::memory_order_seq_cst);
+    if (header->completion_head.load(std::memory_order_seq_cst) == completion_tail_) {
+      pollfd doorbell{completion_doorbell_, POLLIN, 0};
+      if (poll(&doorbell, 1, 100) > 0) {
+        uint64_t count;
+        (void)!read(completion_doorbell_, &count, sizeof(count));
+      }
+    }
+    header->client_waiters.fetch_sub(1, std::memory_order_seq_cst);
+  }
+  const ring::CompletionSlot slot =
+      ring::Completions(rings_)[completion_tail_ % ring::kCompletionSlots];
+  header->completion_tail.store(++completion_tail_, std::memory_order_seq_cst);
+  return slot;
+}
+
+grpc::Status RawSession::RunOnRing(const cclo::v1::SubmitRequest& request) {
+  ring::CommandSlot slot;
+  const uint64_t cookie = next_cookie_++;
+  if (!ring::EncodeCommand(request, cookie, slot).ok()) std::abort();
+  Post(slot);
+  bool accepted = false;
+  while (true) {
+    const ring::CompletionSlot completion = NextCompletion();
+    if (completion.cookie != cookie) continue;
+    const cclo::v1::WaitResponse result = ring::DecodeCompletion(completion);
+    switch (static_cast<ring::CompletionKind>(completion.kind)) {
+      case ring::CompletionKind::kAccepted:
+        accepted = true;
+        break;
+      case ring::CompletionKind::kRejected:
+      case ring::CompletionKind::kFinished:
+        // An op may finish before its acceptance is posted; wait for both.
+        if (completion.kind == static_cast<uint32_t>(ring::CompletionKind::kFinished) &&
+            !accepted) {
+          NextCompletion();  // its ACCEPTED, the only other completion of this cookie
+        }
+        return grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message());
+    }
+  }
+}
 
 std::unique_ptr<grpc::ClientContext> RawSession::Context() const {
   auto context = std::make_unique<grpc::ClientContext>();

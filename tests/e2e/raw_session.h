@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cclo/v1/client.grpc.pb.h"
+#include "cclo/v1/ring.h"
 
 namespace cclo::testing {
 
@@ -37,10 +38,25 @@ class RawSession {
   /// Submit, then Wait (up to `wait_ms`); the Submit error or the op's own status.
   grpc::Status Run(const cclo::v1::SubmitRequest& request, uint32_t wait_ms = 30'000);
 
+  /// The same through the command ring: the command's refusal or the op's own status.
+  grpc::Status RunOnRing(const cclo::v1::SubmitRequest& request);
+  /// Writes `slot` at the command head as it is, publishes it and rings the doorbell.
+  void Post(const ring::CommandSlot& slot);
+  /// Publishes `head` as the command head (whatever it is) and rings the doorbell.
+  void PublishCommandHead(uint64_t head);
+  /// The next completion; aborts the test process after 30 s without one.
+  ring::CompletionSlot NextCompletion();
+
  private:
   int attach_fd_ = -1;
   std::string token_;
   std::unique_ptr<cclo::v1::Client::Stub> stub_;
+  void* rings_ = nullptr;  ///< the session's rings, mapped
+  int command_doorbell_ = -1;
+  int completion_doorbell_ = -1;
+  uint64_t command_head_ = 0;
+  uint64_t completion_tail_ = 0;
+  uint64_t next_cookie_ = 1;
 };
 
 }  // namespace cclo::testing

@@ -1,0 +1,173 @@
+// Hostile command rings: a session writes slots libcclo would never write straight into its
+// command ring. Each gets a precise refusal on the completion ring, an index out of bounds
+// stops the daemon serving that ring only, and another client is served throughout.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "cclo/client.h"
+#include "cclo/v1/ring.h"
+#include "tests/e2e/cluster.h"
+#include "tests/e2e/raw_session.h"
+
+namespace cclo::testing {
+namespace {
+
+class RingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    buffer_ = hostile_.Alloc(4096);
+    ASSERT_TRUE(hostile_.Join(hostile_.NewToken(), 0, 1, &handle_).ok());
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon_.runtime_dir());
+    ASSERT_TRUE(client.ok()) << client.status();
+    bystander_ = *std::move(client);
+    absl::StatusOr<std::string> token = bystander_->CreateCommunicatorId();
+    ASSERT_TRUE(token.ok()) << token.status();
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = bystander_->Join(*token, 0, 1);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    comm_ = *std::move(comm);
+    absl::StatusOr<Buffer> buffer = bystander_->AllocBuffer(4096);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    bystander_buffer_ = std::make_unique<Buffer>(*std::move(buffer));
+  }
+
+  /// A valid in-place allreduce of 16 floats as a slot, with `cookie`.
+  ring::CommandSlot Valid(uint64_t cookie) {
+    ring::CommandSlot slot;
+    EXPECT_TRUE(ring::EncodeCommand(AllreduceRequest(handle_, buffer_, 16), cookie, slot).ok());
+    return slot;
+  }
+
+  /// Posts `slot` and expects a refusal of its cookie with `code` and `message`.
+  void ExpectRefused(const ring::CommandSlot& slot, absl::StatusCode code,
+                     const std::string& message) {
+    hostile_.Post(slot);
+    const ring::CompletionSlot completion = hostile_.NextCompletion();
+    EXPECT_EQ(completion.kind, static_cast<uint32_t>(ring::CompletionKind::kRejected));
+    EXPECT_EQ(completion.cookie, slot.cookie);
+    EXPECT_EQ(completion.code, static_cast<int32_t>(code)) << completion.message;
+    EXPECT_EQ(std::string(completion.message), message);
+  }
+
+  /// The other client's allreduce, through its own ring: the daemon still serves it.
+  void ExpectBystanderServed() {
+    EXPECT_TRUE(comm_->Allreduce(*bystander_buffer_, *bystander_buffer_, 16, DataType::kFloat32,
+                                 ReduceOp::kSum)
+                    .ok());
+  }
+
+  Daemon daemon_;
+  RawSession hostile_{daemon_.runtime_dir()};
+  uint64_t buffer_ = 0;
+  uint64_t handle_ = 0;
+  std::unique_ptr<Client> bystander_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Buffer> bystander_buffer_;
+};
+
+TEST_F(RingTest, MalformedSlotsGetPreciseRefusals) {
+  ring::CommandSlot slot = Valid(1);
+  slot.collective = 99;
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument, "unknown collective 99");
+  slot = Valid(2);
+  slot.datatype = -3;
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument, "unknown datatype -3");
+  slot = Valid(3);
+  slot.in_place = 7;
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
+                "command slot field in_place is 7; expected 0 or 1");
+  slot = Valid(4);
+  slot.reserved2 = 1;
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
+                "command slot has nonzero reserved bytes");
+  slot = Valid(5);
+  slot.after_count = 1000;
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument, "command slot after_count 1000 exceeds 8");
+  slot = Valid(6);
+  std::memset(slot.algorithm, 'x', sizeof(slot.algorithm));
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
+                "command slot algorithm is not NUL-terminated within 32 bytes");
+  slot = Valid(7);
+  std::strcpy(slot.algorithm, "no-such\x01\xff");
+  // Garbage in a NUL-terminated name reaches the engine like any unknown name, whose
+  // error the op ends with (acceptance and end may come in either order).
+  hostile_.Post(slot);
+  ring::CompletionSlot first = hostile_.NextCompletion();
+  ring::CompletionSlot second = hostile_.NextCompletion();
+  if (first.kind > second.kind) std::swap(first, second);
+  EXPECT_EQ(first.kind, static_cast<uint32_t>(ring::CompletionKind::kAccepted));
+  EXPECT_EQ(second.kind, static_cast<uint32_t>(ring::CompletionKind::kFinished));
+  EXPECT_EQ(second.cookie, 7u);
+  EXPECT_EQ(second.code, static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StartsWith(second.message, "unknown allreduce algorithm 'no-such\x01\xff'"))
+      << second.message;
+  slot = Valid(8);
+  slot.send.buffer_id = slot.recv.buffer_id = 999'999;
+  ExpectRefused(slot, absl::StatusCode::kNotFound, "send buffer: no buffer 999999 in this session");
+  slot = Valid(9);
+  slot.recv.offset = 4050;
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
+                absl::StrCat("recv range [4050, +64) is outside buffer ", buffer_,
+                             " of 4096 bytes"));
+  slot = Valid(10);
+  slot.comm_handle = comm_->handle();  // the other session's
+  ExpectRefused(slot, absl::StatusCode::kNotFound,
+                absl::StrCat("no communicator handle ", comm_->handle(), " in this session"));
+  slot = Valid(11);
+  slot.after_count = 1;
+  slot.after[0] = 123'456'789;
+  ExpectRefused(slot, absl::StatusCode::kNotFound,
+                "after: no op 123456789 in this session (never issued here, or already "
+                "collected by Wait)");
+  ExpectBystanderServed();
+
+  // A valid command after all that is accepted and runs.
+  EXPECT_TRUE(hostile_.RunOnRing(AllreduceRequest(handle_, buffer_, 16)).ok());
+  // The session's gRPC path is untouched.
+  EXPECT_TRUE(hostile_.Run(AllreduceRequest(handle_, buffer_, 16)).ok());
+}
+
+TEST_F(RingTest, HeadOutOfBoundsStopsOnlyThatRing) {
+  hostile_.PublishCommandHead(uint64_t{1} << 40);
+  const ring::CompletionSlot completion = hostile_.NextCompletion();
+  EXPECT_EQ(completion.kind, static_cast<uint32_t>(ring::CompletionKind::kRejected));
+  EXPECT_EQ(completion.cookie, 0u);
+  EXPECT_EQ(completion.code, static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(std::string(completion.message),
+            "command ring head 1099511627776 is outside [0, 0 + 256]; the command ring is no "
+            "longer served");
+  ExpectBystanderServed();
+  // The session itself still works through gRPC.
+  EXPECT_TRUE(hostile_.Run(AllreduceRequest(handle_, buffer_, 16)).ok());
+}
+
+TEST_F(RingTest, AFloodOfCommandsIsServedInBatchesAndNothingIsLost) {
+  // A full ring of commands, refused or accepted, each answered exactly once.
+  constexpr uint64_t kCommands = ring::kCommandSlots;
+  for (uint64_t cookie = 1; cookie <= kCommands; ++cookie) {
+    ring::CommandSlot slot = Valid(cookie);
+    if (cookie % 2 == 0) slot.collective = 99;
+    hostile_.Post(slot);
+  }
+  std::map<uint64_t, int> answers;
+  uint64_t finished = 0;
+  while (answers.size() < kCommands || finished < kCommands / 2) {
+    const ring::CompletionSlot completion = hostile_.NextCompletion();
+    if (completion.kind == static_cast<uint32_t>(ring::CompletionKind::kFinished)) {
+      EXPECT_EQ(completion.code, 0) << completion.message;
+      ++finished;
+    } else {
+      ++answers[completion.cookie];
+      EXPECT_EQ(completion.kind == static_cast<uint32_t>(ring::CompletionKind::kAccepted),
+                completion.cookie % 2 == 1);
+    }
+  }
+  for (const auto& [cookie, count] : answers) EXPECT_EQ(count, 1) << cookie;
+  ExpectBystanderServed();
+}
+
+}  // namespace
+}  // namespace cclo::testing
