@@ -6,7 +6,8 @@
 //       attached for 60 s; or the refusal).
 //   intruder RUNTIME_DIR UID intrude BUFFER_ID COMM_HANDLE OP_ID TOKEN
 //       attaches, then names another tenant's buffer, communicator handle, op and
-//       communicator token in every Client RPC that takes them, tries a forged session
+//       communicator token in every Client RPC and ring command that takes them (steps
+//       ring_*), tries a forged session
 //       token and the admin socket, and prints "STEP CODE MESSAGE" for each.
 #include <grp.h>
 #include <unistd.h>
@@ -46,6 +47,11 @@ void Intrude(const std::string& dir, uint64_t buffer, uint64_t handle, uint64_t 
   cclo::v1::SubmitRequest after = AllreduceRequest(own_handle, own_buffer, 16);
   after.add_after(op);
   Print("submit_after_their_op", session.Run(after));
+  // The same four through the command ring.
+  Print("ring_their_handle", session.RunOnRing(AllreduceRequest(handle, own_buffer, 16)));
+  Print("ring_their_buffer", session.RunOnRing(AllreduceRequest(own_handle, buffer, 16)));
+  Print("ring_their_recv_buffer", session.RunOnRing(mixed));
+  Print("ring_after_their_op", session.RunOnRing(after));
 
   cclo::v1::WaitRequest wait;
   wait.set_op_id(op);
@@ -77,6 +83,7 @@ void Intrude(const std::string& dir, uint64_t buffer, uint64_t handle, uint64_t 
   cclo::v1::StatusResponse status;
   Print("admin_status", admin->Status(&admin_context, {}, &status));
   Print("run_own", session.Run(AllreduceRequest(own_handle, own_buffer, 16)));
+  Print("ring_own", session.RunOnRing(AllreduceRequest(own_handle, own_buffer, 16)));
 }
 
 }  // namespace

@@ -111,6 +111,10 @@ TEST(TenantsTest, AnotherTenantIsRefusedEveryIdOfTheFirstAndItsDataStays) {
       {"submit_their_buffer", absl::StatusCode::kNotFound},
       {"submit_their_recv_buffer", absl::StatusCode::kNotFound},
       {"submit_after_their_op", absl::StatusCode::kNotFound},
+      {"ring_their_handle", absl::StatusCode::kNotFound},
+      {"ring_their_buffer", absl::StatusCode::kNotFound},
+      {"ring_their_recv_buffer", absl::StatusCode::kNotFound},
+      {"ring_after_their_op", absl::StatusCode::kNotFound},
       {"wait_their_op", absl::StatusCode::kNotFound},
       {"cancel_their_op", absl::StatusCode::kNotFound},
       {"destroy_their_comm", absl::StatusCode::kNotFound},
@@ -118,7 +122,13 @@ TEST(TenantsTest, AnotherTenantIsRefusedEveryIdOfTheFirstAndItsDataStays) {
       {"forged_session", absl::StatusCode::kUnauthenticated},
       {"admin_status", absl::StatusCode::kUnavailable},
       {"run_own", absl::StatusCode::kOk},
+      {"ring_own", absl::StatusCode::kOk},
   };
+  // A ring command is refused exactly as the Submit RPC: same code, same words.
+  for (const std::string target : {"their_handle", "their_buffer", "their_recv_buffer",
+                                   "after_their_op"}) {
+    EXPECT_EQ(steps["ring_" + target], steps["submit_" + target]) << target;
+  }
   for (const auto& [step, code] : expected) {
     ASSERT_TRUE(steps.count(step)) << "intruder did not report " << step;
     EXPECT_EQ(steps[step].first, static_cast<int>(code)) << step << ": " << steps[step].second;
@@ -195,6 +205,19 @@ TEST(TenantsTest, FullInflightQuotaGivesTheRetryHintAsTrailingMetadata) {
             absl::StrCat("tenant 'default' quota inflight_ops: limit 0, in use 0, asked for 1; "
                          "retry after ",
                          retry_ms, " ms"));
+  // The command ring goes through the same quota check and says the same.
+  grpc::Status ring_refused = session.RunOnRing(AllreduceRequest(handle, buffer, 16));
+  EXPECT_EQ(ring_refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(ring_refused.error_message(), refused.error_message());
+  // Waiting for room on the ring gives up at the op's deadline with the quota's answer.
+  cclo::v1::SubmitRequest waiting = AllreduceRequest(handle, buffer, 16);
+  waiting.set_wait_for_room(true);
+  waiting.set_timeout_ms(100);
+  grpc::Status gave_up = session.RunOnRing(waiting);
+  EXPECT_EQ(gave_up.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StartsWith(gave_up.error_message(),
+                               "tenant 'default' quota inflight_ops: limit 0, in use 0"))
+      << gave_up.error_message();
 }
 
 TEST(TenantsTest, AdminSocketIsForTheAdminGroupOnly) {
