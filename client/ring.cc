@@ -87,9 +87,9 @@ void ClientRing::ConsumeLocked() {
   const uint64_t head = header_->completion_head.load(std::memory_order_acquire);
   if (head == completion_tail_) return;
   if (head < completion_tail_ || head - completion_tail_ > ring::kCompletionSlots) {
-    broken_ = absl::InternalError(absl::StrCat("completion ring head ", head, " is outside [",
-                                               completion_tail_, ", +", ring::kCompletionSlots,
-                                               "]"));
+    broken_ =
+        absl::InternalError(absl::StrCat("completion ring head ", head, " is outside [",
+                                         completion_tail_, ", +", ring::kCompletionSlots, "]"));
     return;
   }
   const ring::CompletionSlot* slots = ring::Completions(base_);

@@ -65,11 +65,9 @@ absl::StatusOr<std::unique_ptr<Rings>> Rings::Start(Ops* ops, const Drain* drain
 }
 
 Rings::Rings(Ops* ops, const Drain* drain, int epoll_fd, int wake_fd)
-    : ops_(ops),
-      drain_(drain),
-      epoll_fd_(epoll_fd),
-      wake_fd_(wake_fd),
-      thread_([this] { Run(); }) {}
+    : ops_(ops), drain_(drain), epoll_fd_(epoll_fd), wake_fd_(wake_fd), thread_([this] {
+        Run();
+      }) {}
 
 Rings::~Rings() {
   stopping_ = true;
@@ -228,11 +226,11 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
   if (wait_for_room) {
     // Time spent parked counts toward the op's deadline.
     const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
-    attempt.set_timeout_ms(static_cast<uint32_t>(
-        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
+    attempt.set_timeout_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
   }
   OpDone done = [weak = std::weak_ptr<SessionRing>(served.ring), cookie](uint64_t op_id,
-                                                                          const OpResult& result) {
+                                                                         const OpResult& result) {
     if (std::shared_ptr<SessionRing> ring = weak.lock()) {
       ring->Post(ring::EncodeCompletion(ring::CompletionKind::kFinished, cookie, op_id,
                                         ToWaitResponse(result)));

@@ -1,15 +1,16 @@
 // Hostile command rings: a session writes slots libcclo would never write straight into its
 // command ring. Each gets a precise refusal on the completion ring, an index out of bounds
 // stops the daemon serving that ring only, and another client is served throughout.
+#include "cclo/v1/ring.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "cclo/client.h"
-#include "cclo/v1/ring.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
 
@@ -54,8 +55,9 @@ class RingTest : public ::testing::Test {
 
   /// The other client's allreduce, through its own ring: the daemon still serves it.
   void ExpectBystanderServed() {
-    EXPECT_TRUE(comm_->Allreduce(*bystander_buffer_, *bystander_buffer_, 16, DataType::kFloat32,
-                                 ReduceOp::kSum)
+    EXPECT_TRUE(comm_
+                    ->Allreduce(*bystander_buffer_, *bystander_buffer_, 16, DataType::kFloat32,
+                                ReduceOp::kSum)
                     .ok());
   }
 
@@ -85,7 +87,8 @@ TEST_F(RingTest, MalformedSlotsGetPreciseRefusals) {
                 "command slot has nonzero reserved bytes");
   slot = Valid(5);
   slot.after_count = 1000;
-  ExpectRefused(slot, absl::StatusCode::kInvalidArgument, "command slot after_count 1000 exceeds 8");
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
+                "command slot after_count 1000 exceeds 8");
   slot = Valid(6);
   std::memset(slot.algorithm, 'x', sizeof(slot.algorithm));
   ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
@@ -109,9 +112,9 @@ TEST_F(RingTest, MalformedSlotsGetPreciseRefusals) {
   ExpectRefused(slot, absl::StatusCode::kNotFound, "send buffer: no buffer 999999 in this session");
   slot = Valid(9);
   slot.recv.offset = 4050;
-  ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
-                absl::StrCat("recv range [4050, +64) is outside buffer ", buffer_,
-                             " of 4096 bytes"));
+  ExpectRefused(
+      slot, absl::StatusCode::kInvalidArgument,
+      absl::StrCat("recv range [4050, +64) is outside buffer ", buffer_, " of 4096 bytes"));
   slot = Valid(10);
   slot.comm_handle = comm_->handle();  // the other session's
   ExpectRefused(slot, absl::StatusCode::kNotFound,

@@ -81,13 +81,12 @@ absl::StatusOr<v1::SubmitRequest> DecodeCommand(const CommandSlot& slot) {
     return absl::InvalidArgumentError("command slot has nonzero reserved bytes");
   }
   if (slot.after_count > kMaxAfter) {
-    return absl::InvalidArgumentError(absl::StrCat("command slot after_count ", slot.after_count,
-                                                   " exceeds ", kMaxAfter));
+    return absl::InvalidArgumentError(
+        absl::StrCat("command slot after_count ", slot.after_count, " exceeds ", kMaxAfter));
   }
   if (std::memchr(slot.algorithm, 0, kAlgorithmBytes) == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("command slot algorithm is not NUL-terminated within ", kAlgorithmBytes,
-                     " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "command slot algorithm is not NUL-terminated within ", kAlgorithmBytes, " bytes"));
   }
   v1::SubmitRequest request;
   request.set_comm_handle(slot.comm_handle);

@@ -107,8 +107,8 @@ enum class CompletionKind : uint32_t {
 struct CompletionSlot {
   uint64_t cookie;
   uint64_t op_id;
-  uint32_t kind;  ///< CompletionKind
-  int32_t code;   ///< gRPC status code
+  uint32_t kind;        ///< CompletionKind
+  int32_t code;         ///< gRPC status code
   uint64_t timeout_ms;  ///< ACCEPTED: the op's deadline, in ms from its submission
   uint64_t elapsed_us;
   uint64_t segment_bytes;
