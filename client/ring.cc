@@ -118,15 +118,39 @@ void ClientRing::ConsumeLocked() {
       case ring::CompletionKind::kFinished:
         if (forgotten) {
           forgotten_.erase(slot.cookie);
+          if (slot.code != 0) to_release_.push_back(slot.op_id);
         } else {
-          finished_.emplace(slot.cookie, ring::DecodeCompletion(slot));
+          finished_.emplace(slot.cookie, Result{slot.op_id, ring::DecodeCompletion(slot)});
         }
         break;
     }
   }
   header_->completion_tail.store(completion_tail_, std::memory_order_release);
+  ReleaseLocked();
   // The daemon releases consumed results and posts what did not fit when it runs.
   WakeDaemon();
+}
+
+bool ClientRing::RoomLocked() const {
+  const uint64_t taken = header_->command_tail.load(std::memory_order_acquire);
+  return taken <= command_head_ && command_head_ - taken < ring::kCommandSlots;
+}
+
+void ClientRing::PostLocked(const ring::CommandSlot& slot) {
+  ring::Commands(base_)[command_head_ % ring::kCommandSlots] = slot;
+  ++command_head_;
+  header_->command_head.store(command_head_, std::memory_order_release);
+}
+
+void ClientRing::ReleaseLocked() {
+  bool posted = false;
+  while (!to_release_.empty() && RoomLocked()) {
+    const size_t count = std::min<size_t>(to_release_.size(), ring::kMaxAfter);
+    PostLocked(ring::EncodeRelease({to_release_.end() - count, to_release_.end()}));
+    to_release_.resize(to_release_.size() - count);
+    posted = true;
+  }
+  if (posted) WakeDaemon();
 }
 
 std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready,
@@ -174,27 +198,20 @@ absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
   // Dependencies are checked and the command posted under one hold of mu_, in which no
   // completion is consumed: the daemon still holds every result this leaves in `after`.
   auto post = [&] {
-    const uint64_t taken = header_->command_tail.load(std::memory_order_acquire);
-    if (taken > command_head_ || command_head_ - taken >= ring::kCommandSlots) return false;
+    if (!RoomLocked()) return false;
     request.clear_after();
     for (const Dependency& dependency : after) {
+      // An OK result this process has is left out; the daemon still holds a failed one
+      // (until released) and ends this op ABORTED for it, as the Submit RPC would.
       auto done = finished_.find(dependency.cookie);
-      if (done == finished_.end()) {
+      if (done == finished_.end() || done->second.result.code() != 0) {
         request.add_after(dependency.op_id);
-      } else if (done->second.code() != 0) {
-        posted = absl::AbortedError(absl::StrCat(
-            "op ", dependency.op_id, " that this op waits for failed: ",
-            absl::StatusCodeToString(static_cast<absl::StatusCode>(done->second.code())), ": ",
-            done->second.message()));
-        return true;
       }
     }
     cookie = next_cookie_++;
-    ring::CommandSlot& slot = ring::Commands(base_)[command_head_ % ring::kCommandSlots];
+    ring::CommandSlot slot;
     posted = ring::EncodeCommand(request, cookie, slot);
-    if (!posted.ok()) return true;
-    ++command_head_;
-    header_->command_head.store(command_head_, std::memory_order_release);
+    if (posted.ok()) PostLocked(slot);
     return true;
   };
   absl::Status room = Await(post, deadline);
@@ -229,8 +246,10 @@ absl::StatusOr<std::optional<v1::WaitResponse>> ClientRing::Finished(uint64_t co
       [&] {
         auto found = finished_.find(cookie);
         if (found == finished_.end()) return false;
-        result = std::move(found->second);
+        result = std::move(found->second.result);
+        if (result->code() != 0) to_release_.push_back(found->second.op_id);
         finished_.erase(found);
+        ReleaseLocked();
         return true;
       },
       deadline);
@@ -242,7 +261,14 @@ absl::StatusOr<std::optional<v1::WaitResponse>> ClientRing::Finished(uint64_t co
 void ClientRing::Forget(uint64_t cookie) {
   absl::MutexLock lock(&mu_);
   answers_.erase(cookie);
-  if (finished_.erase(cookie) == 0) forgotten_.insert(cookie);
+  auto found = finished_.find(cookie);
+  if (found == finished_.end()) {
+    forgotten_.insert(cookie);
+    return;
+  }
+  if (found->second.result.code() != 0) to_release_.push_back(found->second.op_id);
+  finished_.erase(found);
+  ReleaseLocked();
 }
 
 }  // namespace cclo::client

@@ -46,15 +46,15 @@ class ClientRing {
     uint32_t timeout_ms = 0;  ///< the op's deadline from submission
   };
 
-  /// Posts `request` (its `after` filled from `after` here: a dependency whose result this
-  /// process already has is left out, or fails the post with ABORTED if it failed) and
-  /// waits for the daemon's answer, both by `deadline`. Returns the command's cookie with
+  /// Posts `request` (its `after` filled from `after` here: a dependency whose OK result
+  /// this process already has is left out) and waits for the daemon's answer, both by
+  /// `deadline`. Returns the command's cookie with
   /// the answer; a refusal is the daemon's error.
   absl::StatusOr<std::pair<uint64_t, Accepted>> Submit(v1::SubmitRequest request,
                                                        const std::vector<Dependency>& after,
                                                        absl::Time deadline);
   /// The result of the op of `cookie`, waiting until `deadline` (nullopt then); once
-  /// returned, the ring forgets it.
+  /// returned, the ring forgets it (and has the daemon release a failed one).
   absl::StatusOr<std::optional<v1::WaitResponse>> Finished(uint64_t cookie, absl::Time deadline);
   /// Drops what arrives for `cookie` (its request is gone without waiting).
   void Forget(uint64_t cookie);
@@ -72,6 +72,12 @@ class ClientRing {
   /// the ring's or the session's error, or nullopt after waking or napping (look again).
   std::optional<absl::Status> Sleep(const std::function<bool()>& ready, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
+  /// Whether the command ring has room for one more command.
+  bool RoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Writes `slot` at the command head and publishes it; there must be room.
+  void PostLocked(const ring::CommandSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Posts RELEASE commands for `to_release_` while there is room.
+  void ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Rings the daemon's doorbell if it sleeps.
   void WakeDaemon();
 
@@ -90,7 +96,14 @@ class ClientRing {
   /// fails with it.
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, absl::StatusOr<Accepted>> answers_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, v1::WaitResponse> finished_ ABSL_GUARDED_BY(mu_);
+  struct Result {
+    uint64_t op_id = 0;
+    v1::WaitResponse result;
+  };
+  std::map<uint64_t, Result> finished_ ABSL_GUARDED_BY(mu_);
+  /// Failed ops whose results this process collected or dropped, for the daemon to
+  /// release (ring.h); posted as room allows.
+  std::vector<uint64_t> to_release_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> forgotten_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -196,6 +196,11 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
     if (commands->empty()) break;
     ++taken;
     const ring::CommandSlot& command = commands->front();
+    if (command.kind == static_cast<uint8_t>(ring::CommandKind::kRelease)) {
+      const uint32_t count = std::min(command.after_count, ring::kMaxAfter);
+      for (uint32_t i = 0; i < count; ++i) session->ReleaseOp(command.after[i]);
+      continue;
+    }
     absl::StatusOr<cclo::v1::SubmitRequest> request = ring::DecodeCommand(command);
     if (!request.ok()) {
       ring.Post(Refusal(command.cookie, request.status()));

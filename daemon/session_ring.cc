@@ -65,7 +65,8 @@ bool SessionRing::PostLocked(const ring::CompletionSlot& slot) {
   const uint64_t tail = header_->completion_tail.load(std::memory_order_acquire);
   if (tail > completion_head_ || completion_head_ - tail >= ring::kCompletionSlots) return false;
   ring::Completions(base_)[completion_head_ % ring::kCompletionSlots] = slot;
-  if (slot.kind == static_cast<uint32_t>(ring::CompletionKind::kFinished)) {
+  // A failed op's result stays until the client releases it (ring.h).
+  if (slot.kind == static_cast<uint32_t>(ring::CompletionKind::kFinished) && slot.code == 0) {
     finished_.emplace_back(completion_head_, slot.op_id);
   }
   ++completion_head_;

@@ -44,7 +44,7 @@ class SessionRing {
   /// out of the ring (the ring thread only). Also snapshots the client's completion tail
   /// for TakeConsumed. An index outside the ring's bounds is INVALID_ARGUMENT naming it.
   absl::StatusOr<std::vector<ring::CommandSlot>> TakeCommands(size_t limit);
-  /// The op ids of FINISHED completions the client consumed before posting the commands
+  /// The op ids of OK FINISHED completions the client consumed before posting the commands
   /// taken so far, once all of those were taken; each id is returned once. Ring thread.
   std::vector<uint64_t> TakeConsumed();
   /// Tells the client's sleeping threads that commands were taken (room) or completions
@@ -77,7 +77,7 @@ class SessionRing {
   mutable absl::Mutex mu_;  ///< serialises producers of completions
   uint64_t completion_head_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<ring::CompletionSlot> overflow_ ABSL_GUARDED_BY(mu_);
-  /// FINISHED completions posted: (ring index, op id), in index order.
+  /// OK FINISHED completions posted: (ring index, op id), in index order.
   std::deque<std::pair<uint64_t, uint64_t>> finished_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -85,6 +85,10 @@ TEST_F(RingTest, MalformedSlotsGetPreciseRefusals) {
   slot.reserved2 = 1;
   ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
                 "command slot has nonzero reserved bytes");
+  slot = Valid(12);
+  slot.kind = 7;
+  ExpectRefused(slot, absl::StatusCode::kInvalidArgument,
+                "command slot kind 7 is not a submission");
   slot = Valid(5);
   slot.after_count = 1000;
   ExpectRefused(slot, absl::StatusCode::kInvalidArgument,

@@ -72,12 +72,24 @@ absl::Status EncodeCommand(const v1::SubmitRequest& request, uint64_t cookie, Co
   return absl::OkStatus();
 }
 
+CommandSlot EncodeRelease(const std::vector<uint64_t>& op_ids) {
+  CommandSlot slot{};
+  slot.kind = static_cast<uint8_t>(CommandKind::kRelease);
+  slot.after_count = static_cast<uint32_t>(std::min<size_t>(op_ids.size(), kMaxAfter));
+  std::copy_n(op_ids.begin(), slot.after_count, slot.after);
+  return slot;
+}
+
 absl::StatusOr<v1::SubmitRequest> DecodeCommand(const CommandSlot& slot) {
   absl::StatusOr<bool> in_place = Flag(slot.in_place, "in_place");
   if (!in_place.ok()) return in_place.status();
   absl::StatusOr<bool> wait_for_room = Flag(slot.wait_for_room, "wait_for_room");
   if (!wait_for_room.ok()) return wait_for_room.status();
-  if (slot.reserved[0] != 0 || slot.reserved[1] != 0 || slot.reserved2 != 0) {
+  if (slot.kind != static_cast<uint8_t>(CommandKind::kSubmit)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("command slot kind ", slot.kind, " is not a submission"));
+  }
+  if (slot.reserved != 0 || slot.reserved2 != 0) {
     return absl::InvalidArgumentError("command slot has nonzero reserved bytes");
   }
   if (slot.after_count > kMaxAfter) {

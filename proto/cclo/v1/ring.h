@@ -16,13 +16,15 @@
 // after a seq_cst fence, and the sleeper checks the ring again after setting its flag, so
 // no wake-up is lost.
 //
-// A command carries what a SubmitRequest carries; the daemon answers each with an ACCEPTED
-// completion (its op id) or a REJECTED one (the Submit error), and each accepted op later
-// with a FINISHED completion (what a WaitResponse carries). ACCEPTED and FINISHED of one op
-// may arrive in either order. The daemon releases a finished op's result once the client's
-// completion tail has passed it and every command the client posted before doing so was
-// handled, so `after` may name any op whose FINISHED completion the client had not consumed
-// when it posted the command.
+// A SUBMIT command carries what a SubmitRequest carries; the daemon answers each with an
+// ACCEPTED completion (its op id) or a REJECTED one (the Submit error), and each accepted op
+// later with a FINISHED completion (what a WaitResponse carries). ACCEPTED and FINISHED of
+// one op may arrive in either order. The daemon releases an OK op's result once the
+// client's completion tail has passed it and every command the client posted before doing
+// so was handled; a failed op's result stays until a RELEASE command names it (or the
+// session ends). So `after` may name any op whose FINISHED completion the client had not
+// consumed when it posted the command, and any failed op it has not released: the new op
+// then ends ABORTED, as through the Submit RPC. RELEASE commands get no completion.
 //
 // Everything in the shared memory is untrusted by the daemon: it copies a slot out before
 // it decodes it, keeps its own copies of the indices it owns, and checks the client's
@@ -32,6 +34,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cclo/v1/client.pb.h"
@@ -74,7 +77,12 @@ struct RingBufferRef {
   uint64_t length;
 };
 
-/// One op to submit; the fields of cclo.v1.SubmitRequest.
+enum class CommandKind : uint8_t {
+  kSubmit = 0,   ///< submit an op: the fields of cclo.v1.SubmitRequest
+  kRelease = 1,  ///< drop the results of the failed ops in `after` (collected by the client)
+};
+
+/// One command.
 struct CommandSlot {
   uint64_t cookie;  ///< the client's key for the completions of this command
   uint64_t comm_handle;
@@ -88,7 +96,8 @@ struct CommandSlot {
   uint32_t timeout_ms;
   uint8_t in_place;       ///< 0 or 1
   uint8_t wait_for_room;  ///< 0 or 1
-  uint8_t reserved[2];    ///< 0
+  uint8_t kind;           ///< CommandKind
+  uint8_t reserved;       ///< 0
   RingBufferRef send;
   RingBufferRef recv;
   uint32_t after_count;  ///< at most kMaxAfter
@@ -141,10 +150,13 @@ inline CompletionSlot* Completions(void* base) {
 /// name of kAlgorithmBytes or more, more than kMaxAfter `after` ids.
 absl::Status EncodeCommand(const v1::SubmitRequest& request, uint64_t cookie, CommandSlot& slot);
 
-/// The SubmitRequest of a command slot (a private copy: the caller copied it out of the
-/// ring). INVALID_ARGUMENT naming the field for anything a client could not have encoded:
-/// flags other than 0 or 1, nonzero reserved bytes, more than kMaxAfter ids, an algorithm
-/// name without NUL. Range checks of the values are Submit's.
+/// A RELEASE command for `op_ids` (at most kMaxAfter).
+CommandSlot EncodeRelease(const std::vector<uint64_t>& op_ids);
+
+/// The SubmitRequest of a SUBMIT command slot (a private copy: the caller copied it out of
+/// the ring). INVALID_ARGUMENT naming the field for anything a client could not have
+/// encoded: another kind, flags other than 0 or 1, nonzero reserved bytes, more than kMaxAfter ids,
+/// an algorithm name without NUL. Range checks of the values are Submit's.
 absl::StatusOr<v1::SubmitRequest> DecodeCommand(const CommandSlot& slot);
 
 /// A completion slot of `kind` carrying `result` (strings cut to their room).
