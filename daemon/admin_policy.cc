@@ -94,13 +94,8 @@ grpc::Status AdminService::ExplainPolicy(grpc::ServerContext*,
     source = "this daemon";
   }
   const PolicyChoice choice =
-      Choose(snapshot.policy(), {.collective = static_cast<hw::Collective>(collective),
-                                 .datatype = static_cast<hw::DataType>(request->datatype()),
-                                 .bytes = request->bytes(),
-                                 .world_size = world_size,
-                                 .transport = snapshot.transport(),
-                                 .tenant = snapshot.tenant(),
-                                 .comm_label = snapshot.comm_label()});
+      ChooseFor(snapshot, static_cast<hw::Collective>(collective),
+                static_cast<hw::DataType>(request->datatype()), request->bytes(), world_size);
   response->set_rule_index(choice.rule_index);
   response->set_rule(choice.rule);
   response->set_algorithm(choice.algorithm);

@@ -138,14 +138,8 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
 
   // Every rank chooses from the same snapshot and the same fields, so they agree.
   const cclo::v1::CommPolicy& policy = *member->policy;
-  const PolicyChoice choice = Choose(
-      policy.policy(), {.collective = call.collective,
-                        .datatype = call.datatype,
-                        .bytes = call.count * element,
-                        .world_size = member->size,
-                        .transport = policy.transport(),
-                        .tenant = policy.tenant(),
-                        .comm_label = policy.comm_label()});
+  const PolicyChoice choice =
+      ChooseFor(policy, call.collective, call.datatype, call.count * element, member->size);
   if (call.algorithm.empty()) call.algorithm = choice.algorithm;
   call.protocol = choice.protocol;
   call.segment_bytes = choice.segment_bytes;

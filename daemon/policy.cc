@@ -241,4 +241,15 @@ PolicyChoice Choose(const cclo::v1::Policy& policy, const PolicyQuery& query) {
   return choice;
 }
 
+PolicyChoice ChooseFor(const cclo::v1::CommPolicy& comm, hw::Collective collective,
+                       hw::DataType datatype, uint64_t bytes, uint32_t world_size) {
+  return Choose(comm.policy(), {.collective = collective,
+                                .datatype = datatype,
+                                .bytes = bytes,
+                                .world_size = world_size,
+                                .transport = comm.transport(),
+                                .tenant = comm.tenant(),
+                                .comm_label = comm.comm_label()});
+}
+
 }  // namespace cclo::daemon

@@ -52,6 +52,12 @@ absl::Status ValidatePolicy(const cclo::v1::Policy& policy);
 /// The choice for `query` under a policy that passed ValidatePolicy.
 PolicyChoice Choose(const cclo::v1::Policy& policy, const PolicyQuery& query);
 
+/// The choice for an op on a communicator of `world_size` ranks that chooses by `comm`'s
+/// snapshot: its policy, transport, tenant and label. Every rank passes the same fields,
+/// so every rank gets the same choice.
+PolicyChoice ChooseFor(const cclo::v1::CommPolicy& comm, hw::Collective collective,
+                       hw::DataType datatype, uint64_t bytes, uint32_t world_size);
+
 /// INVALID_ARGUMENT when a rule names a tenant not in `tenants` (a typo would never match).
 absl::Status CheckPolicyTenants(const cclo::v1::Policy& policy,
                                 const std::vector<std::string>& tenants);

@@ -24,20 +24,6 @@ absl::StatusOr<uint64_t> Bytes(const YAML::Node& node) {
   return hw::ParseByteSize(*text);
 }
 
-/// The value of `name` among `count` names given by `name_of(i)`, or the valid ones.
-absl::StatusOr<int> Lookup(const YAML::Node& node, int first, int last,
-                           const std::function<std::string_view(int)>& name_of) {
-  absl::StatusOr<std::string> text = Scalar(node);
-  if (!text.ok()) return text.status();
-  std::vector<std::string> valid;
-  for (int value = first; value <= last; ++value) {
-    if (name_of(value) == *text) return value;
-    valid.emplace_back(name_of(value));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", *text, "' is not one of ", absl::StrJoin(valid, ", ")));
-}
-
 /// A {min, max} mapping; `set_min`/`set_max` store the bounds given.
 absl::Status ParseRange(const YAML::Node& node, uint64_t max_value,
                         const std::function<void(uint64_t)>& set_min,
@@ -75,10 +61,9 @@ const std::map<std::string, Field>& Fields() {
       {"name", Text(&PolicyRule::set_name)},
       {"collective",
        [](const YAML::Node& node, PolicyRule& rule) -> absl::Status {
-         absl::StatusOr<int> value =
-             Lookup(node, 1, static_cast<int>(hw::kLastCollective), [](int v) {
-               return hw::CollectiveName(static_cast<hw::Collective>(v));
-             });
+         absl::StatusOr<std::string> text = Scalar(node);
+         if (!text.ok()) return text.status();
+         absl::StatusOr<hw::Collective> value = hw::ParseCollective(*text);
          if (!value.ok()) return value.status();
          rule.set_collective(static_cast<cclo::v1::Collective>(*value));
          return absl::OkStatus();
@@ -98,9 +83,9 @@ const std::map<std::string, Field>& Fields() {
       {"transport", Text(&PolicyRule::set_transport)},
       {"datatype",
        [](const YAML::Node& node, PolicyRule& rule) -> absl::Status {
-         absl::StatusOr<int> value =
-             Lookup(node, 0, static_cast<int>(hw::DataType::kFloat64),
-                    [](int v) { return hw::DataTypeName(static_cast<hw::DataType>(v)); });
+         absl::StatusOr<std::string> text = Scalar(node);
+         if (!text.ok()) return text.status();
+         absl::StatusOr<hw::DataType> value = hw::ParseDataType(*text);
          if (!value.ok()) return value.status();
          rule.set_datatype(static_cast<cclo::v1::DataType>(*value));
          return absl::OkStatus();

@@ -33,6 +33,32 @@ std::string_view CollectiveName(Collective collective) {
   return kCollectiveNames.at(static_cast<size_t>(collective));
 }
 
+namespace {
+
+/// The value in [first, last] whose `name_of` is `name`, or the valid names.
+template <typename Enum>
+absl::StatusOr<Enum> ParseName(std::string_view name, Enum first, Enum last,
+                               std::string_view (*name_of)(Enum)) {
+  std::string valid;
+  for (int value = static_cast<int>(first); value <= static_cast<int>(last); ++value) {
+    const std::string_view candidate = name_of(static_cast<Enum>(value));
+    if (candidate == name) return static_cast<Enum>(value);
+    absl::StrAppend(&valid, valid.empty() ? "" : ", ", std::string(candidate));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", std::string(name), "' is not one of ", valid));
+}
+
+}  // namespace
+
+absl::StatusOr<Collective> ParseCollective(std::string_view name) {
+  return ParseName(name, Collective::kSend, kLastCollective, &CollectiveName);
+}
+
+absl::StatusOr<DataType> ParseDataType(std::string_view name) {
+  return ParseName(name, DataType::kInt8, DataType::kFloat64, &DataTypeName);
+}
+
 std::string_view ProtocolName(Protocol protocol) {
   return kProtocolNames.at(static_cast<size_t>(protocol));
 }

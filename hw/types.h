@@ -76,6 +76,13 @@ std::string_view ReduceOpName(ReduceOp op);
 
 std::string_view CollectiveName(Collective collective);
 
+/// The collective named `name` (nop is none: it moves nothing); INVALID_ARGUMENT
+/// "'<name>' is not one of send, recv, ..." otherwise.
+absl::StatusOr<Collective> ParseCollective(std::string_view name);
+
+/// The datatype named `name`; INVALID_ARGUMENT "'<name>' is not one of int8, ..." otherwise.
+absl::StatusOr<DataType> ParseDataType(std::string_view name);
+
 /// "eager" or "rendezvous".
 std::string_view ProtocolName(Protocol protocol);
 

@@ -19,19 +19,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return text.str();
 }
 
-template <typename Enum>
-absl::StatusOr<Enum> ByName(const std::string& name, int last, std::string_view (*name_of)(Enum),
-                            const char* what, int first) {
-  std::string valid;
-  for (int value = first; value <= last; ++value) {
-    const std::string_view candidate = name_of(static_cast<Enum>(value));
-    if (candidate == name) return static_cast<Enum>(value);
-    absl::StrAppend(&valid, valid.empty() ? "" : ", ", std::string(candidate));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " '", name, "' is not one of ", valid));
-}
-
 std::string PolicyText(const v1::GetPolicyResponse& response) {
   return absl::StrCat("# policy version ", response.policy().version(), ", ",
                       response.policy().rules_size(), " rules\n", response.yaml());
@@ -99,15 +86,14 @@ int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostre
                  out, err);
   }
   v1::ExplainPolicyRequest request;
-  absl::StatusOr<hw::Collective> collective = ByName(
-      op_, static_cast<int>(hw::kLastCollective), &hw::CollectiveName, "--op", 1);
-  absl::StatusOr<hw::DataType> datatype =
-      ByName(datatype_, static_cast<int>(hw::DataType::kFloat64), &hw::DataTypeName,
-             "--datatype", 0);
+  absl::StatusOr<hw::Collective> collective = hw::ParseCollective(op_);
+  absl::StatusOr<hw::DataType> datatype = hw::ParseDataType(datatype_);
   absl::StatusOr<uint64_t> bytes = hw::ParseByteSize(bytes_);
-  for (const absl::Status& status : {collective.status(), datatype.status(), bytes.status()}) {
+  const std::pair<const char*, absl::Status> checks[] = {
+      {"--op ", collective.status()}, {"--datatype ", datatype.status()}, {"", bytes.status()}};
+  for (const auto& [flag, status] : checks) {
     if (!status.ok()) {
-      err << "ccloctl: " << status.message() << "\n";
+      err << "ccloctl: " << flag << status.message() << "\n";
       return 1;
     }
   }
