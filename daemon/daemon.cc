@@ -161,9 +161,10 @@ absl::Status Daemon::StartServers(int peer_port) {
     return owned;
   }
 
-  absl::StatusOr<std::unique_ptr<Rings>> rings = Rings::Start(&ops_, &drain_);
+  absl::StatusOr<std::unique_ptr<Rings>> rings = Rings::Create(&ops_, &drain_);
   if (!rings.ok()) return rings.status();
   rings_ = *std::move(rings);
+  device_->AddPoller(rings_.get());
   absl::StatusOr<std::unique_ptr<AttachServer>> attach = AttachServer::Start(
       dir + "/attach.sock", &tenants_, &sessions_,
       [this](const SessionPtr& session) {

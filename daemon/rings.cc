@@ -14,9 +14,6 @@
 namespace cclo::daemon {
 namespace {
 
-/// How long the ring thread keeps looking for commands after its last work before it
-/// sleeps on the doorbells.
-constexpr absl::Duration kSpin = absl::Microseconds(50);
 /// How often a parked command (waiting for room in its tenant's quota) is retried.
 constexpr int kParkedRetryMs = 1;
 /// epoll data of the wake eventfd (session ids start at 1).
@@ -48,7 +45,7 @@ void ClearEventfd(int eventfd) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Rings>> Rings::Start(Ops* ops, const Drain* drain) {
+absl::StatusOr<std::unique_ptr<Rings>> Rings::Create(Ops* ops, const Drain* drain) {
   int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd < 0) return absl::InternalError(absl::StrCat("epoll: ", std::strerror(errno)));
   int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -65,14 +62,9 @@ absl::StatusOr<std::unique_ptr<Rings>> Rings::Start(Ops* ops, const Drain* drain
 }
 
 Rings::Rings(Ops* ops, const Drain* drain, int epoll_fd, int wake_fd)
-    : ops_(ops), drain_(drain), epoll_fd_(epoll_fd), wake_fd_(wake_fd), thread_([this] {
-        Run();
-      }) {}
+    : ops_(ops), drain_(drain), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
 
 Rings::~Rings() {
-  stopping_ = true;
-  SignalEventfd(wake_fd_);
-  thread_.join();
   served_.clear();
   {
     absl::MutexLock lock(&mu_);
@@ -112,7 +104,7 @@ void Rings::Close(uint64_t session_id) {
     opened_.erase(found);
     sessions_.erase(session_id);
   }
-  // The ring thread drops its reference at its next pass, which closes the fds.
+  // The engine thread drops its reference at its next poll, which closes the fds.
   ++version_;
   SignalEventfd(wake_fd_);
 }
@@ -127,46 +119,50 @@ void Rings::Refresh() {
   }
 }
 
-void Rings::Run() {
-  absl::Time idle_since = absl::Now();
+bool Rings::Poll() {
+  Refresh();
+  bool work = false;
+  for (auto& [id, served] : served_) work |= Serve(id, served);
+  return work;
+}
+
+absl::Time Rings::Sleeping() {
+  // Say so before sleeping, then look once more: a client that posts after this rings.
+  Refresh();
+  bool parked = false;
+  for (auto& [id, served] : served_) served.ring->SetDaemonSleeping(true);
+  for (auto& [id, served] : served_) {
+    parked |= served.parked.has_value();
+    if (!served.broken && !served.parked && !served.ring->Overflowing() &&
+        served.ring->HasCommands()) {
+      return absl::InfinitePast();
+    }
+  }
+  return parked ? absl::Now() + absl::Milliseconds(kParkedRetryMs) : absl::InfiniteFuture();
+}
+
+void Rings::Awake() {
+  for (auto& [id, served] : served_) served.ring->SetDaemonSleeping(false);
   epoll_event events[64];
-  while (!stopping_) {
-    Refresh();
-    bool work = false;
-    for (auto& [id, served] : served_) work |= Serve(id, served);
-    if (work) {
-      idle_since = absl::Now();
-      continue;
+  const int ready = epoll_wait(epoll_fd_, events, 64, 0);
+  for (int i = 0; i < ready; ++i) {
+    const uint64_t id = events[i].data.u64;
+    if (id == kWakeId) {
+      ClearEventfd(wake_fd_);
+    } else if (auto found = served_.find(id); found != served_.end()) {
+      ClearEventfd(found->second.ring->command_doorbell());
     }
-    if (absl::Now() - idle_since < kSpin) continue;
-    // Say so before sleeping, then look once more: a client that posts after this rings.
-    bool pending = false, parked = false;
-    for (auto& [id, served] : served_) served.ring->SetDaemonSleeping(true);
-    for (auto& [id, served] : served_) {
-      parked |= served.parked.has_value();
-      pending |= !served.broken && !served.parked && !served.ring->Overflowing() &&
-                 served.ring->HasCommands();
-    }
-    if (!pending) {
-      const int ready = epoll_wait(epoll_fd_, events, 64, parked ? kParkedRetryMs : -1);
-      for (int i = 0; i < ready; ++i) {
-        const uint64_t id = events[i].data.u64;
-        if (id == kWakeId) {
-          ClearEventfd(wake_fd_);
-        } else if (auto found = served_.find(id); found != served_.end()) {
-          ClearEventfd(found->second.ring->command_doorbell());
-        }
-      }
-    }
-    for (auto& [id, served] : served_) served.ring->SetDaemonSleeping(false);
-    idle_since = absl::Now();
   }
 }
 
 bool Rings::Serve(uint64_t session_id, Served& served) {
-  SessionPtr session = served.session.lock();
-  if (!session || served.broken) return false;
   SessionRing& ring = *served.ring;
+  // The common case on every turn of the engine: nothing to do for this session.
+  if (served.broken || (!served.parked && !ring.HasCommands() && !ring.Overflowing())) {
+    return false;
+  }
+  SessionPtr session = served.session.lock();
+  if (!session) return false;
   bool work = ring.FlushOverflow();
   if (served.parked) {
     Served::Parked parked = *served.parked;
@@ -221,7 +217,7 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
     ring.Post(Refusal(cookie, admitted));
     return true;
   }
-  // This thread never waits for room: a command that would is parked and retried.
+  // The engine thread never waits for room: a command that would is parked and retried.
   const bool wait_for_room = request.wait_for_room();
   const absl::Duration timeout = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
                                                           : ops_->default_deadline();

@@ -1,9 +1,11 @@
 // The fast path: every session's command and completion rings (daemon/session_ring.h),
-// served by one thread. It spins briefly after work, then sleeps in epoll on the
-// sessions' command doorbells. Each wake takes at most kBatch commands of each session
-// (fairness between sessions and tenants), turns each into the SubmitRequest it carries
-// and submits it through Ops::Submit, exactly as the Submit RPC does; the op's acceptance
-// or refusal and later its result go to the session's completion ring.
+// served on the engine's own thread as its hw::Poller, so that a command becomes an
+// engine call without a hand-off between threads. The engine polls the rings on every
+// turn, spins briefly after work, then sleeps with the sessions' command doorbells in its
+// epoll. Each poll takes at most kBatch commands of each session (fairness between
+// sessions and tenants), turns each into the SubmitRequest it carries and submits it
+// through Ops::Submit, exactly as the Submit RPC does; the op's acceptance or refusal and
+// later its result go to the session's completion ring.
 #pragma once
 
 #include <sys/types.h>
@@ -13,7 +15,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,18 +25,20 @@
 #include "daemon/ops.h"
 #include "daemon/session_ring.h"
 #include "daemon/sessions.h"
+#include "hw/poller.h"
 
 namespace cclo::daemon {
 
-class Rings {
+class Rings final : public hw::Poller {
  public:
-  /// Commands taken from one session per wake.
+  /// Commands taken from one session per poll.
   static constexpr size_t kBatch = 32;
 
-  /// Starts the ring thread. Commands go to `ops` unless `drain` refuses new ops.
-  static absl::StatusOr<std::unique_ptr<Rings>> Start(Ops* ops, const Drain* drain);
-  /// Stops the thread and tears down every ring.
-  ~Rings();
+  /// Makes the rings' epoll set; give the result to hw::Device::AddPoller. Commands go to
+  /// `ops` unless `drain` refuses new ops.
+  static absl::StatusOr<std::unique_ptr<Rings>> Create(Ops* ops, const Drain* drain);
+  /// Tears down every ring (after the engine stopped polling).
+  ~Rings() override;
   Rings(const Rings&) = delete;
   Rings& operator=(const Rings&) = delete;
 
@@ -44,8 +47,14 @@ class Rings {
   /// Tears down the session's rings (after Session::Close(); nothing if it has none).
   void Close(uint64_t session_id);
 
+  // hw::Poller (the engine's thread)
+  int wake_fd() const override { return epoll_fd_; }
+  bool Poll() override;
+  absl::Time Sleeping() override;
+  void Awake() override;
+
  private:
-  /// A session's rings and what the ring thread keeps for it.
+  /// A session's rings and what the engine thread keeps for it.
   struct Served {
     std::weak_ptr<Session> session;
     std::shared_ptr<SessionRing> ring;
@@ -64,7 +73,6 @@ class Rings {
   };
 
   Rings(Ops* ops, const Drain* drain, int epoll_fd, int wake_fd);
-  void Run();
   /// One pass over a session: kept completions, then up to kBatch commands, then the
   /// results the client consumed. Whether there was anything to do.
   bool Serve(uint64_t session_id, Served& served);
@@ -76,19 +84,17 @@ class Rings {
 
   Ops* const ops_;
   const Drain* const drain_;
-  const int epoll_fd_;
-  const int wake_fd_;  ///< eventfd: Close() or the destructor wants the thread's attention
+  const int epoll_fd_;  ///< the command doorbells and wake_fd_; the engine sleeps on it
+  const int wake_fd_;   ///< eventfd: Open() or Close() changed the sessions
 
   absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<SessionRing>> opened_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::weak_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> version_{0};  ///< bumped by Open and Close
-  std::atomic<bool> stopping_{false};
 
-  /// The ring thread's view, refreshed when version_ changes.
+  /// The engine thread's view, refreshed when version_ changes.
   std::map<uint64_t, Served> served_;
   uint64_t served_version_ = 0;
-  std::thread thread_;  ///< runs Run(); joined by the destructor
 };
 
 }  // namespace cclo::daemon

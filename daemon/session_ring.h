@@ -41,11 +41,11 @@ class SessionRing {
   bool Overflowing() const;
 
   /// The commands the client posted and the daemon has not taken, at most `limit`, copied
-  /// out of the ring (the ring thread only). Also snapshots the client's completion tail
+  /// out of the ring (the engine thread only). Also snapshots the client's completion tail
   /// for TakeConsumed. An index outside the ring's bounds is INVALID_ARGUMENT naming it.
   absl::StatusOr<std::vector<ring::CommandSlot>> TakeCommands(size_t limit);
   /// The op ids of OK FINISHED completions the client consumed before posting the commands
-  /// taken so far, once all of those were taken; each id is returned once. Ring thread.
+  /// taken so far, once all of those were taken; each id is returned once. Engine thread.
   std::vector<uint64_t> TakeConsumed();
   /// Tells the client's sleeping threads that commands were taken (room) or completions
   /// posted.
@@ -67,7 +67,7 @@ class SessionRing {
   const int command_doorbell_;     ///< eventfd, client -> daemon
   const int completion_doorbell_;  ///< eventfd, daemon -> client
 
-  /// The ring thread's own copy of the command tail (the shared one is for the client).
+  /// The engine thread's own copy of the command tail (the shared one is for the client).
   uint64_t command_tail_ = 0;
   /// Completion tail and command head read together by the last TakeCommands: the
   /// completions below the tail were consumed before the commands below the head were

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "hw/call.h"
+#include "hw/poller.h"
 #include "hw/types.h"
 
 namespace cclo::hw {
@@ -106,6 +107,10 @@ class Device {
 
   /// A snapshot of the engine's counters.
   virtual DeviceStats Stats() const = 0;
+
+  /// Runs `poller` on the engine's thread from its next turn on, so that work it starts
+  /// (calls) needs no hand-off between threads. `poller` must outlive the device.
+  virtual void AddPoller(Poller* poller) = 0;
 };
 
 using DevicePtr = std::unique_ptr<Device>;

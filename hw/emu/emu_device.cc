@@ -148,6 +148,8 @@ void EmuDevice::SetScheduling(const Scheduling& scheduling) {
   engine_->Post([this, scheduling] { dmp_.SetScheduling(scheduling); });
 }
 
+void EmuDevice::AddPoller(Poller* poller) { engine_->AddPoller(poller); }
+
 DeviceStats EmuDevice::Stats() const {
   DeviceStats stats;
   stats.calls_completed = counters_.calls_completed.load();

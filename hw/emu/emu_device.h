@@ -90,6 +90,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
             CompletionFn done) override;
   void SetScheduling(const Scheduling& scheduling) override;
   DeviceStats Stats() const override;
+  void AddPoller(Poller* poller) override;
 
   // poe::EngineHandler (engine thread)
   absl::StatusOr<CommSecret> Secret(const CommId& comm) override;

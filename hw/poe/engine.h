@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "hw/poe/session.h"
 #include "hw/poe/wire.h"
+#include "hw/poller.h"
 #include "hw/types.h"
 
 namespace cclo::hw::poe {
@@ -74,6 +75,10 @@ class Engine {
 
   /// Thread-safe: runs `task` on the engine thread, in posting order.
   virtual void Post(std::function<void()> task) = 0;
+
+  /// Thread-safe: polls `poller` on every turn of the loop from its next one on (see
+  /// hw::Poller); `poller` must outlive the engine's thread.
+  virtual void AddPoller(Poller* poller) = 0;
 
   /// Thread-safe, not from the engine thread: runs the tasks posted so far, then stops
   /// the loop and joins its thread.

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -24,6 +25,11 @@ namespace {
 
 constexpr uint64_t kWakeId = 0;
 constexpr uint64_t kListenId = 1;
+/// epoll data of every poller's wake fd (pollers are polled on every turn anyway).
+constexpr uint64_t kPollerId = 2;
+/// How long the loop keeps turning without sleeping after its last work: a reply to what
+/// it just did (the next command, the peer's answer) is then taken without a wake-up.
+constexpr absl::Duration kSpin = absl::Microseconds(50);
 /// How long accepting pauses when the process is out of descriptors.
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 /// Most connections that may be in their handshake at once; more are closed at accept.
@@ -144,12 +150,27 @@ void TcpEngine::Start() {
 }
 
 void TcpEngine::Post(std::function<void()> task) {
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    // From the loop itself (a poller's call): run at the end of this turn, no wake-up.
+    local_tasks_.push_back(std::move(task));
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back(std::move(task));
   }
   const uint64_t one = 1;
   (void)write(wake_fd_, &one, sizeof(one));
+}
+
+void TcpEngine::AddPoller(Poller* poller) {
+  Post([this, poller] {
+    epoll_event event{.events = EPOLLIN, .data = {.u64 = kPollerId}};
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, poller->wake_fd(), &event) != 0) {
+      spdlog::error("{}", Errno("epoll_ctl for a poller"));
+    }
+    pollers_.push_back(poller);
+  });
 }
 
 void TcpEngine::Stop() {
@@ -168,28 +189,53 @@ void TcpEngine::RunTasks() {
   for (auto& task : tasks) task();
 }
 
+bool TcpEngine::RunLocalTasks() {
+  if (local_tasks_.empty()) return false;
+  while (!local_tasks_.empty()) {
+    std::vector<std::function<void()>> tasks;
+    tasks.swap(local_tasks_);
+    for (auto& task : tasks) task();
+  }
+  return true;
+}
+
+bool TcpEngine::Poll() {
+  bool work = false;
+  for (Poller* poller : pollers_) work |= poller->Poll();
+  return work;
+}
+
+int TcpEngine::SleepMs(absl::Time now, bool spinning) {
+  if (spinning) return 0;
+  absl::Time wake_at = handler_deadline_;
+  if (!handshake_deadlines_.empty()) {
+    wake_at = std::min(wake_at, handshake_deadlines_.begin()->first);
+  }
+  if (accept_paused_until_ != absl::InfinitePast()) {
+    wake_at = std::min(wake_at, accept_paused_until_);
+  }
+  for (Poller* poller : pollers_) wake_at = std::min(wake_at, poller->Sleeping());
+  pollers_asleep_ = true;
+  if (wake_at == absl::InfiniteFuture()) return -1;
+  const absl::Duration left = wake_at - now;
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), INT_MAX));
+}
+
 void TcpEngine::Loop() {
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
+  absl::Time last_work = absl::Now();
   while (running_) {
-    absl::Time wake_at = handler_deadline_;
-    if (!handshake_deadlines_.empty()) {
-      wake_at = std::min(wake_at, handshake_deadlines_.begin()->first);
-    }
-    if (accept_paused_until_ != absl::InfinitePast()) {
-      wake_at = std::min(wake_at, accept_paused_until_);
-    }
-    int timeout_ms = -1;
-    if (wake_at != absl::InfiniteFuture()) {
-      const absl::Duration left = wake_at - absl::Now();
-      timeout_ms =
-          left <= absl::ZeroDuration()
-              ? 0
-              : static_cast<int>(std::min<int64_t>(
-                    absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), INT_MAX));
-    }
-    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
+    if (Poll() | RunLocalTasks()) last_work = absl::Now();
+    const bool spinning = absl::Now() - last_work < kSpin;
+    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, SleepMs(absl::Now(), spinning));
     if (n < 0 && errno != EINTR) spdlog::error("{}", Errno("epoll_wait"));
+    if (pollers_asleep_) {
+      pollers_asleep_ = false;
+      for (Poller* poller : pollers_) poller->Awake();
+    }
     for (int i = 0; i < n; ++i) {
       const uint64_t id = events[i].data.u64;
       if (id == kWakeId) {
@@ -202,6 +248,11 @@ void TcpEngine::Loop() {
       RunDeferred();
     }
     const absl::Time now = absl::Now();
+    if (n > 0) {
+      last_work = now;
+    } else if (spinning) {
+      sched_yield();  // a spinning loop gives way to whatever else wants this core
+    }
     if (accept_paused_until_ != absl::InfinitePast() && now >= accept_paused_until_) {
       accept_paused_until_ = absl::InfinitePast();
       WatchListener(true);
@@ -211,6 +262,7 @@ void TcpEngine::Loop() {
     RunDeferred();
     retired_.clear();
   }
+  RunLocalTasks();  // what the last turn's tasks posted, as Stop() promises
 }
 
 void TcpEngine::RunDeferred() {

@@ -1,7 +1,8 @@
 // TcpEngine: the TCP protocol offload engine. One thread runs an epoll loop over the
-// listening socket, an eventfd for posted tasks and every session socket; it sleeps until
-// I/O, a posted task, or the nearest deadline (handler's or a handshake's). No thread per
-// connection or per call.
+// listening socket, an eventfd for posted tasks, every session socket and the pollers
+// (hw/poller.h). After work it keeps turning for a short spin; then it sleeps until I/O,
+// a posted task, a poller's fd, or the nearest deadline (handler's, a handshake's or a
+// poller's). No thread per connection or per call.
 #pragma once
 
 #include <atomic>
@@ -45,6 +46,7 @@ class TcpEngine final : public Engine {
   const std::string& address() const override { return address_; }
   void Start() override;
   void Post(std::function<void()> task) override;
+  void AddPoller(Poller* poller) override;
   void Stop() override;
   absl::StatusOr<Session*> Connect(const CommId& comm, const CommSecret& secret,
                                    const std::string& peer_address) override;
@@ -66,7 +68,15 @@ class TcpEngine final : public Engine {
 
  private:
   void Loop();
+  /// Polls every poller; whether any had work.
+  bool Poll();
+  /// epoll_wait's timeout: 0 while `spinning`, else until the nearest deadline (the
+  /// handler's, a handshake's, the pollers'), having told the pollers the loop sleeps.
+  int SleepMs(absl::Time now, bool spinning);
+  /// Runs the tasks posted from other threads (the eventfd woke the loop).
   void RunTasks();
+  /// Runs the tasks the loop posted to itself; whether there were any.
+  bool RunLocalTasks();
   void Accept();
   /// Stops (or resumes) watching the listening socket; used to back off while the
   /// process is out of descriptors, instead of spinning on a socket that stays readable.
@@ -92,7 +102,11 @@ class TcpEngine final : public Engine {
 
   // Engine thread only.
   bool running_ = true;
-  uint64_t next_id_ = 2;  ///< 0 and 1 tag the eventfd and the listening socket in epoll
+  /// 0, 1 and 2 tag the eventfd, the listening socket and the pollers' fds in epoll.
+  uint64_t next_id_ = 3;
+  std::vector<Poller*> pollers_;
+  std::vector<std::function<void()>> local_tasks_;  ///< posted by the loop itself
+  bool pollers_asleep_ = false;                     ///< Sleeping() was said; Awake() is due
   absl::flat_hash_map<uint64_t, std::unique_ptr<TcpSession>> sessions_;
   std::vector<std::unique_ptr<TcpSession>> retired_;
   std::vector<uint64_t> flush_;

@@ -1,0 +1,27 @@
+// Work that runs on the engine's own thread, between its turns: the daemon's command
+// rings. The engine polls it on every turn, spins briefly after work instead of sleeping,
+// and when it does sleep, the poller's fd wakes it.
+#pragma once
+
+#include "absl/time/time.h"
+
+namespace cclo::hw {
+
+/// Every method runs on the engine thread and must not block.
+class Poller {
+ public:
+  virtual ~Poller() = default;
+
+  /// Readable while the engine sleeps and the poller has work (epoll-able).
+  virtual int wake_fd() const = 0;
+  /// Does the work that is ready; whether there was any.
+  virtual bool Poll() = 0;
+  /// The engine is about to sleep: from here on, new work makes wake_fd() readable.
+  /// Returns the latest time to poll again: now or earlier if work is already waiting,
+  /// absl::InfiniteFuture() if only wake_fd() matters.
+  virtual absl::Time Sleeping() = 0;
+  /// The engine woke from the sleep Sleeping() announced.
+  virtual void Awake() = 0;
+};
+
+}  // namespace cclo::hw

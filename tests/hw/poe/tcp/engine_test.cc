@@ -1,0 +1,180 @@
+// TcpEngine's pollers (hw/poller.h): polled on the engine thread, woken by their fd while
+// the engine sleeps, or by the time Sleeping() asks for; a task a poller posts runs in the
+// same turn, before the next poll.
+#include "hw/poe/tcp/engine.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace cclo::hw::poe::tcp {
+namespace {
+
+/// Admits nothing; the engine here only runs pollers.
+class IdleHandler : public EngineHandler {
+ public:
+  absl::StatusOr<CommSecret> Secret(const CommId&) override {
+    return absl::NotFoundError("no communicators");
+  }
+  void OnAuthenticated(Session&) override {}
+  void OnSessionUp(Session&) override {}
+  void OnSessionClosed(Session&, const absl::Status&) override {}
+  absl::StatusOr<std::byte*> OnSegment(Session&, const SegmentHeader&) override {
+    return absl::InternalError("no segments expected");
+  }
+  absl::Status OnPayload(Session&, const SegmentHeader&) override { return absl::OkStatus(); }
+  absl::Time OnTimer(absl::Time) override { return absl::InfiniteFuture(); }
+};
+
+/// Work arrives as a count written to an eventfd (the doorbell) and is taken by Poll.
+/// Records which threads ran it, and in what order polls, sleeps and posted tasks came.
+class CountingPoller : public Poller {
+ public:
+  CountingPoller() : doorbell_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~CountingPoller() override { close(doorbell_); }
+
+  int wake_fd() const override { return doorbell_; }
+  bool Poll() override {
+    Record('p');
+    if (work_.exchange(0) == 0) return false;
+    done_.fetch_add(1);
+    if (engine_ != nullptr) engine_->Post([this] { Record('t'); });
+    return true;
+  }
+  absl::Time Sleeping() override {
+    Record('s');
+    sleeps_.fetch_add(1);
+    return wake_after_ == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                   : absl::Now() + wake_after_;
+  }
+  void Awake() override {
+    Record('a');
+    uint64_t count;
+    (void)!read(doorbell_, &count, sizeof(count));
+  }
+
+  /// Gives Poll one piece of work and rings the doorbell.
+  void Ring() {
+    work_.fetch_add(1);
+    const uint64_t one = 1;
+    (void)!write(doorbell_, &one, sizeof(one));
+  }
+  /// Waits (bounded) until `ready` holds.
+  template <typename Ready>
+  static bool Eventually(Ready ready) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!ready()) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+
+  Engine* engine_ = nullptr;  ///< set to have Poll post a task after each piece of work
+  absl::Duration wake_after_ = absl::InfiniteDuration();
+  std::atomic<int> done_{0};
+  std::atomic<int> sleeps_{0};
+
+  /// Read once the engine stopped.
+  std::vector<char> events() const { return events_; }
+  std::vector<std::thread::id> threads() const { return threads_; }
+
+ private:
+  void Record(char what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(what);
+    threads_.push_back(std::this_thread::get_id());
+  }
+
+  const int doorbell_;
+  std::atomic<int> work_{0};
+  std::mutex mu_;
+  std::vector<char> events_;
+  std::vector<std::thread::id> threads_;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<EnginePtr> engine = CreateTcpEngine({}, &handler_);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+  }
+
+  IdleHandler handler_;
+  EnginePtr engine_;
+};
+
+TEST_F(EngineTest, SleepingEngineWakesForItsPollersFd) {
+  CountingPoller poller;
+  engine_->AddPoller(&poller);
+  engine_->Start();
+  ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() > 0; }));
+  poller.Ring();
+  ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.done_.load() == 1; }));
+  poller.Ring();
+  ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.done_.load() == 2; }));
+  engine_->Stop();
+
+  for (std::thread::id thread : poller.threads()) EXPECT_NE(thread, std::this_thread::get_id());
+  // Every sleep announced is followed by exactly one wake before the next poll or sleep.
+  bool asleep = false;
+  for (char event : poller.events()) {
+    if (event == 's') {
+      EXPECT_FALSE(asleep);
+      asleep = true;
+    } else if (event == 'a') {
+      EXPECT_TRUE(asleep);
+      asleep = false;
+    } else {
+      EXPECT_FALSE(asleep) << "polled while asleep";
+    }
+  }
+}
+
+TEST_F(EngineTest, TaskPostedByAPollerRunsBeforeTheNextPoll) {
+  CountingPoller poller;
+  poller.engine_ = engine_.get();
+  engine_->AddPoller(&poller);
+  engine_->Start();
+  for (int i = 1; i <= 3; ++i) {
+    poller.Ring();
+    ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.done_.load() == i; }));
+  }
+  engine_->Stop();
+
+  const std::vector<char> events = poller.events();
+  const std::vector<std::thread::id> threads = poller.threads();
+  int tasks = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(threads[i], threads.front()) << "event " << i << " on another thread";
+    if (events[i] != 't') continue;
+    ++tasks;
+    // The poll that posted it came last, with nothing (no sleep, no other poll) between.
+    ASSERT_GT(i, 0u);
+    EXPECT_EQ(events[i - 1], 'p');
+  }
+  EXPECT_EQ(tasks, 3);
+}
+
+TEST_F(EngineTest, SleepEndsAtTheTimeThePollerAsks) {
+  CountingPoller poller;
+  poller.wake_after_ = absl::Milliseconds(1);
+  engine_->AddPoller(&poller);
+  engine_->Start();
+  // Nothing rings the fd: only the asked-for time wakes the engine, again and again.
+  EXPECT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() >= 5; }));
+  engine_->Stop();
+  EXPECT_EQ(poller.done_.load(), 0);
+}
+
+}  // namespace
+}  // namespace cclo::hw::poe::tcp
