@@ -1,6 +1,7 @@
 #include "client/ring.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -177,10 +178,14 @@ absl::Status ClientRing::Await(const std::function<bool()>& ready, absl::Time de
   while (true) {
     const absl::Time spin_until = std::min(absl::Now() + kSpin, deadline);
     do {
-      absl::MutexLock lock(&mu_);
-      ConsumeLocked();
-      if (ready()) return absl::OkStatus();
-      if (!broken_.ok()) return broken_;
+      {
+        absl::MutexLock lock(&mu_);
+        ConsumeLocked();
+        if (ready()) return absl::OkStatus();
+        if (!broken_.ok()) return broken_;
+      }
+      // Gives way to whatever else wants this core: often the daemon's engine thread.
+      sched_yield();
     } while (absl::Now() < spin_until);
     if (absl::Now() >= deadline) return absl::DeadlineExceededError("deadline passed");
     // Say so before sleeping, then look once more: the daemon rings after this.
