@@ -23,6 +23,11 @@ namespace {
 /// so every other session and the engine's scheduled work get a turn in between.
 constexpr int kReadTurns = 64;
 constexpr int kMaxIov = 64;
+/// Payload bytes read, and bytes written, per session and loop turn. A session streaming
+/// large segments holds the engine thread for about this much copying; then every other
+/// session, the command rings and the scheduled work get their turn (a large segment
+/// takes several turns).
+constexpr uint64_t kTurnBytes = 256 << 10;
 
 std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
 
@@ -189,17 +194,22 @@ void TcpSession::OnConnected() {
 void TcpSession::Flush() {
   if (state_ == State::kClosed || state_ == State::kConnecting) return;
   std::vector<std::function<void()>> written;
-  while (!tx_.empty()) {
+  uint64_t sent = 0;
+  while (!tx_.empty() && sent < kTurnBytes) {
     iovec iov[kMaxIov];
     int count = 0;
-    for (auto it = tx_.begin(); it != tx_.end() && count + 2 <= kMaxIov; ++it) {
+    uint64_t room = kTurnBytes - sent;
+    auto add = [&](const std::byte* data, size_t bytes) {
+      const size_t take = std::min<uint64_t>(bytes, room);
+      iov[count++] = {const_cast<std::byte*>(data), take};
+      room -= take;
+    };
+    for (auto it = tx_.begin(); it != tx_.end() && count + 2 <= kMaxIov && room > 0; ++it) {
       if (it->written < kHeaderBytes) {
-        iov[count++] = {it->header.data() + it->written, kHeaderBytes - it->written};
+        add(it->header.data() + it->written, kHeaderBytes - it->written);
       }
       const size_t done = it->written > kHeaderBytes ? it->written - kHeaderBytes : 0;
-      if (it->length > done) {
-        iov[count++] = {const_cast<std::byte*>(it->payload) + done, it->length - done};
-      }
+      if (it->length > done && room > 0) add(it->payload + done, it->length - done);
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -215,6 +225,7 @@ void TcpSession::Flush() {
       }
       break;
     }
+    sent += static_cast<uint64_t>(n);
     size_t left = static_cast<size_t>(n);
     while (left > 0 && !tx_.empty()) {
       TxEntry& entry = tx_.front();
@@ -232,6 +243,7 @@ void TcpSession::Flush() {
 }
 
 void TcpSession::OnReadable() {
+  uint64_t payload_read = 0;
   for (int turn = 0; turn < kReadTurns; ++turn) {
     if (state_ == State::kClosed) return;
     std::byte* into = nullptr;
@@ -247,7 +259,8 @@ void TcpSession::OnReadable() {
         break;
       case Rx::kPayload:
         into = landing_ + have_;
-        want = current_.length - have_;
+        want = std::min(current_.length - have_, kTurnBytes - payload_read);
+        if (want == 0) return;  // the socket stays readable: the rest comes next turn
         break;
     }
     const ssize_t n = read(fd_, into, want);
@@ -258,7 +271,10 @@ void TcpSession::OnReadable() {
       return Fail(absl::UnavailableError(Errno("read")));
     }
     have_ += static_cast<uint64_t>(n);
-    if (static_cast<uint64_t>(n) < want) continue;
+    if (rx_ == Rx::kPayload) payload_read += static_cast<uint64_t>(n);
+    if (static_cast<uint64_t>(n) < want || (rx_ == Rx::kPayload && have_ < current_.length)) {
+      continue;
+    }
     have_ = 0;
     if (rx_ == Rx::kHeader) {
       OnHeader();
