@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/buffers.h"
+#include "cclo/v1/ring.h"
 #include "daemon/tenants.h"
 #include "hw/device.h"
 
@@ -71,8 +72,8 @@ struct NewOp {
   OpDone done;
 };
 
-/// Most ops one op may wait for.
-inline constexpr size_t kMaxAfter = 64;
+/// Most ops one op may wait for: what a command-ring slot holds, through the Submit RPC too.
+inline constexpr size_t kMaxAfter = ring::kMaxAfter;
 
 /// One client session. Thread-safe.
 ///
