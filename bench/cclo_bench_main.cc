@@ -76,7 +76,8 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
   BenchArguments arguments;
   app.add_option("--ops", arguments.ops,
                  "comma-separated ops: sendrecv, bcast, reduce, allreduce, allgather, "
-                 "reduce_scatter, alltoall, nop; or all")
+                 "reduce_scatter, alltoall, nop (through the command ring), nop_grpc (through "
+                 "the Submit and Wait RPCs); or all")
       ->capture_default_str();
   app.add_option("--min-bytes", arguments.min_bytes, "smallest size (K, M, G suffixes)")
       ->capture_default_str();

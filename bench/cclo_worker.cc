@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/daemon_cpu.h"
 #include "cclo/client.h"
+#include "client/rpc_path.h"
 #include "client/run/check.h"
 #include "client/run/execute.h"
 
@@ -31,6 +32,7 @@ run::Op RunOp(Op op) {
       return run::Op::kAlltoall;
     case Op::kAllreduce:
     case Op::kNop:
+    case Op::kNopGrpc:
       break;
   }
   return run::Op::kAllreduce;
@@ -65,32 +67,14 @@ class Worker {
     const run::OpShape shape = ShapeOf(options_, op, count);
     const uint64_t size = SizeOf(op, count, options_.size, hw::DataTypeSize(kType));
     const std::string label = absl::StrCat(OpName(op), " ", size);
-    if (op != Op::kNop) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
-    for (uint32_t i = 0; i < options_.warmup; ++i) {
-      if (absl::Status status = RunOnce(op, shape); !status.ok()) return Failed(label, status);
-    }
-    if (absl::Status status = comm_.Barrier(Timeout()); !status.ok()) return Failed(label, status);
-    absl::StatusOr<double> cpu_before = DaemonsCpuSeconds(CpuPids());
+    if (!IsNop(op)) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
     std::vector<double> micros;
     std::optional<run::Mismatch> mismatch;
-    for (uint32_t i = 0; i < options_.iters; ++i) {
-      if (options_.check && op != Op::kNop) {
-        run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
-      }
-      const absl::Time start = absl::Now();
-      if (absl::Status status = RunOnce(op, shape); !status.ok()) return Failed(label, status);
-      micros.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
-      if (options_.check && op != Op::kNop && !mismatch) {
-        mismatch = run::FindMismatch(shape, recv_.data(), salt_);
-      }
-    }
-    if (absl::Status status = comm_.Barrier(Timeout()); !status.ok()) return Failed(label, status);
-    absl::StatusOr<double> cpu_after = DaemonsCpuSeconds(CpuPids());
-    if (!cpu_before.ok() || !cpu_after.ok()) {
-      return cpu_before.ok() ? cpu_after.status() : cpu_before.status();
-    }
+    absl::StatusOr<double> cpu_seconds =
+        IsNop(op) ? RunInTurns(op, shape, micros) : RunTogether(op, shape, micros, mismatch);
+    if (!cpu_seconds.ok()) return Failed(label, cpu_seconds.status());
     std::printf("%s\n", TimesLine(op, size, micros).c_str());
-    if (options_.rank == 0) std::printf("cpu %s %.3f\n", label.c_str(), *cpu_after - *cpu_before);
+    if (options_.rank == 0) std::printf("cpu %s %.3f\n", label.c_str(), *cpu_seconds);
     if (options_.check) {
       std::printf("check %s %s\n", label.c_str(),
                   mismatch ? absl::StrCat("rank ", options_.rank, " index ", mismatch->index,
@@ -103,14 +87,89 @@ class Worker {
   }
 
  private:
+  // Every rank at once, as the op involves them all: warm-up, a barrier, the timed
+  // iterations, a barrier. Returns the daemons' CPU seconds between the barriers.
+  absl::StatusOr<double> RunTogether(Op op, const run::OpShape& shape, std::vector<double>& micros,
+                                     std::optional<run::Mismatch>& mismatch) {
+    if (absl::Status status = WarmUp(op, shape); !status.ok()) return status;
+    if (absl::Status status = comm_.Barrier(Timeout()); !status.ok()) return status;
+    absl::StatusOr<double> cpu_before = DaemonsCpuSeconds(CpuPids());
+    if (!cpu_before.ok()) return cpu_before.status();
+    if (absl::Status status = TimeIterations(op, shape, micros, mismatch); !status.ok()) {
+      return status;
+    }
+    if (absl::Status status = comm_.Barrier(Timeout()); !status.ok()) return status;
+    return CpuSecondsSince(*cpu_before);
+  }
+
+  // Ranks take turns: rank 0 warms up and times its nops while every other rank waits in a
+  // barrier, then rank 1, and so on. A nop involves no other rank, and on 2 cores the other
+  // ranks' spinning clients and daemons would share the cores with this rank's: the figure
+  // would measure CPU contention, not the round trip. Returns the daemons' CPU seconds
+  // from the barrier before the first turn to the one after the last.
+  absl::StatusOr<double> RunInTurns(Op op, const run::OpShape& shape, std::vector<double>& micros) {
+    std::optional<run::Mismatch> unchecked;  // a nop has no output
+    if (absl::Status status = comm_.Barrier(Timeout()); !status.ok()) return status;
+    absl::StatusOr<double> cpu_before = DaemonsCpuSeconds(CpuPids());
+    if (!cpu_before.ok()) return cpu_before.status();
+    for (uint32_t turn = 0; turn < options_.size; ++turn) {
+      if (turn == options_.rank) {
+        if (absl::Status status = WarmUp(op, shape); !status.ok()) return status;
+        if (absl::Status status = TimeIterations(op, shape, micros, unchecked); !status.ok()) {
+          return status;
+        }
+      }
+      if (absl::Status status = comm_.Barrier(TurnTimeout()); !status.ok()) return status;
+    }
+    return CpuSecondsSince(*cpu_before);
+  }
+
+  absl::Status WarmUp(Op op, const run::OpShape& shape) {
+    for (uint32_t i = 0; i < options_.warmup; ++i) {
+      if (absl::Status status = RunOnce(op, shape); !status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+
+  // Appends the time of each timed iteration to `micros`. With --check (ops with an
+  // output), fills the inputs before and checks the output after each iteration, untimed,
+  // keeping the first mismatch.
+  absl::Status TimeIterations(Op op, const run::OpShape& shape, std::vector<double>& micros,
+                              std::optional<run::Mismatch>& mismatch) {
+    const bool check = options_.check && !IsNop(op);
+    for (uint32_t i = 0; i < options_.iters; ++i) {
+      if (check) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
+      const absl::Time start = absl::Now();
+      if (absl::Status status = RunOnce(op, shape); !status.ok()) return status;
+      micros.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+      if (check && !mismatch) mismatch = run::FindMismatch(shape, recv_.data(), salt_);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> CpuSecondsSince(double before) const {
+    absl::StatusOr<double> after = DaemonsCpuSeconds(CpuPids());
+    if (!after.ok()) return after.status();
+    return *after - before;
+  }
+
   absl::Status RunOnce(Op op, const run::OpShape& shape) {
     if (op == Op::kNop) return comm_.Nop(Timeout());
+    if (op == Op::kNopGrpc) return client::RpcPath::Nop(comm_, options_.op_timeout);
     return run::Execute(comm_, shape, Timeout(), send_, recv_);
   }
 
   OpOptions Timeout() const {
     OpOptions options;
     options.timeout = options_.op_timeout;
+    return options;
+  }
+
+  // A rank waiting for another's turn waits as long as that turn may take: each of its
+  // warm-up and timed ops ends by op_timeout.
+  OpOptions TurnTimeout() const {
+    OpOptions options;
+    options.timeout = options_.op_timeout * (int64_t{options_.warmup} + options_.iters + 1);
     return options;
   }
 
@@ -136,7 +195,7 @@ uint64_t BufferBytes(const WorkerOptions& options) {
   uint64_t most = 1;  // the daemon does not make empty buffers
   const uint64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
   for (Op op : options.ops) {
-    if (op == Op::kNop) continue;
+    if (IsNop(op)) continue;
     const uint64_t count = CountOf(op, largest, options.size, hw::DataTypeSize(kType));
     const run::BufferElements elements = run::ElementsOf(ShapeOf(options, op, count));
     most = std::max(

@@ -59,6 +59,7 @@ int Main(int argc, char** argv) {
         MPI_Alltoall(send.data(), n, MPI_FLOAT, recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
         break;
       case Op::kNop:
+      case Op::kNopGrpc:
         break;
     }
   };

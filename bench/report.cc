@@ -33,7 +33,7 @@ std::string RenderReport(const BenchOptions& options, const Measurements& measur
     const double p50 = Percentile(micros, 0.5);
     const double algbw = p50 > 0 ? size / p50 / 1e3 : 0;
     const double busbw = algbw * BusFactor(op, options.ranks());
-    const bool moves = op != Op::kNop;
+    const bool moves = !IsNop(op);
     std::vector<std::string> row = {OpName(op), absl::StrCat(size), Fixed(p50, 1),
                                     Fixed(Percentile(micros, 0.99), 1)};
     row.push_back(moves ? Fixed(algbw, 3) : "-");

@@ -11,8 +11,9 @@
 namespace cclo::bench {
 namespace {
 
-constexpr Op kEveryOp[] = {Op::kSendRecv,  Op::kBcast,         Op::kReduce,   Op::kAllreduce,
-                           Op::kAllgather, Op::kReduceScatter, Op::kAlltoall, Op::kNop};
+constexpr Op kEveryOp[] = {Op::kSendRecv,  Op::kBcast,     Op::kReduce,
+                           Op::kAllreduce, Op::kAllgather, Op::kReduceScatter,
+                           Op::kAlltoall,  Op::kNop,       Op::kNopGrpc};
 
 // Whether the op's size covers one chunk per rank (its count is per chunk).
 bool Chunked(Op op) {
@@ -39,9 +40,13 @@ std::string OpName(Op op) {
       return "alltoall";
     case Op::kNop:
       return "nop";
+    case Op::kNopGrpc:
+      return "nop_grpc";
   }
   return "unknown";
 }
+
+bool IsNop(Op op) { return op == Op::kNop || op == Op::kNopGrpc; }
 
 absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text) {
   if (text == "all") return std::vector<Op>(std::begin(kEveryOp), std::end(kEveryOp));
@@ -52,7 +57,7 @@ absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text) {
     if (known == std::end(kEveryOp)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown op '", name, "' (ops: sendrecv, bcast, reduce, allreduce, allgather, ",
-          "reduce_scatter, alltoall, nop; or all)"));
+          "reduce_scatter, alltoall, nop, nop_grpc; or all)"));
     }
     if (std::find(ops.begin(), ops.end(), *known) == ops.end()) ops.push_back(*known);
   }
@@ -67,13 +72,13 @@ double BusFactor(Op op, uint32_t ranks) {
 }
 
 uint64_t CountOf(Op op, uint64_t bytes, uint32_t ranks, uint64_t element_bytes) {
-  if (op == Op::kNop) return 0;
+  if (IsNop(op)) return 0;
   return bytes / element_bytes / (Chunked(op) ? ranks : 1);
 }
 
 std::vector<uint64_t> CountsOf(Op op, const std::vector<uint64_t>& sizes, uint32_t ranks,
                                uint64_t element_bytes) {
-  if (op == Op::kNop) return {0};
+  if (IsNop(op)) return {0};
   std::vector<uint64_t> counts;
   for (uint64_t size : sizes) {
     const uint64_t count = CountOf(op, size, ranks, element_bytes);

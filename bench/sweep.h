@@ -20,7 +20,8 @@ namespace cclo::bench {
 
 /// The ops a sweep runs. kSendRecv: each rank sends to rank + 1 and receives from rank - 1
 /// at once (nccl-tests' sendrecv). kNop: an op that does nothing, timing a round trip
-/// through the daemon (no size).
+/// through the daemon by libcclo's path, the session's command ring (no size). kNopGrpc:
+/// the same op through the gRPC Submit and Wait RPCs of the same session.
 enum class Op {
   kSendRecv,
   kBcast,
@@ -29,11 +30,15 @@ enum class Op {
   kAllgather,
   kReduceScatter,
   kAlltoall,
-  kNop
+  kNop,
+  kNopGrpc
 };
 
 /// Name on the command line and in tables: "sendrecv", "reduce_scatter", ...
 std::string OpName(Op op);
+
+/// Whether `op` is a nop (kNop, kNopGrpc): it moves no data and has no size.
+bool IsNop(Op op);
 
 /// Parses a comma-separated list of op names, or "all" (every op in the order of Op).
 absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text);
@@ -47,7 +52,7 @@ double BusFactor(Op op, uint32_t ranks);
 uint64_t CountOf(Op op, uint64_t bytes, uint32_t ranks, uint64_t element_bytes);
 
 /// The distinct counts `op` runs with over `sizes` (those too small for `ranks` left out;
-/// nop: a single 0).
+/// nops: a single 0).
 std::vector<uint64_t> CountsOf(Op op, const std::vector<uint64_t>& sizes, uint32_t ranks,
                                uint64_t element_bytes);
 

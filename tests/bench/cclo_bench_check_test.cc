@@ -22,8 +22,9 @@ TEST(CcloBenchTest, CheckedSweepOnTwoDaemonsIsRightEverywhere) {
   ProcessResult result = Bench({"--check", "--max-bytes", "64K", "--step-factor", "4", "--warmup",
                                 "1", "--iters", "2", "--daemons", "2"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  const std::set<std::string> ops = {"sendrecv",  "bcast",          "reduce",   "allreduce",
-                                     "allgather", "reduce_scatter", "alltoall", "nop"};
+  const std::set<std::string> ops = {"sendrecv",  "bcast",     "reduce",
+                                     "allreduce", "allgather", "reduce_scatter",
+                                     "alltoall",  "nop",       "nop_grpc"};
   int rows = 0;
   for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
     std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
@@ -33,8 +34,8 @@ TEST(CcloBenchTest, CheckedSweepOnTwoDaemonsIsRightEverywhere) {
     EXPECT_EQ(cells[7], "ok") << line;
   }
   // 7 ops at 8 B, 32 B, ..., 32 KiB (allgather, reduce_scatter and alltoall too: one float
-  // per rank at 8 B), and nop once.
-  EXPECT_EQ(rows, 7 * 7 + 1) << result.output;
+  // per rank at 8 B), and nop and nop_grpc once each.
+  EXPECT_EQ(rows, 7 * 7 + 2) << result.output;
 }
 
 TEST(CcloBenchTest, ManyRanksOnOneDaemonAreRightToo) {

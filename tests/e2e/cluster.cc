@@ -4,12 +4,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -28,23 +29,55 @@ std::string Runfile(const std::string& path) {
   return absl::StrCat(root ? root : ".", "/cclod/", path);
 }
 
+namespace {
+
+// In a child between fork and exec: reports `error` on `fd` and exits. Async-signal-safe.
+[[noreturn]] void ChildFailed(int fd, int error) {
+  (void)!write(fd, &error, sizeof(error));
+  _exit(127);
+}
+
+}  // namespace
+
 Process::Process(const std::vector<std::string>& argv) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) std::abort();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  // The child's errno if it cannot exec; a successful exec closes it unwritten.
+  int exec_fds[2];
+  if (pipe2(exec_fds, O_CLOEXEC) != 0) std::abort();
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
-  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) {
-    pid_ = -1;
-    reaped_ = true;
+  const pid_t parent = getpid();
+  pid_ = fork();
+  if (pid_ == 0) {
+    // Only async-signal-safe calls until exec: the parent has other threads. The child
+    // dies with the thread that started it, however that ends (a test or cclo-bench
+    // killed by a signal leaves no daemon or rank behind); if the parent died before
+    // prctl, getppid() already names another process. The setting survives exec.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFailed(exec_fds[1], errno);
+    if (getppid() != parent) _exit(127);
+    if (dup2(pipe_fds[1], 1) < 0 || dup2(pipe_fds[1], 2) < 0) ChildFailed(exec_fds[1], errno);
+    execve(args[0], args.data(), environ);
+    ChildFailed(exec_fds[1], errno);
   }
-  posix_spawn_file_actions_destroy(&actions);
+  close(exec_fds[1]);
   close(pipe_fds[1]);
-  if (pid_ > 0) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  int exec_error = 0;
+  ssize_t got;
+  do {
+    got = read(exec_fds[0], &exec_error, sizeof(exec_error));
+  } while (got < 0 && errno == EINTR);
+  close(exec_fds[0]);
+  if (pid_ > 0 && got > 0) {  // it never ran `argv`
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  if (pid_ < 0) {
+    reaped_ = true;
+  } else {
+    pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  }
   reader_ = std::thread([this, fd = pipe_fds[0]] { Drain(fd); });
 }
 

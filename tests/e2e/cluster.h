@@ -1,6 +1,6 @@
 // Test harness: real cclod processes on loopback (ports 0, runtime dirs under a short
 // /tmp path) and real client processes, all with deadlines; everything is killed and
-// removed when the harness goes away.
+// removed when the harness goes away (the processes also when it is killed).
 #pragma once
 
 #include <sys/types.h>
@@ -21,14 +21,18 @@ std::string Runfile(const std::string& path);
 
 /// What a finished process left behind.
 struct ProcessResult {
-  int exit_code = -1;   ///< -1 if killed by a signal or timed out
+  int exit_code = -1;  ///< -1 if killed by a signal or timed out
   bool timed_out = false;
-  std::string output;   ///< stdout and stderr, interleaved
+  std::string output;  ///< stdout and stderr, interleaved
 };
 
 /// A child process whose stdout+stderr are collected by a reader thread.
 class Process {
  public:
+  /// Starts `argv` (argv[0] an absolute path). The process gets SIGKILL when the thread
+  /// that started it ends (PR_SET_PDEATHSIG), so a harness killed by a signal leaves none
+  /// behind; start processes from a thread that outlives them. A program that cannot be
+  /// started has pid() -1 and exit code -1.
   explicit Process(const std::vector<std::string>& argv);
   ~Process();  ///< SIGKILLs the process if it still runs
   pid_t pid() const { return pid_; }

@@ -18,6 +18,9 @@ namespace cclo {
 namespace v1 {
 class SubmitRequest;
 }
+namespace client {
+class RpcPath;
+}
 
 /// Element types and reductions; the values are those of the cclo.v1 protocol.
 using DataType = hw::DataType;
@@ -173,6 +176,7 @@ class Communicator {
 
  private:
   friend class Client;
+  friend class client::RpcPath;  // cclo-bench's nop through the Submit and Wait RPCs
   Communicator(std::shared_ptr<client::Session> session, uint64_t handle, uint32_t rank,
                uint32_t size, std::string id_hex);
 
