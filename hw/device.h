@@ -57,6 +57,10 @@ struct DeviceStats {
   /// Of those, small enough for eager but short of credit (to a rank on this engine: of a
   /// free rx buffer).
   uint64_t eager_fallbacks = 0;
+  /// Scratch memory of finished calls kept for the next ones, and the scratch buffers
+  /// allocated because none kept fitted.
+  uint64_t scratch_bytes_kept = 0;
+  uint64_t scratch_allocations = 0;
 };
 
 /// How the engine shares itself between tenants (CallDescriptor::tenant).

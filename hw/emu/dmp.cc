@@ -43,8 +43,9 @@ void Dmp::Start(CallState& call) {
   call.moves.resize(call.program.moves.size());
   const uint64_t scratch_bytes = call.program.scratch_elements * DataTypeSize(call.desc.datatype);
   if (scratch_bytes > 0) {
-    call.scratch = std::make_unique_for_overwrite<std::byte[]>(scratch_bytes);
-    call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {call.scratch.get(), scratch_bytes};
+    call.scratch = scratch_pool_.Take(scratch_bytes);
+    call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {call.scratch.data.get(),
+                                                               scratch_bytes};
   }
   for (size_t i = 0; i < call.moves.size(); ++i) {
     const Move& move = call.program.moves[i];
@@ -68,6 +69,9 @@ void Dmp::Progress() {
     ready_.pop_front();
     auto it = calls_.find(id);
     if (it != calls_.end() && it->second->running) Advance(*it->second);
+  }
+  for (const std::unique_ptr<CallState>& call : finished_) {
+    scratch_pool_.Give(std::move(call->scratch));
   }
   finished_.clear();
   progressing_ = false;
@@ -138,15 +142,14 @@ absl::Status Dmp::StartMemoryMove(CallState& call, uint32_t index) {
   }
   if (move.function == Function::kReduce) {
     // Checks the op and datatype once, on nothing, before any unit runs.
-    absl::Status status = Reduce(call.desc.reduce_op, call.desc.datatype, nullptr, nullptr,
-                                 nullptr, 0);
+    absl::Status status =
+        Reduce(call.desc.reduce_op, call.desc.datatype, nullptr, nullptr, nullptr, 0);
     if (!status.ok()) return status;
   }
   std::byte* result = Address(call, move.result);
   const bool reduce = move.function == Function::kReduce;
-  const bool in_pieces =
-      !PartlyOverlap(result, Address(call, move.op0), bytes) &&
-      !(reduce && PartlyOverlap(result, Address(call, move.op1), bytes));
+  const bool in_pieces = !PartlyOverlap(result, Address(call, move.op0), bytes) &&
+                         !(reduce && PartlyOverlap(result, Address(call, move.op1), bytes));
   const uint64_t unit = in_pieces ? std::max(element, segment_bytes_ / element * element) : bytes;
   call.moves[index].segments_left = (bytes + unit - 1) / unit;
   for (uint64_t offset = 0; offset < bytes; offset += unit) {

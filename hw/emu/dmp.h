@@ -21,6 +21,8 @@
 // (done at its start), local deliveries through the RBM and arrivals (applied as they
 // land, one segment per session and engine turn).
 // Completions only mark calls ready; Progress() runs them in a loop, so nothing recurses.
+// A call's scratch memory comes from a ScratchPool when it starts and goes back to it
+// once the call is finished, so big scratch is not mapped and faulted in anew every call.
 // A rank that left (Communicator::departed) can send and receive nothing more: a call that
 // still needs it to (a send to it, a receive from it whose message is not all staged)
 // fails with the reason, at its start or at the departure. A failing call starts no more
@@ -48,6 +50,7 @@
 #include "hw/emu/communicator.h"
 #include "hw/emu/rbm.h"
 #include "hw/emu/scheduler.h"
+#include "hw/emu/scratch_pool.h"
 #include "hw/program.h"
 
 namespace cclo::hw::emu {
@@ -84,8 +87,8 @@ struct CallState {
   CompletionFn done;
   Communicator* comm = nullptr;  ///< outlives the call: a communicator fails its calls first
   std::vector<MoveState> moves;
-  std::unique_ptr<std::byte[]> scratch;  ///< Slot::kScratch, allocated when the call starts
-  size_t next_move = 0;                  ///< the next move to start, in program order
+  ScratchPool::Buffer scratch;  ///< Slot::kScratch, taken when the call starts
+  size_t next_move = 0;         ///< the next move to start, in program order
   size_t moves_done = 0;
   uint64_t bytes_sent = 0;
   bool running = false;
@@ -142,6 +145,9 @@ class Dmp {
   /// A call whose deadline is at or before `now`, or nullptr.
   const CallState* Expired(absl::Time now) const;
 
+  /// Where calls take their scratch memory and give it back when they are done.
+  const ScratchPool& scratch_pool() const { return scratch_pool_; }
+
  private:
   void Start(CallState& call);
   void Advance(CallState& call);
@@ -197,7 +203,9 @@ class Dmp {
   Hooks hooks_;
   absl::flat_hash_map<MessageKey, AwaitedSend> awaited_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<CallState>> calls_;
-  std::vector<std::unique_ptr<CallState>> finished_;  ///< freed at the end of Progress
+  /// Freed at the end of Progress, their scratch given back to scratch_pool_.
+  std::vector<std::unique_ptr<CallState>> finished_;
+  ScratchPool scratch_pool_;
   std::set<std::pair<absl::Time, uint64_t>> deadlines_;
   std::deque<uint64_t> ready_;  ///< calls that may advance
   Scheduler scheduler_;

@@ -162,6 +162,8 @@ DeviceStats EmuDevice::Stats() const {
   stats.eager_messages = counters_.eager_messages.load();
   stats.rendezvous_messages = counters_.rendezvous_messages.load();
   stats.eager_fallbacks = counters_.eager_fallbacks.load();
+  stats.scratch_bytes_kept = dmp_.scratch_pool().kept_bytes();
+  stats.scratch_allocations = dmp_.scratch_pool().allocations();
   auto links = [this](LinkState state) {
     return counters_.links[static_cast<size_t>(state)].load();
   };

@@ -1,0 +1,64 @@
+// The scratch memory of calls (Slot::kScratch), kept when a call is done for the calls
+// after it. Memory fresh from the kernel costs a page fault per 4 KiB page when first
+// touched, and glibc maps every allocation of 32 MiB or more (past its largest mmap
+// threshold) anew and unmaps it on free: a call that allocated such a scratch faulted all
+// of it in again (a reduce all_to_one or reduce_scatter ring of 32 MiB: 8192 faults, on
+// the paravirtualised 2-core VM about 150 ms, many times what moving the data costs).
+//
+// Given back, a buffer of at least kMinKeptBytes is kept, up to keep_bytes in all (the
+// least recently given back go first to make room); smaller ones (malloc recycles those
+// itself) and ones bigger than keep_bytes are freed. Take hands out the smallest kept
+// buffer that holds the request and is at most twice its size, else allocates a new one.
+//
+// A kept buffer holds what its last call left there, as memory recycled by malloc does:
+// programs write their scratch before they read it (the firmware verifier runs them on
+// poisoned scratch), and scratch reaches a client only through the program's moves.
+//
+// Not thread-safe (the engine thread's), but kept_bytes() and allocations() may be read
+// from any thread. Cost: O(kept buffers) per Take and Give, at most
+// keep_bytes / kMinKeptBytes of them.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+namespace cclo::hw::emu {
+
+class ScratchPool {
+ public:
+  /// Scratch memory of one call; its contents are unspecified.
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    uint64_t bytes = 0;  ///< its size: at least what was asked for
+  };
+
+  /// Smaller buffers are freed when given back.
+  static constexpr uint64_t kMinKeptBytes = 1ull << 20;
+  /// What the engine keeps by default.
+  static constexpr uint64_t kDefaultKeepBytes = 256ull << 20;
+
+  /// Keeps at most `keep_bytes` of buffers given back.
+  explicit ScratchPool(uint64_t keep_bytes = kDefaultKeepBytes) : keep_bytes_(keep_bytes) {}
+
+  /// A buffer of at least `bytes`: a kept one if one fits, else a new one.
+  Buffer Take(uint64_t bytes);
+
+  /// Gives back a buffer nothing reads or writes any more (an empty one is ignored).
+  void Give(Buffer buffer);
+
+  /// Thread-safe: bytes of the buffers kept for reuse.
+  uint64_t kept_bytes() const { return kept_bytes_.load(); }
+  /// Thread-safe: buffers Take allocated because none kept fitted.
+  uint64_t allocations() const { return allocations_.load(); }
+
+ private:
+  const uint64_t keep_bytes_;
+  std::deque<Buffer> kept_;  ///< least recently given back first
+  std::atomic<uint64_t> kept_bytes_{0};
+  std::atomic<uint64_t> allocations_{0};
+};
+
+}  // namespace cclo::hw::emu
