@@ -15,7 +15,7 @@ namespace cclo::client {
 namespace {
 
 /// How long a waiter spins on the ring before it sleeps on the doorbell.
-constexpr absl::Duration kSpin = absl::Microseconds(30);
+constexpr absl::Duration kSpin = absl::Microseconds(5);
 /// Longest sleep between checks that the daemon still holds the session.
 constexpr absl::Duration kAliveCheck = absl::Milliseconds(100);
 

@@ -5,6 +5,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/grpc_log.h"
@@ -39,6 +40,9 @@ void Reload(cclo::daemon::Daemon& daemon, const std::string& config_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's abseil is built with deadlock detection on: every lock and unlock of an
+  // absl::Mutex then updates a global lock graph, on the ops' fast path too.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"cclod: collective-communication offload daemon"};
   std::string config_path;
   app.add_option("-c,--config", config_path, "YAML config file (defaults apply without one)");
