@@ -20,13 +20,13 @@ bool PartlyOverlap(const std::byte* a, const std::byte* b, uint64_t bytes) {
 
 }  // namespace
 
-Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t segment_bytes, Counters& counters, Hooks hooks)
+Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, Counters& counters, Hooks hooks)
     : rbm_(rbm),
       eager_bytes_(eager_bytes),
-      segment_bytes_(segment_bytes),
+      unit_bytes_(unit_bytes),
       counters_(counters),
       hooks_(std::move(hooks)),
-      scheduler_(segment_bytes) {}
+      scheduler_(unit_bytes) {}
 
 void Dmp::Submit(std::unique_ptr<CallState> call) {
   CallState& ref = *call;
@@ -150,7 +150,7 @@ absl::Status Dmp::StartMemoryMove(CallState& call, uint32_t index) {
   const bool reduce = move.function == Function::kReduce;
   const bool in_pieces = !PartlyOverlap(result, Address(call, move.op0), bytes) &&
                          !(reduce && PartlyOverlap(result, Address(call, move.op1), bytes));
-  const uint64_t unit = in_pieces ? std::max(element, segment_bytes_ / element * element) : bytes;
+  const uint64_t unit = in_pieces ? std::max(element, unit_bytes_ / element * element) : bytes;
   call.moves[index].segments_left = (bytes + unit - 1) / unit;
   for (uint64_t offset = 0; offset < bytes; offset += unit) {
     const uint64_t length = std::min(unit, bytes - offset);

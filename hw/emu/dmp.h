@@ -13,9 +13,10 @@
 //                      on this engine: handed to the RBM, which stages it (eager) or
 //                      copies it once the receive is posted (local rendezvous);
 //   network -> memory  posted to the RBM, which applies segments as they arrive.
-// The engine work of moves goes through the Scheduler, one unit of at most a segment at
-// a time, charged to the call's tenant: memory moves one segment of memory each (a move
-// whose result partly overlaps an operand in one piece), network sends one segment
+// The engine work of moves goes through the Scheduler, one unit at a time, charged to
+// the call's tenant: memory moves one unit of memory each (at most 256 KiB or a segment,
+// EmuDevice's kUnitBytes; a move whose result partly overlaps an operand in one piece),
+// network sends one segment
 // handed to the session each (eager message, rendezvous request, each data segment
 // after the clear-to-send). Serve() runs them. Not scheduled: reducing a send's operands
 // (done at its start), local deliveries through the RBM and arrivals (applied as they
@@ -109,8 +110,8 @@ class Dmp {
   };
 
   /// Messages of at most `eager_bytes` may go eagerly (0: none); memory moves run in
-  /// units of `segment_bytes`, the scheduler's quantum.
-  Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t segment_bytes, Counters& counters, Hooks hooks);
+  /// units of `unit_bytes`, the scheduler's quantum.
+  Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, Counters& counters, Hooks hooks);
 
   /// Replaces how units are shared between tenants.
   void SetScheduling(const Scheduling& scheduling) { scheduler_.Configure(scheduling); }
@@ -198,7 +199,7 @@ class Dmp {
 
   Rbm& rbm_;
   const uint64_t eager_bytes_;
-  const uint64_t segment_bytes_;
+  const uint64_t unit_bytes_;
   Counters& counters_;
   Hooks hooks_;
   absl::flat_hash_map<MessageKey, AwaitedSend> awaited_;

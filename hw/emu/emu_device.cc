@@ -54,7 +54,7 @@ EmuDevice::EmuDevice(const EmuConfig& config)
     : config_(config),
       rbm_(config.rx_pool_bytes, config.eager_max_bytes, config.segment_bytes,
            [this](const MessageKey& key, uint64_t total) { SendClearToSend(key, total); }),
-      dmp_(rbm_, config.eager_max_bytes, config.segment_bytes, counters_,
+      dmp_(rbm_, config.eager_max_bytes, UnitBytes(config), counters_,
            Dmp::Hooks{
                .link_for = [](Communicator& comm, uint32_t rank) -> PeerLink* {
                  auto it = comm.peers.find(comm.ranks[rank].data_address);

@@ -29,6 +29,7 @@
 // with BYE after the bytes of completed sends.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,13 @@ struct EmuConfig {
 /// rx_pool_bytes at least one segment, eager_max_bytes at most segment_bytes,
 /// credits_per_peer at most poe::kMaxCredits, handshake_timeout positive).
 absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
+
+/// The engine's unit of scheduled work and the scheduler's quantum: 256 KiB, or a segment
+/// if smaller. Memory moves run in pieces of this size and each engine turn serves about
+/// this much, so another tenant's op waits behind little work however large the segments.
+inline uint64_t UnitBytes(const EmuConfig& config) {
+  return std::min<uint64_t>(config.segment_bytes, 256 << 10);
+}
 
 class EmuDevice final : public Device, public poe::EngineHandler {
  public:

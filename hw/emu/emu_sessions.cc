@@ -223,7 +223,7 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
                      "communicator ", CommIdHex(id), ": data sessions to peer daemons ",
                      absl::StrJoin(missing, ", "), " were not up by the deadline")));
   }
-  const bool more_work = dmp_.Serve(config_.segment_bytes);
+  const bool more_work = dmp_.Serve(UnitBytes(config_));
   ReturnCredits();
   if (more_work) return now;  // look for I/O, then serve the next units
   const absl::Time configure_next =

@@ -30,6 +30,8 @@ constexpr uint64_t kPollerId = 2;
 /// How long the loop keeps turning without sleeping after its last work: a reply to what
 /// it just did (the next command, the peer's answer) is then taken without a wake-up.
 constexpr absl::Duration kSpin = absl::Microseconds(50);
+/// Longest the loop works without giving way to other threads that want its core.
+constexpr absl::Duration kBusyYield = absl::Microseconds(100);
 /// How long accepting pauses when the process is out of descriptors.
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 /// Most connections that may be in their handshake at once; more are closed at accept.
@@ -227,6 +229,7 @@ void TcpEngine::Loop() {
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
   absl::Time last_work = absl::Now();
+  absl::Time last_yield = last_work;
   while (running_) {
     if (Poll() | RunLocalTasks()) last_work = absl::Now();
     const bool spinning = absl::Now() - last_work < kSpin;
@@ -248,10 +251,13 @@ void TcpEngine::Loop() {
       RunDeferred();
     }
     const absl::Time now = absl::Now();
-    if (n > 0) {
-      last_work = now;
-    } else if (spinning) {
-      sched_yield();  // a spinning loop gives way to whatever else wants this core
+    if (n > 0) last_work = now;
+    // The loop gives way to whatever else wants this core (clients share it): at every
+    // turn while it spins idle, and every kBusyYield while it works, so that a woken
+    // client does not wait a scheduler slice behind a busy engine.
+    if ((n == 0 && spinning) || now - last_yield >= kBusyYield) {
+      sched_yield();
+      last_yield = now;
     }
     if (accept_paused_until_ != absl::InfinitePast() && now >= accept_paused_until_) {
       accept_paused_until_ = absl::InfinitePast();
