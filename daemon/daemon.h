@@ -69,7 +69,8 @@ class Daemon {
   std::unique_ptr<grpc::Server> client_server_;
   std::unique_ptr<grpc::Server> admin_server_;
   std::unique_ptr<grpc::Server> peer_server_;
-  /// Before attach_server_, whose sessions' ends close their rings.
+  /// Before attach_server_, whose sessions' ends close their rings. The engine polls it
+  /// (Device::AddPoller): ~Daemon resets device_ first, so nothing polls it once gone.
   std::unique_ptr<Rings> rings_;
   std::unique_ptr<AttachServer> attach_server_;
   std::unique_ptr<MetricsServer> metrics_server_;

@@ -158,7 +158,8 @@ void Rings::Awake() {
 bool Rings::Serve(uint64_t session_id, Served& served) {
   SessionRing& ring = *served.ring;
   // The common case on every turn of the engine: nothing to do for this session.
-  if (served.broken || (!served.parked && !ring.HasCommands() && !ring.Overflowing())) {
+  if (served.broken ||
+      (!served.parked && !ring.HasCommands() && !ring.Overflowing() && !ring.ConsumedMore())) {
     return false;
   }
   SessionPtr session = served.session.lock();

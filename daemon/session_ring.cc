@@ -130,6 +130,7 @@ std::vector<uint64_t> SessionRing::TakeConsumed() {
   if (!consumed_snapshot_ || command_tail_ < consumed_snapshot_->second) return op_ids;
   const uint64_t consumed = consumed_snapshot_->first;
   consumed_snapshot_.reset();
+  released_tail_ = consumed;
   absl::MutexLock lock(&mu_);
   if (consumed > completion_head_) return op_ids;  // a scribbled tail releases nothing
   while (!finished_.empty() && finished_.front().first < consumed) {
@@ -148,6 +149,10 @@ void SessionRing::WakeClient() {
 
 void SessionRing::SetDaemonSleeping(bool sleeping) {
   header_->daemon_sleeping.store(sleeping ? 1 : 0, std::memory_order_seq_cst);
+}
+
+bool SessionRing::ConsumedMore() const {
+  return header_->completion_tail.load(std::memory_order_acquire) != released_tail_;
 }
 
 bool SessionRing::HasCommands() const {

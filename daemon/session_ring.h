@@ -47,6 +47,9 @@ class SessionRing {
   /// The op ids of OK FINISHED completions the client consumed before posting the commands
   /// taken so far, once all of those were taken; each id is returned once. Engine thread.
   std::vector<uint64_t> TakeConsumed();
+  /// Whether the client consumed completions since the last TakeConsumed (their ops may
+  /// be released once the commands posted before are taken). A plain peek.
+  bool ConsumedMore() const;
   /// Tells the client's sleeping threads that commands were taken (room) or completions
   /// posted.
   void WakeClient();
@@ -73,6 +76,8 @@ class SessionRing {
   /// completions below the tail were consumed before the commands below the head were
   /// posted.
   std::optional<std::pair<uint64_t, uint64_t>> consumed_snapshot_;
+  /// The completion tail the last TakeConsumed released up to.
+  uint64_t released_tail_ = 0;
 
   mutable absl::Mutex mu_;  ///< serialises producers of completions
   uint64_t completion_head_ ABSL_GUARDED_BY(mu_) = 0;

@@ -12,7 +12,8 @@ class Poller {
  public:
   virtual ~Poller() = default;
 
-  /// Readable while the engine sleeps and the poller has work (epoll-able).
+  /// Readable when the poller may have work (epoll-able): the engine's sleep ends, and
+  /// the engine calls Awake() to clear it.
   virtual int wake_fd() const = 0;
   /// Does the work that is ready; whether there was any.
   virtual bool Poll() = 0;
@@ -20,7 +21,8 @@ class Poller {
   /// Returns the latest time to poll again: now or earlier if work is already waiting,
   /// absl::InfiniteFuture() if only wake_fd() matters.
   virtual absl::Time Sleeping() = 0;
-  /// The engine woke from the sleep Sleeping() announced.
+  /// The engine woke from the sleep Sleeping() announced, or found wake_fd() readable
+  /// while awake: the poller clears wake_fd() (its work is taken at the next Poll()).
   virtual void Awake() = 0;
 };
 

@@ -13,11 +13,11 @@
 // invalid data.
 //
 // Scheduling (DESIGN 9): the DMP's units of engine work wait in a Scheduler, by tenant;
-// every turn of the event loop runs about one segment's worth of them (fair: weighted
-// deficit round robin; or FIFO) and then looks for I/O again, so another tenant's small
-// op starts after a few segments of a big one, not after all of them. Arrivals are not
-// scheduled but bounded the same way: the POE reads at most one data segment per session
-// and turn, and the RBM applies (copies or reduces) it as it lands.
+// every turn of the event loop runs about UnitBytes() of them (fair: weighted deficit
+// round robin; or FIFO) and then looks for I/O again, so another tenant's small op starts
+// after a few units of a big one, not after all of them. Arrivals are not scheduled but
+// bounded: the POE reads at most 256 KiB of payload per session and turn, and the RBM
+// applies (copies or reduces) a segment once it has landed whole.
 //
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
 // hung up or was reset), the ranks that peer hosts have departed. Whatever they sent

@@ -1,7 +1,7 @@
 // The engine's scheduler: shares the engine between tenants (DESIGN 9), unit by unit.
 //
-// A unit is at most about one segment of engine work (handing one segment to a session,
-// copying or reducing one segment of memory), charged its bytes to the tenant of its call.
+// A unit is a bounded piece of engine work (handing one segment to a session, copying or
+// reducing at most the quantum of memory), charged its bytes to the tenant of its call.
 // Units of one tenant run in the order they were queued.
 //
 // Fair: weighted deficit round robin (Shreedhar and Varghese, 1995). Tenants with queued

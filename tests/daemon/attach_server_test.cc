@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cclo/v1/attach.h"
 #include "cclo/v1/ring.h"
 #include "daemon/session_ring.h"
@@ -324,7 +325,10 @@ TEST_F(AttachServerTest, FdsSmuggledIntoHelloAreRefusedAndClosed) {
   EXPECT_NE(refused->frame.text.find("must not carry file descriptors"), std::string::npos)
       << refused->frame.text;
   close(fd);
-  // The server (in this process) kept none of the three received descriptors.
+  // The server (in this process) kept none of the three received descriptors. It closes
+  // its end of the connection after the REFUSED frame, on its own thread: wait for that.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (OpenFds() != baseline && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ(OpenFds(), baseline);
   close(pipe_fds[0]);
   close(pipe_fds[1]);

@@ -156,5 +156,33 @@ TEST(DrainTest, SecondDrainIsRefusedAndAClientLeavingEndsTheWait) {
   EXPECT_EQ(a->process().Wait(absl::Seconds(30)).exit_code, 0);
 }
 
+TEST(DrainTest, ResultsConsumedFromTheCompletionRingAreNotHeld) {
+  auto a = std::make_unique<Daemon>();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(a->runtime_dir());
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::string> token = (*client)->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = (*client)->Join(*token, 0, 1);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  absl::StatusOr<Buffer> buffer = (*client)->AllocBuffer(4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  // Through the rings, as libcclo runs every op; the client then posts nothing more.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*comm)->Allreduce(*buffer, *buffer, 16, DataType::kFloat32, ReduceOp::kSum).ok());
+  }
+
+  // The daemon let go of the results libcclo consumed: the drain has nothing to wait for.
+  std::unique_ptr<Process> drain = StartDrain(*a, "60");
+  const ProcessResult drained = drain->Wait(absl::Seconds(90));
+  EXPECT_EQ(drained.exit_code, 0) << drained.output;
+  const cclo::v1::DrainResponse answer = DrainAnswer(drained);
+  EXPECT_EQ(answer.ops_in_flight(), 0u);
+  EXPECT_EQ(answer.results_uncollected(), 0u);
+  EXPECT_FALSE(answer.timed_out());
+  comm->reset();
+  client->reset();
+  EXPECT_EQ(a->process().Wait(absl::Seconds(30)).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace cclo::testing

@@ -267,7 +267,13 @@ TEST(MetricsTest, PeerSessionsByState) {
       << Scrape(daemons[0]);
   EXPECT_EQ(Named(Parse(Scrape(daemons[1])), "cclod_peer_sessions"), PeerSessions(0, 0, 0, 0));
   ASSERT_TRUE(pair.comms[0]->Destroy().ok());
-  EXPECT_EQ(Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions"), PeerSessions(0, 0, 0, 0));
+  // The engine forgets the communicator's sessions on its own thread, soon after.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions") == PeerSessions(0, 0, 0, 0);
+      },
+      absl::Seconds(30)))
+      << Scrape(daemons[0]);
 
   // A peer daemon that dies says no goodbye: its session is lost.
   Pair second;

@@ -152,14 +152,15 @@ void TcpEngine::Start() {
 }
 
 void TcpEngine::Post(std::function<void()> task) {
-  if (std::this_thread::get_id() == thread_.get_id()) {
-    // From the loop itself (a poller's call): run at the end of this turn, no wake-up.
-    local_tasks_.push_back(std::move(task));
-    return;
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back(std::move(task));
+  }
+  if (std::this_thread::get_id() == loop_thread_.load()) {
+    // From the loop itself (a poller's call, a completion): it runs the queue before it
+    // next waits, so no wake-up is needed.
+    self_posted_ = true;
+    return;
   }
   const uint64_t one = 1;
   (void)write(wake_fd_, &one, sizeof(one));
@@ -181,24 +182,12 @@ void TcpEngine::Stop() {
 }
 
 void TcpEngine::RunTasks() {
-  uint64_t count = 0;
-  (void)read(wake_fd_, &count, sizeof(count));
   std::vector<std::function<void()>> tasks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks.swap(tasks_);
   }
   for (auto& task : tasks) task();
-}
-
-bool TcpEngine::RunLocalTasks() {
-  if (local_tasks_.empty()) return false;
-  while (!local_tasks_.empty()) {
-    std::vector<std::function<void()>> tasks;
-    tasks.swap(local_tasks_);
-    for (auto& task : tasks) task();
-  }
-  return true;
 }
 
 bool TcpEngine::Poll() {
@@ -226,22 +215,34 @@ int TcpEngine::SleepMs(absl::Time now, bool spinning) {
 }
 
 void TcpEngine::Loop() {
+  loop_thread_ = std::this_thread::get_id();
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
   absl::Time last_work = absl::Now();
   absl::Time last_yield = last_work;
   while (running_) {
-    if (Poll() | RunLocalTasks()) last_work = absl::Now();
-    const bool spinning = absl::Now() - last_work < kSpin;
-    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, SleepMs(absl::Now(), spinning));
+    bool work = Poll();
+    if (std::exchange(self_posted_, false)) {
+      RunTasks();
+      work = true;
+    }
+    if (work) last_work = absl::Now();
+    const bool spinning = absl::Now() - last_work < kSpin || self_posted_;
+    const int timeout_ms = SleepMs(absl::Now(), spinning);
+    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
     if (n < 0 && errno != EINTR) spdlog::error("{}", Errno("epoll_wait"));
-    if (pollers_asleep_) {
+    bool poller_ready = false;
+    for (int i = 0; i < n; ++i) poller_ready |= events[i].data.u64 == kPollerId;
+    if (pollers_asleep_ || poller_ready) {
       pollers_asleep_ = false;
       for (Poller* poller : pollers_) poller->Awake();
     }
     for (int i = 0; i < n; ++i) {
       const uint64_t id = events[i].data.u64;
       if (id == kWakeId) {
+        uint64_t count = 0;
+        (void)read(wake_fd_, &count, sizeof(count));
+        self_posted_ = false;  // this runs them too
         RunTasks();
       } else if (id == kListenId) {
         Accept();
@@ -252,6 +253,7 @@ void TcpEngine::Loop() {
     }
     const absl::Time now = absl::Now();
     if (n > 0) last_work = now;
+    if (timeout_ms != 0) last_yield = now;  // it slept: the core was given away already
     // The loop gives way to whatever else wants this core (clients share it): at every
     // turn while it spins idle, and every kBusyYield while it works, so that a woken
     // client does not wait a scheduler slice behind a busy engine.
@@ -265,10 +267,10 @@ void TcpEngine::Loop() {
     }
     ExpireHandshakes(now);
     handler_deadline_ = handler_->OnTimer(now);
+    if (handler_deadline_ <= now) last_work = now;  // the handler has more work at once
     RunDeferred();
     retired_.clear();
   }
-  RunLocalTasks();  // what the last turn's tasks posted, as Stop() promises
 }
 
 void TcpEngine::RunDeferred() {

@@ -73,10 +73,8 @@ class TcpEngine final : public Engine {
   /// epoll_wait's timeout: 0 while `spinning`, else until the nearest deadline (the
   /// handler's, a handshake's, the pollers'), having told the pollers the loop sleeps.
   int SleepMs(absl::Time now, bool spinning);
-  /// Runs the tasks posted from other threads (the eventfd woke the loop).
+  /// Runs the tasks posted so far, in posting order.
   void RunTasks();
-  /// Runs the tasks the loop posted to itself; whether there were any.
-  bool RunLocalTasks();
   void Accept();
   /// Stops (or resumes) watching the listening socket; used to back off while the
   /// process is out of descriptors, instead of spinning on a socket that stays readable.
@@ -93,6 +91,7 @@ class TcpEngine final : public Engine {
   const int wake_fd_;
   const std::string address_;
   std::thread thread_;
+  std::atomic<std::thread::id> loop_thread_{};  ///< set when the loop starts
   std::atomic<uint64_t> wire_errors_{0};
 
   // std::mutex rather than absl::Mutex: ThreadSanitizer sees through it (Debian's abseil
@@ -105,8 +104,8 @@ class TcpEngine final : public Engine {
   /// 0, 1 and 2 tag the eventfd, the listening socket and the pollers' fds in epoll.
   uint64_t next_id_ = 3;
   std::vector<Poller*> pollers_;
-  std::vector<std::function<void()>> local_tasks_;  ///< posted by the loop itself
-  bool pollers_asleep_ = false;                     ///< Sleeping() was said; Awake() is due
+  bool self_posted_ = false;     ///< the loop posted tasks: run them before waiting
+  bool pollers_asleep_ = false;  ///< Sleeping() was said; Awake() is due
   absl::flat_hash_map<uint64_t, std::unique_ptr<TcpSession>> sessions_;
   std::vector<std::unique_ptr<TcpSession>> retired_;
   std::vector<uint64_t> flush_;

@@ -19,8 +19,9 @@ namespace cclo::hw::poe::tcp {
 namespace {
 
 /// Reads per readiness event before yielding to others. A data payload also ends the
-/// event: at most one segment's payload is read (and applied) per session and loop turn,
-/// so every other session and the engine's scheduled work get a turn in between.
+/// event: at most one segment's payload, and at most kTurnBytes of it, is read per
+/// session and loop turn, so every other session and the engine's scheduled work get a
+/// turn in between.
 constexpr int kReadTurns = 64;
 constexpr int kMaxIov = 64;
 /// Payload bytes read, and bytes written, per session and loop turn. A session streaming
@@ -130,7 +131,32 @@ void TcpSession::Refuse(const absl::Status& reason) {
   Fail(reason);
 }
 
+void TcpSession::FinishPartialEntry() {
+  if (tx_.empty() || tx_.front().written == 0) return;
+  TxEntry& entry = tx_.front();
+  while (entry.written < kHeaderBytes + entry.length) {
+    iovec iov[2];
+    int count = 0;
+    if (entry.written < kHeaderBytes) {
+      iov[count++] = {entry.header.data() + entry.written, kHeaderBytes - entry.written};
+    }
+    const size_t done = entry.written > kHeaderBytes ? entry.written - kHeaderBytes : 0;
+    if (entry.length > done) {
+      iov[count++] = {const_cast<std::byte*>(entry.payload) + done, entry.length - done};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the socket is full or broken: the stream stays mid-segment
+    entry.written += static_cast<size_t>(n);
+  }
+  tx_.pop_front();  // written whole; its on_written goes with the session
+}
+
 void TcpSession::SendFinal(ControlKind kind, const std::string& reason) {
+  FinishPartialEntry();  // the per-turn write budget may have stopped mid-segment
   if (!tx_.empty() && tx_.front().written > 0) return;  // mid-segment: the stream is busy
   const std::vector<std::byte> payload = EncodeControl({.kind = kind, .reason = reason});
   SegmentHeader header{.type = SegmentType::kControl, .comm = comm_};

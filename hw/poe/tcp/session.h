@@ -95,6 +95,9 @@ class TcpSession final : public Session {
   void Fail(const absl::Status& reason);
   /// Best effort: writes one last control message without waiting.
   void SendFinal(ControlKind kind, const std::string& reason);
+  /// Writes the rest of a segment left partly written, as far as the socket takes it now,
+  /// so that a final control message is not cut into it.
+  void FinishPartialEntry();
   /// Reads and drops what the peer sent and we did not read, so that closing the socket
   /// sends FIN after our queued bytes: a close with unread input sends a reset instead,
   /// which discards what the kernel has not yet delivered.
