@@ -93,8 +93,12 @@ absl::Status Bounded(const YAML::Node& node, const std::string& key, uint64_t mi
 
 absl::Status ParseQuotas(const YAML::Node& node, TenantQuotas& quotas) {
   if (!node.IsMap()) return absl::InvalidArgumentError("'quotas' must be a mapping");
+  std::set<std::string> seen;
   for (const auto& entry : node) {
     const std::string key = entry.first.as<std::string>();
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat("quota '", key, "' is given twice"));
+    }
     absl::Status status;
     if (key == "buffer_bytes") {
       status = Bounded(entry.second, key, 0, 1ull << 48, quotas.buffer_bytes);
@@ -116,8 +120,12 @@ absl::Status ParseQuotas(const YAML::Node& node, TenantQuotas& quotas) {
 absl::StatusOr<TenantConfig> ParseTenant(const YAML::Node& node) {
   if (!node.IsMap()) return absl::InvalidArgumentError("a tenant must be a mapping");
   TenantConfig tenant;
+  std::set<std::string> seen;
   for (const auto& entry : node) {
     const std::string key = entry.first.as<std::string>();
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat("tenant key '", key, "' is given twice"));
+    }
     absl::Status status;
     if (key == "name") {
       absl::StatusOr<std::string> name = As<std::string>(entry.second, key);

@@ -166,6 +166,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"tenants: [{name: a, users: [bob]}, {name: b, users: [bob]}]",
                   "user bob is listed by tenants 'a' and 'b'"},
         BadConfig{"tenants: [{name: a}, {name: a}]", "tenant 'a' is listed twice"},
+        BadConfig{"tenants: [{name: a, weight: 2, weight: 3}]",
+                  "tenant 0: tenant key 'weight' is given twice"},
+        BadConfig{"tenants: [{name: a, quotas: {sessions: 1, sessions: 2}}]",
+                  "tenant 0: quota 'sessions' is given twice"},
         BadConfig{"tenants: [{name: a}]",
                   "config key 'default_tenant': 'default' names no tenant (tenants: a); '' "
                   "refuses unknown callers"},
