@@ -189,6 +189,11 @@ grpc::Status AdminService::Stats(grpc::ServerContext*, const cclo::v1::StatsRequ
     error.set_reason(StatusCodeLabel(code));
     error.set_ops(ops);
   }
+  for (const auto& [code, submits] : totals.refused) {
+    cclo::v1::ErrorCount& refusal = *response->add_refused();
+    refusal.set_reason(StatusCodeLabel(code));
+    refusal.set_ops(submits);
+  }
   return grpc::Status::OK;
 }
 

@@ -70,6 +70,11 @@ void OpStats::Finished(const OpLabels& op, std::string_view algorithm, absl::Dur
   totals_.latency[{op.collective, SizeBucket(op.bytes)}].Observe(elapsed);
 }
 
+void OpStats::Refused(absl::StatusCode code) {
+  absl::MutexLock lock(&mu_);
+  totals_.refused[code]++;
+}
+
 OpTotals OpStats::Totals() const {
   absl::MutexLock lock(&mu_);
   return totals_;

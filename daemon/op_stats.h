@@ -1,8 +1,8 @@
 // What the daemon's finished ops add up to, for the metrics and `ccloctl stats`: ops and
 // payload bytes by (tenant, collective, algorithm, protocol), latency by collective and
-// payload size, queue wait by tenant, errors by status code. Every key is bounded: tenant
-// names come from the config, collectives and protocols are enums, algorithms come from
-// the registry, sizes are bucketed and reasons are status codes.
+// payload size, queue wait by tenant, errors and refused Submits by status code. Every key is
+// bounded: tenant names come from the config, collectives and protocols are enums, algorithms come
+// from the registry, sizes are bucketed and reasons are status codes.
 #pragma once
 
 #include <compare>
@@ -78,6 +78,9 @@ struct OpTotals {
   std::map<std::string, Histogram> queue_wait;
   /// Ops that ended with an error, by status code.
   std::map<absl::StatusCode, uint64_t> errors;
+  /// Submits refused before an op existed (bad fields, unknown references, a full quota),
+  /// by status code.
+  std::map<absl::StatusCode, uint64_t> refused;
 };
 
 /// The counters; thread-safe.
@@ -89,6 +92,8 @@ class OpStats {
   /// (empty if none did).
   void Finished(const OpLabels& op, std::string_view algorithm, absl::Duration elapsed,
                 const absl::Status& status);
+  /// A Submit was refused with `code`.
+  void Refused(absl::StatusCode code);
   /// A copy of the counters.
   OpTotals Totals() const;
 

@@ -76,6 +76,14 @@ Ops::~Ops() {
 absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
                                                      const cclo::v1::SubmitRequest& request,
                                                      OpDone done) {
+  absl::StatusOr<cclo::v1::SubmitResponse> accepted = Register(session, request, std::move(done));
+  if (!accepted.ok()) stats_->Refused(accepted.status().code());
+  return accepted;
+}
+
+absl::StatusOr<cclo::v1::SubmitResponse> Ops::Register(const SessionPtr& session,
+                                                       const cclo::v1::SubmitRequest& request,
+                                                       OpDone done) {
   if (request.collective() < 0 || request.collective() > kMaxCollective) {
     return absl::InvalidArgumentError(absl::StrCat("unknown collective ", request.collective()));
   }
@@ -179,8 +187,8 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   // The session calls this when the op may start; it holds only a weak reference, so that
   // the op kept in the session does not keep the session alive.
   op.start = [this, weak = std::weak_ptr<Session>(session), handle = request.comm_handle(), call,
-              buffers = std::move(buffers), submitted, deadline, what = op.what, inflight,
-              labels, chosen_by = choice.rule,
+              buffers = std::move(buffers), submitted, deadline, what = op.what, inflight, labels,
+              chosen_by = choice.rule,
               version = policy.policy().version()](uint64_t op_id) -> absl::Status {
     Unwatch({deadline, op_id});
     SessionPtr owner = weak.lock();
@@ -194,19 +202,18 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
           what, " did not finish by its deadline: the ops it waited for took all its time"));
     }
     stats_->Started(labels, absl::Now() - submitted);
-    device_->Call(
-        call, buffers, deadline,
-        [this, owner, op_id, submitted, comm = call.comm, protocol = call.protocol,
-         segment_bytes = call.segment_bytes, chosen_by, version, inflight,
-         labels](hw::Completion completion) {
-          const absl::Duration elapsed = absl::Now() - submitted;
-          inflight->Release();
-          owner->tenant()->RecordOpTime(elapsed);
-          communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
-          stats_->Finished(labels, completion.algorithm, elapsed, completion.status);
-          owner->FinishOp(op_id, {std::move(completion), elapsed, protocol, segment_bytes,
-                                  chosen_by, version});
-        });
+    device_->Call(call, buffers, deadline,
+                  [this, owner, op_id, submitted, comm = call.comm, protocol = call.protocol,
+                   segment_bytes = call.segment_bytes, chosen_by, version, inflight,
+                   labels](hw::Completion completion) {
+                    const absl::Duration elapsed = absl::Now() - submitted;
+                    inflight->Release();
+                    owner->tenant()->RecordOpTime(elapsed);
+                    communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
+                    stats_->Finished(labels, completion.algorithm, elapsed, completion.status);
+                    owner->FinishOp(op_id, {std::move(completion), elapsed, protocol, segment_bytes,
+                                            chosen_by, version});
+                  });
     return absl::OkStatus();
   };
   absl::StatusOr<uint64_t> op_id = session->AddOp(std::move(op));

@@ -45,6 +45,7 @@ class Ops {
   /// now, waiting included: an op still held then ends with DEADLINE_EXCEEDED and breaks
   /// its communicator, as an engine call past its deadline does. With `done`, the result
   /// is also reported through it (see OpDone) when the op ends.
+  /// A refusal is counted in the stats by its code.
   absl::StatusOr<cclo::v1::SubmitResponse> Submit(const SessionPtr& session,
                                                   const cclo::v1::SubmitRequest& request,
                                                   OpDone done = nullptr);
@@ -57,6 +58,10 @@ class Ops {
   void EndSession(const SessionPtr& session);
 
  private:
+  /// Submit without the counting of refusals.
+  absl::StatusOr<cclo::v1::SubmitResponse> Register(const SessionPtr& session,
+                                                    const cclo::v1::SubmitRequest& request,
+                                                    OpDone done);
   /// Key of a watched op: its deadline, then its (daemon-unique) id.
   using WatchKey = std::pair<absl::Time, uint64_t>;
 

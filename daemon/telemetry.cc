@@ -138,6 +138,16 @@ void AddOps(const OpTotals& totals, const cclo::v1::ListTenantsResponse& tenants
     errors.metric.push_back(Metric(MetricType::Counter, static_cast<double>(count),
                                    {{"reason", StatusCodeLabel(code)}}));
   }
+  prometheus::MetricFamily refused{
+      "cclod_ops_refused_total",
+      "Submits refused before an op existed (bad fields, unknown references, a full quota), "
+      "by status code.",
+      MetricType::Counter,
+      {}};
+  for (const auto& [code, count] : totals.refused) {
+    refused.metric.push_back(Metric(MetricType::Counter, static_cast<double>(count),
+                                    {{"reason", StatusCodeLabel(code)}}));
+  }
   uint64_t in_flight = 0;
   for (const cclo::v1::TenantInfo& tenant : tenants.tenants()) {
     in_flight += tenant.ops_queued() + tenant.ops_running();
@@ -147,6 +157,7 @@ void AddOps(const OpTotals& totals, const cclo::v1::ListTenantsResponse& tenants
   families.push_back(std::move(duration));
   families.push_back(std::move(queue_wait));
   families.push_back(std::move(errors));
+  families.push_back(std::move(refused));
   families.push_back(Family("cclod_ops_in_flight",
                             "Ops submitted that have not ended: waiting to start or in the engine.",
                             MetricType::Gauge, static_cast<double>(in_flight)));
@@ -188,8 +199,8 @@ class StatusCollectable : public prometheus::Collectable {
         Family("cclod_wire_errors_total", "Invalid segments or handshakes rejected.",
                MetricType::Counter, static_cast<double>(s.wire_errors())),
         Family("cclod_policy_version",
-               "Version of the policy new communicators choose algorithms by.",
-               MetricType::Gauge, static_cast<double>(s.policy_version())),
+               "Version of the policy new communicators choose algorithms by.", MetricType::Gauge,
+               static_cast<double>(s.policy_version())),
         Family("cclod_draining", "1 while a drain runs (new work refused), else 0.",
                MetricType::Gauge, s.draining() ? 1 : 0),
     };

@@ -59,7 +59,6 @@ std::string KeyValueTable(const google::protobuf::Message& message) {
   return client::RenderTable({"key", "value"}, rows);
 }
 
-
 std::string StatusTable(const v1::StatusResponse& status) { return KeyValueTable(status); }
 
 std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicators) {
@@ -87,10 +86,10 @@ std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator) 
        {"ops_failed", absl::StrCat(communicator.ops_failed())},
        {"ops_in_flight", absl::StrCat(communicator.ops_in_flight())},
        {"bytes_sent", absl::StrCat(communicator.bytes_sent())},
-       {"label", communicator.policy().comm_label().empty() ? "-"
-                                                            : communicator.policy().comm_label()},
-       {"transport", communicator.policy().transport().empty() ? "-"
-                                                               : communicator.policy().transport()},
+       {"label",
+        communicator.policy().comm_label().empty() ? "-" : communicator.policy().comm_label()},
+       {"transport",
+        communicator.policy().transport().empty() ? "-" : communicator.policy().transport()},
        {"policy", communicator.has_policy()
                       ? absl::StrCat("version ", communicator.policy().policy().version(),
                                      " of root ", communicator.policy().root_address(), ", ",
@@ -175,12 +174,16 @@ std::string StatsTable(const v1::StatsResponse& stats) {
   std::string out = client::RenderTable(
       {"tenant", "collective", "algorithm", "protocol", "ok", "failed", "bytes", "p50", "p99"},
       rows);
-  if (stats.errors().empty()) return out;
-  std::vector<std::vector<std::string>> errors;
-  for (const v1::ErrorCount& error : stats.errors()) {
-    errors.push_back({error.reason(), absl::StrCat(error.ops())});
-  }
-  absl::StrAppend(&out, "\n", client::RenderTable({"error", "ops"}, errors));
+  auto append = [&](const char* what, const auto& counts) {
+    if (counts.empty()) return;
+    std::vector<std::vector<std::string>> rows;
+    for (const v1::ErrorCount& count : counts) {
+      rows.push_back({count.reason(), absl::StrCat(count.ops())});
+    }
+    absl::StrAppend(&out, "\n", client::RenderTable({what, "ops"}, rows));
+  };
+  append("error", stats.errors());
+  append("refused", stats.refused());
   return out;
 }
 

@@ -176,6 +176,12 @@ TEST(MetricsTest, CountersFollowTheOps) {
   ASSERT_TRUE(dependent.ok()) << dependent.status();
   EXPECT_EQ(unmatched->Wait().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(dependent->Wait().code(), absl::StatusCode::kAborted);
+  // Refused once the deadline broke the communicator: no op exists, nothing ends.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(
+        pair.comms[0]->Allreduce(*buffer, *buffer, 8, DataType::kInt32, ReduceOp::kSum).code(),
+        absl::StatusCode::kUnavailable);
+  }
 
   // The dependent op is counted as it ends, which may come just after its result.
   Samples samples[2];
@@ -185,7 +191,8 @@ TEST(MetricsTest, CountersFollowTheOps) {
         return samples[0][Ops(kNone, "error")] == 1 &&
                samples[1]["cclod_peer_sessions{state=\"left\"}"] == 1;
       },
-      absl::Seconds(30)));
+      absl::Seconds(30)))
+      << Scrape(daemons[0]) << Scrape(daemons[1]);
 
   for (int rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE(rank);
@@ -208,6 +215,9 @@ TEST(MetricsTest, CountersFollowTheOps) {
     EXPECT_EQ(Named(got, "cclod_ops_total"), ops);
     EXPECT_EQ(Named(got, "cclod_op_bytes_total"), bytes);
     EXPECT_EQ(Named(got, "cclod_op_errors_total"), errors);
+    const Samples refused =
+        rank == 0 ? Samples{{"cclod_ops_refused_total{reason=\"unavailable\"}", 2}} : Samples{};
+    EXPECT_EQ(Named(got, "cclod_ops_refused_total"), refused);
     EXPECT_EQ(
         Named(got, "cclod_op_duration_seconds_count"),
         (Samples{{"cclod_op_duration_seconds_count{collective=\"bcast\",size=\"4KiB\"}", 1},
@@ -238,6 +248,11 @@ TEST(MetricsTest, CountersFollowTheOps) {
     EXPECT_EQ(reasons,
               (rank == 0 ? std::map<std::string, uint64_t>{{"aborted", 1}, {"deadline_exceeded", 1}}
                          : std::map<std::string, uint64_t>{}));
+    std::map<std::string, uint64_t> refusals;
+    for (const v1::ErrorCount& refused : stats.refused())
+      refusals[refused.reason()] = refused.ops();
+    EXPECT_EQ(refusals, (rank == 0 ? std::map<std::string, uint64_t>{{"unavailable", 2}}
+                                   : std::map<std::string, uint64_t>{}));
     const ProcessResult table = Ccloctl(daemons[rank], {"stats"});
     EXPECT_EQ(table.exit_code, 0) << table.output;
     EXPECT_TRUE(absl::StartsWith(table.output, "tenant   collective  algorithm")) << table.output;
