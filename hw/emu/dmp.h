@@ -19,8 +19,8 @@
 // piece), network sends one segment handed to the session each (eager message,
 // rendezvous request, each data segment after the clear-to-send). Serve() runs them. Not
 // scheduled: reducing a send's operands (done at its start), local deliveries through the
-// RBM and arrivals (applied once a segment has landed whole; the session reads at most
-// 256 KiB of it per engine turn).
+// RBM and arrivals (the session reads at most 256 KiB of a segment per engine turn, and
+// the RBM reduces the whole elements landed so far after each read, copies land in place).
 // Completions only mark calls ready; Progress() runs them in a loop, so nothing recurses.
 // A call's scratch memory comes from a ScratchPool when it starts and goes back to it
 // once the call is finished, so big scratch is not mapped and faulted in anew every call.

@@ -17,7 +17,7 @@
 // round robin; or FIFO) and then looks for I/O again, so another tenant's small op starts
 // after a few units of a big one, not after all of them. Arrivals are not scheduled but
 // bounded: the POE reads at most 256 KiB of payload per session and turn, and the RBM
-// applies (copies or reduces) a segment once it has landed whole.
+// reduces what landed after each read (OnPayloadPart), so a reduce overlaps the receive.
 //
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
 // hung up or was reset), the ranks that peer hosts have departed. Whatever they sent
@@ -108,6 +108,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   absl::StatusOr<std::byte*> OnSegment(poe::Session& session,
                                        const poe::SegmentHeader& header) override;
   absl::Status OnPayload(poe::Session& session, const poe::SegmentHeader& header) override;
+  absl::Status OnPayloadPart(poe::Session& session, const poe::SegmentHeader& header,
+                             uint64_t landed) override;
   absl::Time OnTimer(absl::Time now) override;
 
  private:

@@ -96,6 +96,21 @@ absl::Status EmuDevice::OnPayload(poe::Session& session, const poe::SegmentHeade
   return absl::OkStatus();
 }
 
+absl::Status EmuDevice::OnPayloadPart(poe::Session& session, const poe::SegmentHeader& header,
+                                      uint64_t landed) {
+  Communicator* comm = nullptr;
+  if (LinkOf(session, &comm) == nullptr) return absl::OkStatus();
+  if (header.type != poe::SegmentType::kEagerData &&
+      header.type != poe::SegmentType::kRendezvousData) {
+    return absl::OkStatus();
+  }
+  if (absl::Status status = rbm_.LandedPart(header, landed); !status.ok()) {
+    Reject(*comm, session.peer_address(), status);
+    return comm->broken;
+  }
+  return absl::OkStatus();
+}
+
 void EmuDevice::SendClearToSend(const MessageKey& key, uint64_t total) {
   Communicator* comm = Find(key.comm);
   if (comm == nullptr) return;

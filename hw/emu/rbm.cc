@@ -208,6 +208,20 @@ absl::StatusOr<std::byte*> Rbm::Land(const poe::SegmentHeader& header, std::byte
   return stream.landing_at;
 }
 
+absl::Status Rbm::LandedPart(const poe::SegmentHeader& header, uint64_t landed) {
+  auto it = streams_.find(MessageKey::Of(header));
+  if (it == streams_.end() || it->second.landing != Landing::kScratch || !it->second.posted ||
+      it->second.target.function != Function::kReduce) {
+    return absl::OkStatus();  // copies land in place; staged messages wait for their receive
+  }
+  Stream& stream = it->second;
+  const uint64_t element = DataTypeSize(stream.target.datatype);
+  const uint64_t ready = std::min<uint64_t>(landed, header.length) / element * element;
+  if (ready <= stream.landing_applied) return absl::OkStatus();
+  const uint64_t from = std::exchange(stream.landing_applied, ready);
+  return Apply(stream, header.offset + from, stream.landing_at + from, ready - from);
+}
+
 absl::Status Rbm::Landed(const poe::SegmentHeader& header) {
   const MessageKey key = MessageKey::Of(header);
   auto it = streams_.find(key);
@@ -216,6 +230,7 @@ absl::Status Rbm::Landed(const poe::SegmentHeader& header) {
   }
   Stream& stream = it->second;
   const Landing landing = std::exchange(stream.landing, Landing::kNone);
+  const uint64_t applied_part = std::exchange(stream.landing_applied, 0);
   stream.arrived += header.length;
   if (!stream.posted) return absl::OkStatus();  // eager, staged until its receive is posted
   absl::Status status;
@@ -224,7 +239,8 @@ absl::Status Rbm::Landed(const poe::SegmentHeader& header) {
     // Abandoned while this segment landed in its memory: the memory is free only now.
     if (stream.target.result == nullptr) std::exchange(stream.target.on_complete, nullptr)();
   } else {
-    status = Apply(stream, header.offset, stream.landing_at, header.length);
+    status = Apply(stream, header.offset + applied_part, stream.landing_at + applied_part,
+                   header.length - applied_part);
   }
   if (stream.protocol == Protocol::kEager) {
     Release(stream.account, std::exchange(stream.buffer, kNoBuffer), true);

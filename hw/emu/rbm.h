@@ -122,7 +122,13 @@ class Rbm {
   absl::StatusOr<std::byte*> Land(const poe::SegmentHeader& header, std::byte* scratch,
                                   uint64_t account);
 
-  /// The payload of the segment last given a place by Land is there: apply or stage it.
+  /// The first `landed` bytes of the payload of the segment last given a place by Land
+  /// are there (more follow): a reduce into a posted receive applies the whole elements
+  /// among them now, so reducing overlaps receiving.
+  absl::Status LandedPart(const poe::SegmentHeader& header, uint64_t landed);
+
+  /// The payload of the segment last given a place by Land is there: apply or stage what
+  /// LandedPart has not applied.
   absl::Status Landed(const poe::SegmentHeader& header);
 
   /// A message of `bytes` from a rank on this engine, read from `data`: applied at once
@@ -172,6 +178,7 @@ class Rbm {
     std::function<void()> on_sent;      ///< local rendezvous: the source is free
     Landing landing = Landing::kNone;
     std::byte* landing_at = nullptr;
+    uint64_t landing_applied = 0;  ///< bytes of the landing segment LandedPart applied
   };
   struct Account {
     uint32_t reserved = 0;    ///< buffers reserved

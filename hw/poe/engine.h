@@ -56,6 +56,13 @@ class EngineHandler {
   /// most one payload per turn of the loop: OnTimer runs between two of them.
   virtual absl::Status OnPayload(Session& session, const SegmentHeader& header) = 0;
 
+  /// The first `landed` bytes of that payload are in place and the rest comes in later
+  /// turns: the handler may start on them. An error closes the session with it.
+  virtual absl::Status OnPayloadPart(Session& session, const SegmentHeader& header,
+                                     uint64_t landed) {
+    return absl::OkStatus();
+  }
+
   /// Called after every turn of the loop: expire what is due at `now` and return the
   /// next time to be called (absl::InfiniteFuture() for none). The loop sleeps until then
   /// unless I/O or a posted task wakes it.

@@ -286,14 +286,15 @@ void TcpSession::OnReadable() {
       case Rx::kPayload:
         into = landing_ + have_;
         want = std::min(current_.length - have_, kTurnBytes - payload_read);
-        if (want == 0) return;  // the socket stays readable: the rest comes next turn
+        // The socket stays readable: the rest comes next turn.
+        if (want == 0) return OnPayloadPart();
         break;
     }
     const ssize_t n = read(fd_, into, want);
     if (n == 0) return Fail(absl::UnavailableError("connection closed by peer"));
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return OnPayloadPart();
       return Fail(absl::UnavailableError(Errno("read")));
     }
     have_ += static_cast<uint64_t>(n);
@@ -349,6 +350,12 @@ void TcpSession::Offer() {
   landing_ = *landing;
   rx_ = Rx::kPayload;
   have_ = 0;
+}
+
+void TcpSession::OnPayloadPart() {
+  if (rx_ != Rx::kPayload || have_ == 0 || state_ == State::kClosed) return;
+  absl::Status status = engine_.handler().OnPayloadPart(*this, current_, have_);
+  if (state_ != State::kClosed && !status.ok()) Fail(status);
 }
 
 void TcpSession::OnPayloadDone() {

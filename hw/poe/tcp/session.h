@@ -83,6 +83,8 @@ class TcpSession final : public Session {
   void OnReadable();
   void OnHeader();
   void Offer();
+  /// Leaving a payload partly read: tells the handler how much of it is in place.
+  void OnPayloadPart();
   void OnPayloadDone();
   void OnControl();
   void OnHello(const ControlMessage& hello);

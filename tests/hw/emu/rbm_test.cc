@@ -221,6 +221,41 @@ TEST_F(RbmTest, ReduceReceiveReducesEachSegmentOnArrival) {
   for (int i = 0; i < 5000; ++i) ASSERT_EQ(result[i], incoming[i] + mine[i]) << i;
 }
 
+TEST_F(RbmTest, ReduceReceiveAppliesWholeElementsAsTheSegmentLands) {
+  std::vector<int32_t> incoming(2000), mine(2000), result(2000, 0);
+  std::iota(incoming.begin(), incoming.end(), 100);
+  std::iota(mine.begin(), mine.end(), 1);
+  RxTarget target{.bytes = 8000,
+                  .function = Function::kReduce,
+                  .result = reinterpret_cast<std::byte*>(result.data()),
+                  .memory_operand = reinterpret_cast<const std::byte*>(mine.data()),
+                  .datatype = DataType::kInt32,
+                  .on_complete = [this] { ++completed_; }};
+  ASSERT_TRUE(rbm_.Post(Key(), std::move(target)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 8000)).ok());
+  const auto* bytes = reinterpret_cast<const std::byte*>(incoming.data());
+  const poe::SegmentHeader segment = Segment(SegmentType::kRendezvousData, 0, 8000, 8000);
+  absl::StatusOr<std::byte*> landing = rbm_.Land(segment, scratch_.data(), account_);
+  ASSERT_TRUE(landing.ok()) << landing.status();
+  // 1001 bytes in place: the 250 whole elements among them are reduced, no more.
+  std::memcpy(*landing, bytes, 1001);
+  ASSERT_TRUE(rbm_.LandedPart(segment, 1001).ok());
+  EXPECT_EQ(result[249], incoming[249] + mine[249]);
+  EXPECT_EQ(result[250], 0);
+  // Told again with nothing new, nothing changes; then 4002 bytes: up to element 1000.
+  ASSERT_TRUE(rbm_.LandedPart(segment, 1001).ok());
+  std::memcpy(*landing + 1001, bytes + 1001, 3001);
+  ASSERT_TRUE(rbm_.LandedPart(segment, 4002).ok());
+  EXPECT_EQ(result[999], incoming[999] + mine[999]);
+  EXPECT_EQ(result[1000], 0);
+  EXPECT_EQ(completed_, 0);
+  // The rest lands: everything is reduced exactly once and the receive completes.
+  std::memcpy(*landing + 4002, bytes + 4002, 3998);
+  ASSERT_TRUE(rbm_.Landed(segment).ok());
+  EXPECT_EQ(completed_, 1);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(result[i], incoming[i] + mine[i]) << i;
+}
+
 TEST_F(RbmTest, EmptyMessagesMatchToo) {
   std::vector<std::byte> out;
   ASSERT_TRUE(Eager({}).ok());
