@@ -57,9 +57,9 @@ grpc::Status ClientService::FreeBuffer(grpc::ServerContext* context,
   return ToGrpc((*session)->RemoveBuffer(request->buffer_id()));
 }
 
-grpc::Status ClientService::CreateCommunicatorId(grpc::ServerContext* context,
-                                                 const cclo::v1::CreateCommunicatorIdRequest* request,
-                                                 cclo::v1::CreateCommunicatorIdResponse* response) {
+grpc::Status ClientService::CreateCommunicatorId(
+    grpc::ServerContext* context, const cclo::v1::CreateCommunicatorIdRequest* request,
+    cclo::v1::CreateCommunicatorIdResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
   if (absl::Status admitted = drain_->Admit("new communicators"); !admitted.ok()) {
@@ -105,9 +105,13 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
                                    cclo::v1::SubmitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
-  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return ToGrpc(admitted);
+  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) {
+    ops_->CountRefused(admitted);
+    return ToGrpc(admitted);
+  }
   absl::StatusOr<cclo::v1::SubmitResponse> submitted = ops_->Submit(*session, *request);
   if (!submitted.ok()) {
+    ops_->CountRefused(submitted.status());
     if (auto retry_ms = submitted.status().GetPayload(kRetryAfterMs)) {
       context->AddTrailingMetadata(kRetryAfterMs, std::string(*retry_ms));
     }

@@ -78,8 +78,8 @@ struct OpTotals {
   std::map<std::string, Histogram> queue_wait;
   /// Ops that ended with an error, by status code.
   std::map<absl::StatusCode, uint64_t> errors;
-  /// Submits refused before an op existed (bad fields, unknown references, a full quota),
-  /// by status code.
+  /// Submits refused before an op existed (bad fields, unknown references, a full quota,
+  /// a drain), by status code.
   std::map<absl::StatusCode, uint64_t> refused;
 };
 

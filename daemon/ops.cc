@@ -73,17 +73,11 @@ Ops::~Ops() {
   expire_thread_.join();
 }
 
+void Ops::CountRefused(const absl::Status& refusal) { stats_->Refused(refusal.code()); }
+
 absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
                                                      const cclo::v1::SubmitRequest& request,
                                                      OpDone done) {
-  absl::StatusOr<cclo::v1::SubmitResponse> accepted = Register(session, request, std::move(done));
-  if (!accepted.ok()) stats_->Refused(accepted.status().code());
-  return accepted;
-}
-
-absl::StatusOr<cclo::v1::SubmitResponse> Ops::Register(const SessionPtr& session,
-                                                       const cclo::v1::SubmitRequest& request,
-                                                       OpDone done) {
   if (request.collective() < 0 || request.collective() > kMaxCollective) {
     return absl::InvalidArgumentError(absl::StrCat("unknown collective ", request.collective()));
   }

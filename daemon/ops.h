@@ -45,10 +45,13 @@ class Ops {
   /// now, waiting included: an op still held then ends with DEADLINE_EXCEEDED and breaks
   /// its communicator, as an engine call past its deadline does. With `done`, the result
   /// is also reported through it (see OpDone) when the op ends.
-  /// A refusal is counted in the stats by its code.
   absl::StatusOr<cclo::v1::SubmitResponse> Submit(const SessionPtr& session,
                                                   const cclo::v1::SubmitRequest& request,
                                                   OpDone done = nullptr);
+
+  /// Counts a Submit answered with `refusal` (by Submit, a drain or a bad command); a
+  /// caller that retries counts only the answer it gives.
+  void CountRefused(const absl::Status& refusal);
 
   /// The deadline of an op that names none.
   absl::Duration default_deadline() const { return default_deadline_; }
@@ -58,10 +61,6 @@ class Ops {
   void EndSession(const SessionPtr& session);
 
  private:
-  /// Submit without the counting of refusals.
-  absl::StatusOr<cclo::v1::SubmitResponse> Register(const SessionPtr& session,
-                                                    const cclo::v1::SubmitRequest& request,
-                                                    OpDone done);
   /// Key of a watched op: its deadline, then its (daemon-unique) id.
   using WatchKey = std::pair<absl::Time, uint64_t>;
 

@@ -170,6 +170,7 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
     if (absl::Now() >= parked.deadline) {
       // Refused as the Submit RPC refuses after waiting: with the quota's last answer.
       served.parked.reset();
+      ops_->CountRefused(parked.refused);
       ring.Post(Refusal(parked.cookie, parked.refused));
     } else if (!HasInflightRoom(*session->tenant()) ||
                !Submit(session, served, parked.request, parked.cookie, parked.submitted)) {
@@ -200,6 +201,7 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
     }
     absl::StatusOr<cclo::v1::SubmitRequest> request = ring::DecodeCommand(command);
     if (!request.ok()) {
+      ops_->CountRefused(request.status());
       ring.Post(Refusal(command.cookie, request.status()));
       continue;
     }
@@ -215,6 +217,7 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
   SessionRing& ring = *served.ring;
   served.parked.reset();
   if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) {
+    ops_->CountRefused(admitted);
     ring.Post(Refusal(cookie, admitted));
     return true;
   }
@@ -252,6 +255,7 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
         Served::Parked{std::move(request), cookie, submitted, deadline, accepted.status()};
     return false;
   }
+  ops_->CountRefused(accepted.status());
   ring.Post(Refusal(cookie, accepted.status()));
   return true;
 }

@@ -139,9 +139,9 @@ void AddOps(const OpTotals& totals, const cclo::v1::ListTenantsResponse& tenants
                                    {{"reason", StatusCodeLabel(code)}}));
   }
   prometheus::MetricFamily refused{
-      "cclod_ops_refused_total",
-      "Submits refused before an op existed (bad fields, unknown references, a full quota), "
-      "by status code.",
+      "cclod_submits_refused_total",
+      "Submits refused before an op existed (bad fields, unknown references, a full quota, a "
+      "drain), by status code.",
       MetricType::Counter,
       {}};
   for (const auto& [code, count] : totals.refused) {

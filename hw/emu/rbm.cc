@@ -186,6 +186,7 @@ absl::StatusOr<std::byte*> Rbm::Land(const poe::SegmentHeader& header, std::byte
     stream.total = header.total;
     stream.account = account;
   }
+  stream.landing_applied = 0;
   const RxTarget& target = stream.target;
   if (stream.posted && target.function == Function::kCopy && target.result != nullptr &&
       header.length > 0) {
@@ -216,6 +217,8 @@ absl::Status Rbm::LandedPart(const poe::SegmentHeader& header, uint64_t landed) 
   }
   Stream& stream = it->second;
   const uint64_t element = DataTypeSize(stream.target.datatype);
+  // A segment not made of whole elements is refused whole by Landed, having changed nothing.
+  if (header.offset % element != 0 || header.length % element != 0) return absl::OkStatus();
   const uint64_t ready = std::min<uint64_t>(landed, header.length) / element * element;
   if (ready <= stream.landing_applied) return absl::OkStatus();
   const uint64_t from = std::exchange(stream.landing_applied, ready);

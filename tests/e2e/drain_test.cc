@@ -53,6 +53,9 @@ TEST(DrainTest, OpInFlightFinishesNewWorkIsRefusedAndTheDaemonExitsZero) {
   grpc::Status op = rank0.Run(AllreduceRequest(handle0, buffer0, 1024));
   EXPECT_EQ(op.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(op.error_message(), "cclod is draining: new ops refused");
+  EXPECT_NE(Scrape(*a).find("\ncclod_submits_refused_total{reason=\"unavailable\"} 1\n"),
+            std::string::npos)
+      << Scrape(*a);
   cclo::v1::AllocBufferRequest alloc;
   alloc.set_bytes(4096);
   cclo::v1::AllocBufferResponse allocated;

@@ -216,8 +216,8 @@ TEST(MetricsTest, CountersFollowTheOps) {
     EXPECT_EQ(Named(got, "cclod_op_bytes_total"), bytes);
     EXPECT_EQ(Named(got, "cclod_op_errors_total"), errors);
     const Samples refused =
-        rank == 0 ? Samples{{"cclod_ops_refused_total{reason=\"unavailable\"}", 2}} : Samples{};
-    EXPECT_EQ(Named(got, "cclod_ops_refused_total"), refused);
+        rank == 0 ? Samples{{"cclod_submits_refused_total{reason=\"unavailable\"}", 2}} : Samples{};
+    EXPECT_EQ(Named(got, "cclod_submits_refused_total"), refused);
     EXPECT_EQ(
         Named(got, "cclod_op_duration_seconds_count"),
         (Samples{{"cclod_op_duration_seconds_count{collective=\"bcast\",size=\"4KiB\"}", 1},

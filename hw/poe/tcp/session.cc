@@ -313,6 +313,7 @@ void TcpSession::OnReadable() {
       return;  // the socket stays readable: the loop comes back for the next segment
     }
   }
+  OnPayloadPart();  // out of reads for this turn, mid-payload perhaps
 }
 
 void TcpSession::OnHeader() {
