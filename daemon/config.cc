@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/policy.h"
 #include "daemon/policy_yaml.h"
+#include "daemon/yaml_key.h"
 #include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
@@ -95,7 +96,9 @@ absl::Status ParseQuotas(const YAML::Node& node, TenantQuotas& quotas) {
   if (!node.IsMap()) return absl::InvalidArgumentError("'quotas' must be a mapping");
   std::set<std::string> seen;
   for (const auto& entry : node) {
-    const std::string key = entry.first.as<std::string>();
+    absl::StatusOr<std::string> name = YamlKey(entry.first);
+    if (!name.ok()) return name.status();
+    const std::string& key = *name;
     if (!seen.insert(key).second) {
       return absl::InvalidArgumentError(absl::StrCat("quota '", key, "' is given twice"));
     }
@@ -122,7 +125,9 @@ absl::StatusOr<TenantConfig> ParseTenant(const YAML::Node& node) {
   TenantConfig tenant;
   std::set<std::string> seen;
   for (const auto& entry : node) {
-    const std::string key = entry.first.as<std::string>();
+    absl::StatusOr<std::string> name = YamlKey(entry.first);
+    if (!name.ok()) return name.status();
+    const std::string& key = *name;
     if (!seen.insert(key).second) {
       return absl::InvalidArgumentError(absl::StrCat("tenant key '", key, "' is given twice"));
     }
@@ -279,7 +284,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
   if (!root.IsMap()) return absl::InvalidArgumentError("config must be a YAML mapping");
   std::set<std::string> seen;
   for (const auto& entry : root) {
-    std::string key = entry.first.as<std::string>();
+    absl::StatusOr<std::string> name = YamlKey(entry.first);
+    if (!name.ok())
+      return absl::InvalidArgumentError(absl::StrCat("config ", name.status().message()));
+    const std::string& key = *name;
     if (!seen.insert(key).second) {
       return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' is given twice"));
     }

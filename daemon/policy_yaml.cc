@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/policy.h"
+#include "daemon/yaml_key.h"
 
 namespace cclo::daemon {
 namespace {
@@ -30,9 +31,12 @@ absl::Status ParseRange(const YAML::Node& node, uint64_t max_value,
                         const std::function<void(uint64_t)>& set_max) {
   if (!node.IsMap()) return absl::InvalidArgumentError("expected a mapping {min: N, max: N}");
   for (const auto& entry : node) {
-    const std::string bound = entry.first.as<std::string>();
+    absl::StatusOr<std::string> name = YamlKey(entry.first);
+    if (!name.ok()) return name.status();
+    const std::string& bound = *name;
     if (bound != "min" && bound != "max") {
-      return absl::InvalidArgumentError(absl::StrCat("unknown bound '", bound, "'; valid: min, max"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown bound '", bound, "'; valid: min, max"));
     }
     absl::StatusOr<uint64_t> value = Bytes(entry.second);
     if (!value.ok()) return value.status();
@@ -77,7 +81,8 @@ const std::map<std::string, Field>& Fields() {
       {"world_size",
        [](const YAML::Node& node, PolicyRule& rule) {
          return ParseRange(
-             node, UINT32_MAX, [&](uint64_t v) { rule.set_min_world_size(static_cast<uint32_t>(v)); },
+             node, UINT32_MAX,
+             [&](uint64_t v) { rule.set_min_world_size(static_cast<uint32_t>(v)); },
              [&](uint64_t v) { rule.set_max_world_size(static_cast<uint32_t>(v)); });
        }},
       {"transport", Text(&PolicyRule::set_transport)},
@@ -110,7 +115,9 @@ absl::StatusOr<PolicyRule> ParseRule(const YAML::Node& node) {
   PolicyRule rule;
   std::set<std::string> seen;
   for (const auto& entry : node) {
-    const std::string key = entry.first.as<std::string>();
+    absl::StatusOr<std::string> name = YamlKey(entry.first);
+    if (!name.ok()) return name.status();
+    const std::string& key = *name;
     if (!seen.insert(key).second) {
       return absl::InvalidArgumentError(absl::StrCat("'", key, "' is given twice"));
     }
@@ -144,15 +151,19 @@ absl::StatusOr<cclo::v1::Policy> ParsePolicy(const YAML::Node& node) {
   if (!node.IsMap()) return absl::InvalidArgumentError("a policy must be a mapping with 'rules'");
   cclo::v1::Policy policy;
   for (const auto& entry : node) {
-    const std::string key = entry.first.as<std::string>();
+    absl::StatusOr<std::string> name = YamlKey(entry.first);
+    if (!name.ok()) return name.status();
+    const std::string& key = *name;
     if (key != "rules") {
-      return absl::InvalidArgumentError(absl::StrCat("unknown policy key '", key, "'; valid: rules"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown policy key '", key, "'; valid: rules"));
     }
     if (!entry.second.IsSequence()) return absl::InvalidArgumentError("'rules' must be a list");
     for (size_t i = 0; i < entry.second.size(); ++i) {
       absl::StatusOr<PolicyRule> rule = ParseRule(entry.second[i]);
       if (!rule.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("rule ", i + 1, ": ", rule.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("rule ", i + 1, ": ", rule.status().message()));
       }
       *policy.add_rules() = *std::move(rule);
     }

@@ -180,6 +180,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "peer_tls_ca_file together; peer_tls_cert_file is '/a.pem' but "
                   "peer_tls_key_file and peer_tls_ca_file are not set"},
         BadConfig{"data_port: 1\ndata_port: 2", "config key 'data_port' is given twice"},
+        BadConfig{"{[data_port]: 1}", "config key '[data_port]' is not a plain name"},
+        BadConfig{"tenants: [{name: a, {x: 1}: 2}]", "tenant 0: key '{x: 1}' is not a plain name"},
+        BadConfig{"tenants: [{name: a, quotas: {[sessions]: 1}}]",
+                  "tenant 0: key '[sessions]' is not a plain name"},
         BadConfig{"policy: {rules: [{collective: bcast, algorithm: ring}]}",
                   "config key 'policy': rule 1: algorithm 'ring' cannot serve bcast"},
         BadConfig{"policy: {rules: [{collective: bcast, tenant: ml, algorithm: chain}]}",

@@ -70,6 +70,11 @@ TEST(PolicyTest, EveryInvalidPolicyIsRejectedWithTheReason) {
        "rule 1: chooses nothing: set algorithm, protocol or segment_bytes"},
       {"rules: [{collective: allreduce, algorithm: ring, algorithm: chain}]",
        "rule 1: 'algorithm' is given twice"},
+      {"rules: [{collective: allreduce, algorithm: ring, [a]: 1}]",
+       "rule 1: key '[a]' is not a plain name"},
+      {"{[rules]: []}", "key '[rules]' is not a plain name"},
+      {"rules: [{collective: allreduce, bytes: {{min: 1}: 2}, algorithm: ring}]",
+       "rule 1: 'bytes': key '{min: 1}' is not a plain name"},
       {"rules: [{collective: allreduce, algorithm: ring, colour: red}]",
        "rule 1: unknown key 'colour'; valid: algorithm, bytes, collective, comm_label, datatype, "
        "name, protocol, segment_bytes, tenant, transport, world_size"},
@@ -158,8 +163,7 @@ TEST(PolicyTest, FirstMatchingRuleWinsAndTheBuiltInFillsTheRest) {
 
   for (auto change : std::vector<std::function<void(PolicyQuery&)>>{
            [](PolicyQuery& q) { q.transport = "local"; },
-           [](PolicyQuery& q) { q.comm_label = "eval"; },
-           [](PolicyQuery& q) { q.world_size = 9; },
+           [](PolicyQuery& q) { q.comm_label = "eval"; }, [](PolicyQuery& q) { q.world_size = 9; },
            [](PolicyQuery& q) { q.datatype = hw::DataType::kFloat64; },
            [](PolicyQuery& q) { q.collective = hw::Collective::kBcast; }}) {
     PolicyQuery other = query;
