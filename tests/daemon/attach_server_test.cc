@@ -69,11 +69,18 @@ class AttachServerTest : public ::testing::Test {
     return fd;
   }
 
+  /// Sends HELLO and reads the answer, with the descriptors it carries.
+  static absl::StatusOr<attach::Received> SayHello(int fd) {
+    if (absl::Status sent = attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""});
+        !sent.ok()) {
+      return sent;
+    }
+    return attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  }
+
   /// HELLO and the answer to it.
   attach::Frame Hello(int fd) {
-    EXPECT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
-    absl::StatusOr<attach::Received> answer =
-        attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+    absl::StatusOr<attach::Received> answer = SayHello(fd);
     EXPECT_TRUE(answer.ok()) << answer.status();
     return answer.ok() ? answer->frame : attach::Frame{};
   }
@@ -92,9 +99,7 @@ class AttachServerTest : public ::testing::Test {
 
 TEST_F(AttachServerTest, HelloGetsSessionWithPeerCredentials) {
   int fd = Connect();
-  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome =
-      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome = SayHello(fd);
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
   EXPECT_EQ(welcome->frame.text.size(), 64u);
@@ -108,9 +113,7 @@ TEST_F(AttachServerTest, HelloGetsSessionWithPeerCredentials) {
 
 TEST_F(AttachServerTest, WelcomeCarriesTheRingsAndTheirDoorbells) {
   int fd = Connect();
-  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome =
-      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome = SayHello(fd);
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
   EXPECT_EQ(welcome->frame.bytes, ring::kRingBytes);
@@ -205,9 +208,7 @@ TEST_F(AttachServerTest, FullSessionsQuotaIsRefusedUntilASessionEnds) {
 
 TEST_F(AttachServerTest, ClosingTheConnectionEndsTheSession) {
   int fd = Connect();
-  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome =
-      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome = SayHello(fd);
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   close(fd);
   absl::MutexLock lock(&mu_);
@@ -219,9 +220,7 @@ TEST_F(AttachServerTest, ClosingTheConnectionEndsTheSession) {
 
 TEST_F(AttachServerTest, BufferFrameCarriesTheFd) {
   int fd = Connect();
-  ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome =
-      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome = SayHello(fd);
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   SessionPtr session = *sessions_.FindByToken(welcome->frame.text);
   absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(42, 4096);
@@ -251,9 +250,7 @@ TEST_F(AttachServerTest, BadHelloIsRefusedAndServerKeepsServing) {
   close(fd);
 
   int good = Connect();
-  ASSERT_TRUE(attach::SendFrame(good, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome =
-      attach::ReceiveFrame(good, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome = SayHello(good);
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
   close(good);
@@ -262,9 +259,7 @@ TEST_F(AttachServerTest, BadHelloIsRefusedAndServerKeepsServing) {
 TEST_F(AttachServerTest, SilentConnectionDoesNotDelayOthersAndIsRefusedLater) {
   int silent = Connect();  // never sends its HELLO
   int good = Connect();
-  ASSERT_TRUE(attach::SendFrame(good, {attach::FrameType::kHello, 0, 0, ""}).ok());
-  absl::StatusOr<attach::Received> welcome =
-      attach::ReceiveFrame(good, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<attach::Received> welcome = SayHello(good);
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
   // The silent one is still owed its answer after the good one was welcomed (a server

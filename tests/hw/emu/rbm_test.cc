@@ -58,6 +58,15 @@ class RbmTest : public ::testing::Test {
   RxTarget CopyInto(std::vector<std::byte>& out) {
     return {.bytes = out.size(), .result = out.data(), .on_complete = [this] { ++completed_; }};
   }
+  /// Sums what arrives with `mine` into `result`.
+  RxTarget SumInto(std::vector<int32_t>& result, const std::vector<int32_t>& mine) {
+    return {.bytes = result.size() * sizeof(int32_t),
+            .function = Function::kReduce,
+            .result = reinterpret_cast<std::byte*>(result.data()),
+            .memory_operand = reinterpret_cast<const std::byte*>(mine.data()),
+            .datatype = DataType::kInt32,
+            .on_complete = [this] { ++completed_; }};
+  }
 
   int completed_ = 0;
   std::vector<std::pair<MessageKey, uint64_t>> cleared_;
@@ -203,13 +212,7 @@ TEST_F(RbmTest, ReduceReceiveReducesEachSegmentOnArrival) {
   std::vector<int32_t> incoming(5000), mine(5000), result(5000, 0);
   std::iota(incoming.begin(), incoming.end(), 100);
   std::iota(mine.begin(), mine.end(), 1);
-  RxTarget target{.bytes = 20000,
-                  .function = Function::kReduce,
-                  .result = reinterpret_cast<std::byte*>(result.data()),
-                  .memory_operand = reinterpret_cast<const std::byte*>(mine.data()),
-                  .datatype = DataType::kInt32,
-                  .on_complete = [this] { ++completed_; }};
-  ASSERT_TRUE(rbm_.Post(Key(), std::move(target)).ok());
+  ASSERT_TRUE(rbm_.Post(Key(), SumInto(result, mine)).ok());
   ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 20000)).ok());
   const auto* bytes = reinterpret_cast<const std::byte*>(incoming.data());
   ASSERT_TRUE(Arrive(Segment(SegmentType::kRendezvousData, 0, 8192, 20000), bytes).ok());
@@ -225,13 +228,7 @@ TEST_F(RbmTest, ReduceReceiveAppliesWholeElementsAsTheSegmentLands) {
   std::vector<int32_t> incoming(2000), mine(2000), result(2000, 0);
   std::iota(incoming.begin(), incoming.end(), 100);
   std::iota(mine.begin(), mine.end(), 1);
-  RxTarget target{.bytes = 8000,
-                  .function = Function::kReduce,
-                  .result = reinterpret_cast<std::byte*>(result.data()),
-                  .memory_operand = reinterpret_cast<const std::byte*>(mine.data()),
-                  .datatype = DataType::kInt32,
-                  .on_complete = [this] { ++completed_; }};
-  ASSERT_TRUE(rbm_.Post(Key(), std::move(target)).ok());
+  ASSERT_TRUE(rbm_.Post(Key(), SumInto(result, mine)).ok());
   ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 8000)).ok());
   const auto* bytes = reinterpret_cast<const std::byte*>(incoming.data());
   const poe::SegmentHeader segment = Segment(SegmentType::kRendezvousData, 0, 8000, 8000);
