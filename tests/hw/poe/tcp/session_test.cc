@@ -2,7 +2,10 @@
 // streaming segments lets the rest of the engine run between them.
 #include "hw/poe/tcp/session.h"
 
+#include <chrono>
 #include <future>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -30,7 +33,12 @@ class RecordingHandler : public EngineHandler {
     landing_.resize(header.length);
     return landing_.data();
   }
-  absl::Status OnPayload(Session&, const SegmentHeader&) override {
+  absl::Status OnPayloadPart(Session&, const SegmentHeader&, uint64_t landed) override {
+    landed_by_turn_.emplace_back(turns_, landed);
+    return absl::OkStatus();
+  }
+  absl::Status OnPayload(Session&, const SegmentHeader& header) override {
+    landed_by_turn_.emplace_back(turns_, header.length);
     turns_at_payload_.push_back(turns_);
     if (turns_at_payload_.size() == expected_) all_in_.set_value();
     return absl::OkStatus();
@@ -43,6 +51,11 @@ class RecordingHandler : public EngineHandler {
   std::future<void> AllIn() { return all_in_.get_future(); }
   /// Read once the engine stopped.
   const std::vector<uint64_t>& turns_at_payload() const { return turns_at_payload_; }
+  /// (loop turn, payload bytes in place) each time a payload was left partly read or
+  /// finished. Read once the engine stopped.
+  const std::vector<std::pair<uint64_t, uint64_t>>& landed_by_turn() const {
+    return landed_by_turn_;
+  }
 
  private:
   const TestComm& comm_;
@@ -50,6 +63,7 @@ class RecordingHandler : public EngineHandler {
   std::vector<std::byte> landing_;
   uint64_t turns_ = 0;
   std::vector<uint64_t> turns_at_payload_;
+  std::vector<std::pair<uint64_t, uint64_t>> landed_by_turn_;
   std::promise<void> all_in_;
 };
 
@@ -84,6 +98,48 @@ TEST(TcpSessionTest, ReadsOnePayloadPerLoopTurn) {
   ASSERT_EQ(turns.size(), kSegments);
   for (size_t i = 1; i < kSegments; ++i) {
     EXPECT_LT(turns[i - 1], turns[i]) << "payloads " << i - 1 << " and " << i << " in one turn";
+  }
+}
+
+TEST(TcpSessionTest, ReadsAtMost256KiBOfAPayloadPerLoopTurn) {
+  constexpr size_t kBytes = 1 << 20;
+  constexpr uint64_t kTurnBytes = 256 << 10;
+  TestComm comm;
+  comm.config.id = CommId{7};
+  comm.config.secret = CommSecret{8};
+  RecordingHandler handler(comm, 1);
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({.segment_bytes = kBytes}, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  (*engine)->Start();
+  FakePeer peer((*engine)->address(), comm);
+  peer.Authenticate(comm.config.secret);
+  absl::StatusOr<ControlMessage> accept = peer.ReadControl();
+  ASSERT_TRUE(accept.ok()) << accept.status();
+  ASSERT_EQ(accept->kind, ControlKind::kAccept);
+
+  // The engine waits while the segment is written (as far as the socket takes it, for at
+  // most a few seconds), so much more than a turn's worth is readable at once.
+  std::promise<void> written;
+  std::shared_future<void> done_writing = written.get_future().share();
+  (*engine)->Post([done_writing] { done_writing.wait_for(std::chrono::seconds(3)); });
+  std::thread writer([&] {
+    peer.SendSegment(peer.Message(SegmentType::kRendezvousData, kBytes), Pattern(kBytes, 1));
+    written.set_value();
+  });
+  std::future<void> all_in = handler.AllIn();
+  ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  writer.join();
+  (*engine)->Stop();
+
+  // Whatever was readable, no turn took more than 256 KiB of the payload.
+  const auto& landed = handler.landed_by_turn();
+  ASSERT_FALSE(landed.empty());
+  EXPECT_EQ(landed.back().second, kBytes);
+  EXPECT_GE(landed.size(), kBytes / kTurnBytes);
+  uint64_t before = 0;
+  for (const auto& [turn, bytes] : landed) {
+    EXPECT_LE(bytes - before, kTurnBytes) << "turn " << turn;
+    before = bytes;
   }
 }
 
