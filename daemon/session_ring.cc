@@ -79,6 +79,7 @@ void SessionRing::Post(const ring::CompletionSlot& slot) {
     absl::MutexLock lock(&mu_);
     if (!overflow_.empty() || !PostLocked(slot)) {
       overflow_.push_back(slot);
+      overflowing_.store(true, std::memory_order_release);
       return;
     }
   }
@@ -93,15 +94,13 @@ bool SessionRing::FlushOverflow() {
       overflow_.pop_front();
       posted = true;
     }
+    overflowing_.store(!overflow_.empty(), std::memory_order_release);
   }
   if (posted) WakeClient();
   return posted;
 }
 
-bool SessionRing::Overflowing() const {
-  absl::MutexLock lock(&mu_);
-  return !overflow_.empty();
-}
+bool SessionRing::Overflowing() const { return overflowing_.load(std::memory_order_acquire); }
 
 absl::StatusOr<std::vector<ring::CommandSlot>> SessionRing::TakeCommands(size_t limit) {
   // The completion tail first: what the client consumed before it posted these commands.

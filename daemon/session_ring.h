@@ -4,6 +4,7 @@
 // to consume them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -82,6 +83,8 @@ class SessionRing {
   mutable absl::Mutex mu_;  ///< serialises producers of completions
   uint64_t completion_head_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<ring::CompletionSlot> overflow_ ABSL_GUARDED_BY(mu_);
+  /// !overflow_.empty(), readable without mu_: the engine asks on every turn.
+  std::atomic<bool> overflowing_{false};
   /// OK FINISHED completions posted: (ring index, op id), in index order.
   std::deque<std::pair<uint64_t, uint64_t>> finished_ ABSL_GUARDED_BY(mu_);
 };
