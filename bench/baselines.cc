@@ -60,6 +60,36 @@ double JsonNumber(const std::string& json, const std::string& section, const std
   return std::strtod(json.c_str() + field + key.size() + 3, nullptr);
 }
 
+// iperf3's received bytes per second in each of `sums` (JSON sections) of one run.
+absl::StatusOr<std::vector<double>> RunIperf3(double seconds, bool bidir,
+                                             const std::vector<std::string>& sums) {
+  absl::StatusOr<int> port = FreePort();
+  if (!port.ok()) return port.status();
+  testing::Process server({"/usr/bin/iperf3", "--server", "--one-off", "--bind", "127.0.0.1",
+                           "--port", absl::StrCat(*port), "--forceflush"});
+  if (!server.WaitForOutput("Server listening", absl::Seconds(10))) {
+    return absl::InternalError(absl::StrCat("iperf3 server did not start:\n", server.Output()));
+  }
+  std::vector<std::string> command = {"/usr/bin/iperf3", "--client", "127.0.0.1",
+                                      "--port",          absl::StrCat(*port),
+                                      "--len",           "1M",
+                                      "--time",          absl::StrCat(seconds),
+                                      "--json"};
+  if (bidir) command.push_back("--bidir");
+  testing::ProcessResult client = testing::Process(command).Wait(absl::Seconds(seconds + 30));
+  if (client.exit_code != 0) return Failed("iperf3 client", client);
+  std::vector<double> rates;
+  for (const std::string& sum : sums) {
+    const double bits_per_second = JsonNumber(client.output, sum, "bits_per_second");
+    if (bits_per_second <= 0) {
+      return absl::InternalError(
+          absl::StrCat("no ", sum, " rate in iperf3's output:\n", client.output));
+    }
+    rates.push_back(bits_per_second / 8);
+  }
+  return rates;
+}
+
 }  // namespace
 
 absl::StatusOr<Timings> RunMpiSweep(const BenchOptions& options) {
@@ -120,25 +150,13 @@ absl::StatusOr<Timings> RunGlooSweep(const BenchOptions& options) {
   return timings;
 }
 
-absl::StatusOr<double> RunLink(double seconds) {
-  absl::StatusOr<int> port = FreePort();
-  if (!port.ok()) return port.status();
-  testing::Process server({"/usr/bin/iperf3", "--server", "--one-off", "--bind", "127.0.0.1",
-                           "--port", absl::StrCat(*port), "--forceflush"});
-  if (!server.WaitForOutput("Server listening", absl::Seconds(10))) {
-    return absl::InternalError(absl::StrCat("iperf3 server did not start:\n", server.Output()));
-  }
-  testing::ProcessResult client =
-      testing::Process({"/usr/bin/iperf3", "--client", "127.0.0.1", "--port", absl::StrCat(*port),
-                        "--len", "1M", "--time", absl::StrCat(seconds), "--json"})
-          .Wait(absl::Seconds(seconds + 30));
-  if (client.exit_code != 0) return Failed("iperf3 client", client);
-  const double bits_per_second = JsonNumber(client.output, "sum_received", "bits_per_second");
-  if (bits_per_second <= 0) {
-    return absl::InternalError(
-        absl::StrCat("no received rate in iperf3's output:\n", client.output));
-  }
-  return bits_per_second / 8;
+absl::StatusOr<LinkRates> RunLink(double seconds) {
+  absl::StatusOr<std::vector<double>> one_way = RunIperf3(seconds, false, {"sum_received"});
+  if (!one_way.ok()) return one_way.status();
+  absl::StatusOr<std::vector<double>> both_ways =
+      RunIperf3(seconds, true, {"sum_received", "sum_received_bidir_reverse"});
+  if (!both_ways.ok()) return both_ways.status();
+  return LinkRates{.one_way = (*one_way)[0], .duplex = ((*both_ways)[0] + (*both_ways)[1]) / 2};
 }
 
 }  // namespace cclo::bench

@@ -15,7 +15,16 @@ absl::StatusOr<Timings> RunMpiSweep(const BenchOptions& options);
 /// over TCP on loopback: a //bench:gloo-bench process per rank meeting in a file store.
 absl::StatusOr<Timings> RunGlooSweep(const BenchOptions& options);
 
-/// Bytes per second of one iperf3 stream on loopback with 1 MiB writes for `seconds`.
-absl::StatusOr<double> RunLink(double seconds);
+/// iperf3 on loopback with 1 MiB writes, in bytes per second.
+struct LinkRates {
+  double one_way = 0;  ///< one stream
+  /// One stream each way at once (--bidir), per direction: the link of an op in which
+  /// every rank sends and receives at the same time (sendrecv, the ring algorithms), whose
+  /// two directions share the same cores on loopback.
+  double duplex = 0;
+};
+
+/// Runs iperf3 one way for `seconds`, then both ways at once for `seconds`.
+absl::StatusOr<LinkRates> RunLink(double seconds);
 
 }  // namespace cclo::bench

@@ -146,8 +146,8 @@ int Main(int argc, char** argv) {
   bool baselines_ok = true;
   for (Baseline baseline : options->baselines) {
     if (baseline == Baseline::kLink) {
-      absl::StatusOr<double> link = RunLink(options->link_seconds);
-      if (link.ok()) measurements.link_bytes_per_second = *link;
+      absl::StatusOr<LinkRates> link = RunLink(options->link_seconds);
+      if (link.ok()) measurements.link = *link;
       baselines_ok = Fail(link.status()) == 0 && baselines_ok;
       continue;
     }
@@ -164,9 +164,11 @@ int Main(int argc, char** argv) {
   std::printf(
       "times: the slowest rank's per iteration; bandwidths from p50 (GB = 1e9 bytes); "
       "x<stack>: their p50 / ours (above 1: cclod is faster)\n");
-  if (measurements.link_bytes_per_second > 0) {
-    std::printf("link: iperf3, one stream on loopback, 1 MiB writes: %.3f GB/s\n",
-                measurements.link_bytes_per_second / 1e9);
+  if (measurements.link.one_way > 0) {
+    std::printf(
+        "link: iperf3 on loopback, 1 MiB writes: one stream %.3f GB/s; one stream each way "
+        "at once (--bidir) %.3f GB/s per direction\n",
+        measurements.link.one_way / 1e9, measurements.link.duplex / 1e9);
   }
   std::printf("\n%s", RenderReport(*options, measurements).c_str());
   for (const auto& [key, check] : measurements.cclo.checks) {

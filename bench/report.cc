@@ -25,8 +25,9 @@ std::string RenderReport(const BenchOptions& options, const Measurements& measur
     header.push_back(BaselineName(stack) + "_p50_us");
     header.push_back("x" + BaselineName(stack));
   }
-  const bool link = measurements.link_bytes_per_second > 0;
-  if (link) header.push_back("busbw/link");
+  const LinkRates& rates = measurements.link;
+  const bool link = rates.one_way > 0 && rates.duplex > 0;
+  if (link) header.insert(header.end(), {"busbw/link", "busbw/duplex"});
   std::vector<std::vector<std::string>> rows;
   for (const auto& [key, micros] : measurements.cclo.timings) {
     const auto& [op, size] = key;
@@ -58,7 +59,8 @@ std::string RenderReport(const BenchOptions& options, const Measurements& measur
       row.push_back(p50 > 0 ? Fixed(their_p50 / p50, 2) : "-");
     }
     if (link) {
-      row.push_back(moves ? Fixed(busbw * 1e9 / measurements.link_bytes_per_second, 2) : "-");
+      row.push_back(moves ? Fixed(busbw * 1e9 / rates.one_way, 2) : "-");
+      row.push_back(moves ? Fixed(busbw * 1e9 / rates.duplex, 2) : "-");
     }
     rows.push_back(std::move(row));
   }

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "bench/baselines.h"
 #include "bench/cclo_sweep.h"
 #include "bench/options.h"
 #include "bench/sweep.h"
@@ -14,13 +15,14 @@ namespace cclo::bench {
 struct Measurements {
   CcloResults cclo;
   std::map<Baseline, Timings> stacks;  ///< mpi and gloo, where asked for
-  double link_bytes_per_second = 0;    ///< iperf3's, where asked for
+  LinkRates link;                      ///< iperf3's, where asked for (else zeros)
 };
 
 /// One row per op and size we ran: size, p50 and p99 time (us), algbw and busbw (GB/s,
 /// from the p50 time), daemon CPU seconds per GiB moved (size x ranks x iterations; "-" below 0.1 s
 /// of CPU), the check's verdict with --check; per stack baseline its p50 and their p50 / our p50
-/// (above 1: we are faster; the same as our busbw / theirs); with the link, our busbw / iperf3's.
+/// (above 1: we are faster; the same as our busbw / theirs); with the link, our busbw / iperf3's
+/// one-stream rate and / its per-direction rate with both directions at once.
 std::string RenderReport(const BenchOptions& options, const Measurements& measurements);
 
 }  // namespace cclo::bench

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
@@ -43,6 +44,37 @@ TEST(CcloBenchTest, ManyRanksOnOneDaemonAreRightToo) {
       Bench({"--check", "--ops", "allreduce,alltoall,sendrecv", "--max-bytes", "4K",
              "--step-factor", "4", "--iters", "2", "--daemons", "1", "--ranks-per-daemon", "3"});
   EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+TEST(CcloBenchTest, LinkIsMeasuredOneWayAndBothWaysAtOnce) {
+  ProcessResult result = Bench({"--ops", "sendrecv", "--min-bytes", "1M", "--max-bytes", "1M",
+                                "--iters", "2", "--baseline", "link", "--link-seconds", "1"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  double one_way = 0;
+  double duplex = 0;
+  for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
+    std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (absl::StartsWith(line, "link: ")) {
+      // "... one stream X GB/s; one stream each way at once (--bidir) Y GB/s per direction"
+      ASSERT_EQ(cells.size(), 22u) << line;
+      ASSERT_TRUE(absl::SimpleAtod(cells[9], &one_way)) << line;
+      ASSERT_TRUE(absl::SimpleAtod(cells[18], &duplex)) << line;
+    } else if (!cells.empty() && cells[0] == "sendrecv") {
+      // op size p50 p99 algbw busbw cpu busbw/link busbw/duplex
+      ASSERT_EQ(cells.size(), 9u) << line;
+      double busbw = 0, of_link = 0, of_duplex = 0;
+      ASSERT_TRUE(absl::SimpleAtod(cells[5], &busbw) && absl::SimpleAtod(cells[7], &of_link) &&
+                  absl::SimpleAtod(cells[8], &of_duplex))
+          << line;
+      EXPECT_GT(of_link, 0) << line;
+      EXPECT_GT(of_duplex, 0) << line;
+      // Each ratio is busbw over its rate (both printed rounded to 3 and 2 places).
+      EXPECT_NEAR(of_link, busbw / one_way, 0.01 + 0.001 / one_way) << line;
+      EXPECT_NEAR(of_duplex, busbw / duplex, 0.01 + 0.001 / duplex) << line;
+    }
+  }
+  EXPECT_GT(one_way, 0) << result.output;
+  EXPECT_GT(duplex, 0) << result.output;
 }
 
 TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
