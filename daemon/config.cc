@@ -208,6 +208,7 @@ const std::map<std::string, Setter>& Setters() {
        Number(&Config::segment_bytes, hw::poe::kMinSegmentBytes, hw::poe::kMaxSegmentBytes)},
       {"eager_max_bytes", Number(&Config::eager_max_bytes, 0, hw::poe::kMaxSegmentBytes)},
       {"credits_per_peer", Number(&Config::credits_per_peer, 0, hw::poe::kMaxCredits)},
+      {"data_link_gbps", Number(&Config::data_link_gbps, 0, 100000)},
       {"max_buffer_bytes", Number(&Config::max_buffer_bytes, 4096, 1ull << 40)},
       {"op_deadline_ms", Millis(&Config::op_deadline)},
       {"join_timeout_ms", Millis(&Config::join_timeout)},

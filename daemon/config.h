@@ -51,6 +51,10 @@ struct Config {
   /// Rx pool buffers reserved per communicator and peer daemon: how many eager messages
   /// that peer may have waiting here for their receive.
   uint32_t credits_per_peer = 8;
+  /// The cluster network's link rate, Gb/s: data sessions on a path whose bandwidth-delay
+  /// product exceeds the kernel's TCP autotuning limits size their socket buffers to it.
+  /// 0: socket buffers are always left to the kernel.
+  uint64_t data_link_gbps = 100;
   /// Largest single buffer a client may allocate.
   uint64_t max_buffer_bytes = 1ull << 30;
   /// Default op deadline; a request may ask for another.

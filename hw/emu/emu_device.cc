@@ -76,7 +76,8 @@ absl::Status EmuDevice::Start() {
                                           .port = config_.data_port,
                                           .segment_bytes = config_.segment_bytes,
                                           .eager_bytes = config_.eager_max_bytes,
-                                          .handshake_timeout = config_.handshake_timeout};
+                                          .handshake_timeout = config_.handshake_timeout,
+                                          .link_bytes_per_second = config_.link_bytes_per_second};
   absl::StatusOr<poe::EnginePtr> engine = poe::tcp::CreateTcpEngine(engine_config, this);
   if (!engine.ok()) return engine.status();
   engine_ = std::move(*engine);

@@ -36,6 +36,7 @@ rx_pool_bytes: 1048576
 segment_bytes: 65536
 eager_max_bytes: 16384
 credits_per_peer: 3
+data_link_gbps: 25
 max_buffer_bytes: 8192
 op_deadline_ms: 1500
 join_timeout_ms: 2000
@@ -56,6 +57,7 @@ policy:
   EXPECT_EQ(config->segment_bytes, 65536u);
   EXPECT_EQ(config->eager_max_bytes, 16384u);
   EXPECT_EQ(config->credits_per_peer, 3u);
+  EXPECT_EQ(config->data_link_gbps, 25u);
   EXPECT_EQ(config->max_buffer_bytes, 8192u);
   EXPECT_EQ(config->op_deadline, absl::Milliseconds(1500));
   EXPECT_EQ(config->join_timeout, absl::Seconds(2));
@@ -150,6 +152,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"credits_per_peer: 65537",
                   "config key 'credits_per_peer': '65537' is not a whole number in [0, 65536]"},
         BadConfig{"credits_per_peer: many", "'many' is not a whole number in [0, 65536]"},
+        BadConfig{"data_link_gbps: 100001",
+                  "config key 'data_link_gbps': '100001' is not a whole number in [0, 100000]"},
+        BadConfig{"data_link_gbps: 2.5", "'2.5' is not a whole number in [0, 100000]"},
         BadConfig{"tenants: []", "config key 'tenants': expected a non-empty list of tenants"},
         BadConfig{"tenants: [{name: Big}]",
                   "tenant 0: tenant name 'Big' is not 1 to 32 characters of a-z, 0-9, _ and -"},

@@ -176,6 +176,18 @@ void TcpEngine::AddPoller(Poller* poller) {
   });
 }
 
+void TcpEngine::SizeBuffers(int fd, const std::string& name) const {
+  const std::optional<Sizing> sizing =
+      SizeSocketBuffers(fd, config_.link_bytes_per_second, autotune_);
+  if (!sizing) return;
+  const std::string line = sizing->Describe(config_.link_bytes_per_second, autotune_);
+  if (sizing->Short()) {
+    spdlog::warn("{}: {}", name, line);
+  } else {
+    spdlog::info("{}: {}", name, line);
+  }
+}
+
 void TcpEngine::Stop() {
   Post([this] { running_ = false; });
   thread_.join();

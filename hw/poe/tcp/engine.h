@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "hw/poe/engine.h"
 #include "hw/poe/tcp/session.h"
+#include "hw/poe/tcp/socket_buffers.h"
 
 namespace cclo::hw::poe::tcp {
 
@@ -31,6 +32,8 @@ struct TcpEngineConfig {
   uint64_t segment_bytes = 1 << 20;       ///< largest segment this engine receives
   uint64_t eager_bytes = 64 << 10;        ///< largest eager message it accepts (<= segment)
   absl::Duration handshake_timeout = absl::Seconds(10);
+  /// Link rate for socket buffer sizing (socket_buffers.h); 0: buffers left to the kernel.
+  uint64_t link_bytes_per_second = 0;
 };
 
 /// Binds and listens (fails if the port is taken); call Start() to run the loop.
@@ -65,6 +68,9 @@ class TcpEngine final : public Engine {
   /// The session's handshake is authenticated; its deadline no longer applies.
   void HandshakeFinished(uint64_t id);
   void CountWireError() { wire_errors_.fetch_add(1); }
+  /// Sizes the buffers of a session's socket that is up for its path (socket_buffers.h)
+  /// and says so in the log when it changed them.
+  void SizeBuffers(int fd, const std::string& name) const;
 
  private:
   void Loop();
@@ -85,6 +91,7 @@ class TcpEngine final : public Engine {
   void ExpireHandshakes(absl::Time now);
 
   const TcpEngineConfig config_;
+  const AutotuneLimits autotune_ = ReadAutotuneLimits();
   EngineHandler* const handler_;
   const int listen_fd_;
   const int epoll_fd_;

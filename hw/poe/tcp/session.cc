@@ -66,7 +66,12 @@ std::string TcpSession::Name() const {
 void TcpSession::Admit() {
   if (state_ != State::kParked) return;
   SendControl({.kind = ControlKind::kAccept});
+  BecomeUp();
+}
+
+void TcpSession::BecomeUp() {
   state_ = State::kUp;
+  engine_.SizeBuffers(fd_, Name());
 }
 
 void TcpSession::Send(const SegmentHeader& header, const std::byte* payload,

@@ -93,6 +93,8 @@ class TcpSession final : public Session {
   void SendControl(const ControlMessage& message);
   /// Refuses the handshake: counts a wire error, tells the peer, closes.
   void Refuse(const absl::Status& reason);
+  /// The handshake is done: data may flow, and the socket's buffers suit the path.
+  void BecomeUp();
   /// Ends the session on our side's initiative and reports it to the handler.
   void Fail(const absl::Status& reason);
   /// Best effort: writes one last control message without waiting.

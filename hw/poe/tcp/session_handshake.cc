@@ -44,7 +44,7 @@ void TcpSession::OnControl() {
     return OnResponse(*message);
   }
   if (kind == ControlKind::kAccept && connector && state_ == State::kAwaitAccept) {
-    state_ = State::kUp;
+    BecomeUp();
     return engine_.handler().OnSessionUp(*this);
   }
   Refuse(absl::InvalidArgumentError(

@@ -1,0 +1,76 @@
+// Socket buffers of data sessions between real daemons: left to the kernel on a path its
+// autotuning covers (loopback at the default link rate), set to twice the bandwidth-delay
+// product where it does not (loopback at a fictitious 100 Tb/s). What the kernel then
+// holds is checked on sockets of its own by tests/hw/poe/tcp:socket_buffers_test.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo::testing {
+namespace {
+
+/// Ranks 0 and 1 of a new communicator rooted at `a`, on daemons a and b: one send/recv.
+void RunPair(const Daemon& a, const Daemon& b) {
+  const std::string token = NewToken(a);
+  std::vector<std::vector<std::string>> commands;
+  for (const Daemon* daemon : {&a, &b}) {
+    commands.push_back({Runfile("client/cclo-run"), "run", "--runtime-dir", daemon->runtime_dir(),
+                        "--token", token, "--rank", absl::StrCat(commands.size()), "--size", "2",
+                        "--ops", "sendrecv", "--sizes", "1M"});
+  }
+  for (const ProcessResult& result : RunAll(commands, absl::Minutes(1))) {
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+  }
+}
+
+/// Expects `daemon` to have logged the sizing of its data session's buffers at 100 Tb/s:
+/// the send buffer set (loopback's round trip times that rate is beyond its autotuning
+/// limit; the receive limit is larger), to at most the wanted size, and a warning where the
+/// system's maxima held one back.
+void ExpectSized(Daemon& daemon) {
+  static const std::regex kSizing(
+      "round trip [^;]+; twice the bandwidth-delay product at 100000 Gb/s is ([0-9]+) bytes, "
+      "beyond the kernel's autotuning limits \\(send [0-9]+, receive [0-9]+\\): send buffer "
+      "([0-9]+) bytes, receive buffer (([0-9]+) bytes|left to autotuning)(, short of it: raise net.core.wmem_max "
+      "and net.core.rmem_max, or give cclod CAP_NET_ADMIN)?");
+  ASSERT_TRUE(daemon.process().WaitForOutput("bandwidth-delay product", absl::Seconds(10)))
+      << daemon.process().Output();
+  const std::string log = daemon.process().Output();
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(log, match, kSizing)) << log;
+  uint64_t wanted = 0, send = 0, receive = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(match[1].str(), &wanted) &&
+              absl::SimpleAtoi(match[2].str(), &send))
+      << match[0];
+  if (match[4].matched) ASSERT_TRUE(absl::SimpleAtoi(match[4].str(), &receive)) << match[0];
+  EXPECT_GT(send, 0u) << match[0];
+  EXPECT_LE(send, wanted) << match[0];
+  EXPECT_LE(receive, wanted) << match[0];
+  EXPECT_EQ(match[5].matched, send < wanted || (match[4].matched && receive < wanted))
+      << match[0];
+}
+
+TEST(SocketBuffersTest, LoopbackAtTheDefaultLinkRateIsLeftToTheKernel) {
+  Daemon a, b;
+  RunPair(a, b);
+  for (Daemon* daemon : {&a, &b}) {
+    EXPECT_EQ(daemon->process().Output().find("bandwidth-delay product"), std::string::npos)
+        << daemon->process().Output();
+  }
+}
+
+TEST(SocketBuffersTest, APathBeyondAutotuningGetsItsBuffersSetOnBothSides) {
+  Daemon a("data_link_gbps: 100000\n"), b("data_link_gbps: 100000\n");
+  RunPair(a, b);
+  ExpectSized(a);
+  ExpectSized(b);
+}
+
+}  // namespace
+}  // namespace cclo::testing
