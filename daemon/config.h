@@ -52,7 +52,7 @@ struct Config {
   /// that peer may have waiting here for their receive.
   uint32_t credits_per_peer = 8;
   /// The cluster network's link rate, Gb/s: data sessions on a path whose bandwidth-delay
-  /// product exceeds the kernel's TCP autotuning limits size their socket buffers to it.
+  /// product exceeds the kernel's TCP autotuning send limit size their send buffer to it.
   /// 0: socket buffers are always left to the kernel.
   uint64_t data_link_gbps = 100;
   /// Largest single buffer a client may allocate.

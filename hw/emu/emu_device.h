@@ -62,7 +62,7 @@ struct EmuConfig {
   /// eager messages that peer may have unapplied here.
   uint32_t credits_per_peer = 8;
   absl::Duration handshake_timeout = absl::Seconds(10);  ///< per data session handshake
-  /// The network's link rate: data sessions size their socket buffers to its product with
+  /// The network's link rate: data sessions size their send buffer to its product with
   /// their round trip where the kernel's autotuning falls short. 0: always left to it.
   uint64_t link_bytes_per_second = 0;
 };

@@ -52,6 +52,7 @@ TEST(CcloBenchTest, LinkIsMeasuredOneWayAndBothWaysAtOnce) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   double one_way = 0;
   double duplex = 0;
+  int rows = 0;
   for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
     std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     if (absl::StartsWith(line, "link: ")) {
@@ -60,6 +61,7 @@ TEST(CcloBenchTest, LinkIsMeasuredOneWayAndBothWaysAtOnce) {
       ASSERT_TRUE(absl::SimpleAtod(cells[9], &one_way)) << line;
       ASSERT_TRUE(absl::SimpleAtod(cells[18], &duplex)) << line;
     } else if (!cells.empty() && cells[0] == "sendrecv") {
+      ++rows;
       // op size p50 p99 algbw busbw cpu busbw/link busbw/duplex
       ASSERT_EQ(cells.size(), 9u) << line;
       double busbw = 0, of_link = 0, of_duplex = 0;
@@ -75,6 +77,7 @@ TEST(CcloBenchTest, LinkIsMeasuredOneWayAndBothWaysAtOnce) {
   }
   EXPECT_GT(one_way, 0) << result.output;
   EXPECT_GT(duplex, 0) << result.output;
+  EXPECT_EQ(rows, 1) << result.output;
 }
 
 TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {

@@ -181,7 +181,7 @@ void TcpEngine::SizeBuffers(int fd, const std::string& name) const {
       SizeSocketBuffers(fd, config_.link_bytes_per_second, autotune_);
   if (!sizing) return;
   const std::string line = sizing->Describe(config_.link_bytes_per_second, autotune_);
-  if (sizing->Short()) {
+  if (sizing->Short(autotune_)) {
     spdlog::warn("{}: {}", name, line);
   } else {
     spdlog::info("{}: {}", name, line);

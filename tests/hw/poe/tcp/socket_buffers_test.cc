@@ -69,10 +69,11 @@ bool MayForce() {
   return may;
 }
 
-uint64_t SysctlNumber(const char* path) {
+/// The `field`th (from 0) number in a /proc/sys file.
+uint64_t SysctlField(const char* path, int field) {
   std::ifstream file(path);
   uint64_t number = 0;
-  EXPECT_TRUE(file >> number) << path;
+  for (int i = 0; i <= field; ++i) EXPECT_TRUE(file >> number) << path;
   return number;
 }
 
@@ -85,47 +86,67 @@ TEST(SocketBuffersTest, WantedIsTwiceTheBandwidthDelayProductUpToTheBound) {
 
 TEST(SocketBuffersTest, AutotuneLimitsAreTheKernels) {
   const AutotuneLimits limits = ReadAutotuneLimits();
-  EXPECT_GT(limits.send, 0u);
-  EXPECT_GT(limits.receive, 0u);
+  EXPECT_EQ(limits.send, SysctlField("/proc/sys/net/ipv4/tcp_wmem", 2));
+  EXPECT_EQ(limits.receive, SysctlField("/proc/sys/net/ipv4/tcp_rmem", 2));
+  EXPECT_EQ(limits.send_max, SysctlField("/proc/sys/net/core/wmem_max", 0));
 }
 
 TEST(SocketBuffersTest, APathAutotuningCoversIsLeftAlone) {
   LoopbackPair pair;
   const uint64_t send = Buffer(pair.client(), SO_SNDBUF);
-  const uint64_t receive = Buffer(pair.client(), SO_RCVBUF);
   // A loopback round trip at 100 Gb/s is far below any autotuning limit.
   EXPECT_FALSE(SizeSocketBuffers(pair.client(), 12'500'000'000, ReadAutotuneLimits()));
-  EXPECT_FALSE(SizeSocketBuffers(pair.client(), 0, {.send = 1, .receive = 1}));
+  EXPECT_FALSE(SizeSocketBuffers(pair.client(), 0, {.send = 1, .receive = 1, .send_max = 1}));
   EXPECT_EQ(Buffer(pair.client(), SO_SNDBUF), send);
-  EXPECT_EQ(Buffer(pair.client(), SO_RCVBUF), receive);
 }
 
-TEST(SocketBuffersTest, APathBeyondAutotuningGetsTwiceItsProduct) {
+TEST(SocketBuffersTest, ASendLimitShortOfThePathGetsTwiceItsProduct) {
   LoopbackPair pair;
-  // Limits of 1 byte: any round trip at a (fictitious) 1 TB/s exceeds them.
-  const std::optional<Sizing> sizing =
-      SizeSocketBuffers(pair.client(), 1'000'000'000'000, {.send = 1, .receive = 1});
+  const uint64_t receive = Buffer(pair.client(), SO_RCVBUF);
+  // Limits of 2 bytes: any round trip at a (fictitious) 1 TB/s exceeds them.
+  const AutotuneLimits limits{
+      .send = 2, .receive = 2, .send_max = SysctlField("/proc/sys/net/core/wmem_max", 0)};
+  const std::optional<Sizing> sizing = SizeSocketBuffers(pair.client(), 1'000'000'000'000, limits);
   ASSERT_TRUE(sizing);
   EXPECT_GT(sizing->round_trip, absl::ZeroDuration());
   EXPECT_EQ(sizing->wanted, WantedBufferBytes(1'000'000'000'000, sizing->round_trip));
   EXPECT_EQ(sizing->send, Buffer(pair.client(), SO_SNDBUF));
-  EXPECT_EQ(sizing->receive, Buffer(pair.client(), SO_RCVBUF));
   // The kernel doubles the half it is given; without CAP_NET_ADMIN the half is capped at
-  // net.core.wmem_max and rmem_max.
+  // net.core.wmem_max.
   const uint64_t half = sizing->wanted / 2;
-  if (MayForce()) {
-    EXPECT_EQ(sizing->send, 2 * half);
-    EXPECT_EQ(sizing->receive, 2 * half);
-    EXPECT_FALSE(sizing->Short());
-  } else {
-    EXPECT_EQ(sizing->send, 2 * std::min(half, SysctlNumber("/proc/sys/net/core/wmem_max")));
-    EXPECT_EQ(sizing->receive, 2 * std::min(half, SysctlNumber("/proc/sys/net/core/rmem_max")));
-  }
-  const std::string line = sizing->Describe(1'000'000'000'000, {.send = 1, .receive = 1});
+  EXPECT_EQ(sizing->send, MayForce() ? 2 * half : 2 * std::min(half, limits.send_max));
+  // The receive side is never set: its window scale is fixed already.
+  EXPECT_EQ(Buffer(pair.client(), SO_RCVBUF), receive);
+  EXPECT_TRUE(sizing->Short(limits));
+  const std::string line = sizing->Describe(1'000'000'000'000, limits);
   EXPECT_NE(line.find("at 8000 Gb/s"), std::string::npos) << line;
-  EXPECT_NE(line.find(absl::StrCat("send buffer ", sizing->send, " bytes")), std::string::npos)
+  EXPECT_NE(line.find(absl::StrCat("send buffer set to ", sizing->send, " bytes")),
+            std::string::npos)
       << line;
-  EXPECT_EQ(line.find("short of it") != std::string::npos, sizing->Short()) << line;
+  EXPECT_NE(line.find(absl::StrCat("receive window at most 2 bytes")), std::string::npos) << line;
+}
+
+TEST(SocketBuffersTest, ACappedSendBufferThatWouldShrinkAutotuningIsNotSet) {
+  LoopbackPair pair;
+  const uint64_t send = Buffer(pair.client(), SO_SNDBUF);
+  const uint64_t cap = SysctlField("/proc/sys/net/core/wmem_max", 0);
+  // Autotuning may grow the buffer to twice what SO_SNDBUF could be set to without
+  // CAP_NET_ADMIN: setting it would only shrink it.
+  const AutotuneLimits limits{.send = 4 * cap, .receive = UINT64_MAX, .send_max = cap};
+  const uint64_t rate = 1'000'000'000'000'000;  // enough for any loopback round trip
+  const std::optional<Sizing> sizing = SizeSocketBuffers(pair.client(), rate, limits);
+  ASSERT_TRUE(sizing);
+  ASSERT_GT(sizing->wanted, limits.send);
+  if (MayForce()) {
+    EXPECT_EQ(sizing->send, sizing->wanted);
+    EXPECT_FALSE(sizing->Short(limits));
+  } else {
+    EXPECT_EQ(sizing->send, 0u);
+    EXPECT_EQ(Buffer(pair.client(), SO_SNDBUF), send);
+    EXPECT_TRUE(sizing->Short(limits));
+    const std::string line = sizing->Describe(rate, limits);
+    EXPECT_NE(line.find("send buffer left to autotuning"), std::string::npos) << line;
+  }
 }
 
 }  // namespace
