@@ -90,32 +90,35 @@ class ReduceAllTest : public ::testing::TestWithParam<std::tuple<DataType, Reduc
 TEST_P(ReduceAllTest, MatchesDoubleArithmeticAndAllowsAliasing) {
   const auto [type, op] = GetParam();
   const bool is_unsigned = type == DataType::kUint8;
-  std::vector<double> a;
-  std::vector<double> b;
-  std::vector<double> expected;
-  for (int i = 0; i < 131; ++i) {  // odd length: exercises vector loop and tail
-    a.push_back(is_unsigned ? i % 11 : i % 11 - 5);
-    b.push_back(is_unsigned ? (i * 7) % 10 : (i * 7) % 10 - 4);
-    expected.push_back(Apply(op, a.back(), b.back()));
-  }
-  const std::vector<std::byte> a_bytes = Encode(type, a);
-  const std::vector<std::byte> b_bytes = Encode(type, b);
   const size_t size = DataTypeSize(type);
+  // An odd length exercises the vector loop and its tail; buffers past 512 KiB run another
+  // build of the loop (reduce.cc).
+  for (const size_t count : {size_t{131}, (600 << 10) / size + 3}) {
+    SCOPED_TRACE(count);
+    std::vector<double> a;
+    std::vector<double> b;
+    std::vector<double> expected;
+    for (size_t i = 0; i < count; ++i) {
+      a.push_back(is_unsigned ? i % 11 : static_cast<double>(i % 11) - 5);
+      b.push_back(is_unsigned ? (i * 7) % 10 : static_cast<double>((i * 7) % 10) - 4);
+      expected.push_back(Apply(op, a.back(), b.back()));
+    }
+    const std::vector<std::byte> a_bytes = Encode(type, a);
+    const std::vector<std::byte> b_bytes = Encode(type, b);
 
-  std::vector<std::byte> out(a_bytes.size());
-  ASSERT_TRUE(Reduce(op, type, a_bytes.data(), b_bytes.data(), out.data(), a.size()).ok());
-  std::vector<std::byte> in_place_a = a_bytes;
-  ASSERT_TRUE(
-      Reduce(op, type, in_place_a.data(), b_bytes.data(), in_place_a.data(), a.size()).ok());
-  std::vector<std::byte> in_place_b = b_bytes;
-  ASSERT_TRUE(
-      Reduce(op, type, a_bytes.data(), in_place_b.data(), in_place_b.data(), a.size()).ok());
+    std::vector<std::byte> out(a_bytes.size());
+    ASSERT_TRUE(Reduce(op, type, a_bytes.data(), b_bytes.data(), out.data(), count).ok());
+    std::vector<std::byte> in_place_a = a_bytes;
+    ASSERT_TRUE(Reduce(op, type, in_place_a.data(), b_bytes.data(), in_place_a.data(), count).ok());
+    std::vector<std::byte> in_place_b = b_bytes;
+    ASSERT_TRUE(Reduce(op, type, a_bytes.data(), in_place_b.data(), in_place_b.data(), count).ok());
 
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(Load(type, out.data() + i * size), expected[i]) << "index " << i;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(Load(type, out.data() + i * size), expected[i]) << "index " << i;
+    }
+    EXPECT_EQ(in_place_a, out);
+    EXPECT_EQ(in_place_b, out);
   }
-  EXPECT_EQ(in_place_a, out);
-  EXPECT_EQ(in_place_b, out);
 }
 
 TEST_P(ReduceAllTest, CountZeroTouchesNothing) {
