@@ -62,7 +62,7 @@ double JsonNumber(const std::string& json, const std::string& section, const std
 
 // iperf3's received bytes per second in each of `sums` (JSON sections) of one run.
 absl::StatusOr<std::vector<double>> RunIperf3(double seconds, bool bidir,
-                                             const std::vector<std::string>& sums) {
+                                              const std::vector<std::string>& sums) {
   absl::StatusOr<int> port = FreePort();
   if (!port.ok()) return port.status();
   testing::Process server({"/usr/bin/iperf3", "--server", "--one-off", "--bind", "127.0.0.1",
@@ -70,11 +70,9 @@ absl::StatusOr<std::vector<double>> RunIperf3(double seconds, bool bidir,
   if (!server.WaitForOutput("Server listening", absl::Seconds(10))) {
     return absl::InternalError(absl::StrCat("iperf3 server did not start:\n", server.Output()));
   }
-  std::vector<std::string> command = {"/usr/bin/iperf3", "--client", "127.0.0.1",
-                                      "--port",          absl::StrCat(*port),
-                                      "--len",           "1M",
-                                      "--time",          absl::StrCat(seconds),
-                                      "--json"};
+  std::vector<std::string> command = {"/usr/bin/iperf3",     "--client", "127.0.0.1", "--port",
+                                      absl::StrCat(*port),   "--len",    "1M",        "--time",
+                                      absl::StrCat(seconds), "--json"};
   if (bidir) command.push_back("--bidir");
   testing::ProcessResult client = testing::Process(command).Wait(absl::Seconds(seconds + 30));
   if (client.exit_code != 0) return Failed("iperf3 client", client);

@@ -63,10 +63,9 @@ bool Sizing::Short(const AutotuneLimits& limits) const {
 }
 
 std::string Sizing::Describe(uint64_t link_bytes_per_second, const AutotuneLimits& limits) const {
-  std::string line = absl::StrCat("round trip ", absl::FormatDuration(round_trip),
-                                  "; twice the bandwidth-delay product at ",
-                                  link_bytes_per_second * 8 / 1'000'000'000, " Gb/s is ",
-                                  wanted, " bytes; ");
+  std::string line = absl::StrCat(
+      "round trip ", absl::FormatDuration(round_trip), "; twice the bandwidth-delay product at ",
+      link_bytes_per_second * 8 / 1'000'000'000, " Gb/s is ", wanted, " bytes; ");
   if (wanted <= limits.send) {
     absl::StrAppend(&line, "send: autotuning reaches it (up to ", limits.send, ")");
   } else if (send == 0) {

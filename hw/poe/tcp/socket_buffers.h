@@ -25,8 +25,8 @@ namespace cclo::hw::poe::tcp {
 
 /// The kernel's limits, in bytes as SO_SNDBUF and SO_RCVBUF report sizes.
 struct AutotuneLimits {
-  uint64_t send = 0;     ///< net.ipv4.tcp_wmem[2]: autotuning's send limit
-  uint64_t receive = 0;  ///< net.ipv4.tcp_rmem[2]: autotuning's receive limit
+  uint64_t send = 0;      ///< net.ipv4.tcp_wmem[2]: autotuning's send limit
+  uint64_t receive = 0;   ///< net.ipv4.tcp_rmem[2]: autotuning's receive limit
   uint64_t send_max = 0;  ///< net.core.wmem_max: SO_SNDBUF's cap without CAP_NET_ADMIN
 };
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <future>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -67,34 +68,51 @@ class RecordingHandler : public EngineHandler {
   std::promise<void> all_in_;
 };
 
+/// An engine whose data session with a fake peer (communicator 7) is up once Start() has
+/// returned without a fatal failure; `handler` records its payloads.
+struct UpSession {
+  explicit UpSession(size_t payloads) : handler(comm, payloads) {
+    comm.config.id = CommId{7};
+    comm.config.secret = CommSecret{8};
+  }
+
+  void Start(const TcpEngineConfig& config) {
+    absl::StatusOr<EnginePtr> started = CreateTcpEngine(config, &handler);
+    ASSERT_TRUE(started.ok()) << started.status();
+    engine = *std::move(started);
+    engine->Start();
+    peer.emplace(engine->address(), comm);
+    peer->Authenticate(comm.config.secret);
+    absl::StatusOr<ControlMessage> accept = peer->ReadControl();
+    ASSERT_TRUE(accept.ok()) << accept.status();
+    ASSERT_EQ(accept->kind, ControlKind::kAccept);
+  }
+
+  TestComm comm;
+  RecordingHandler handler;
+  EnginePtr engine;
+  std::optional<FakePeer> peer;
+};
+
 TEST(TcpSessionTest, ReadsOnePayloadPerLoopTurn) {
   constexpr size_t kSegments = 4;
-  TestComm comm;
-  comm.config.id = CommId{7};
-  comm.config.secret = CommSecret{8};
-  RecordingHandler handler(comm, kSegments);
-  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({}, &handler);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  (*engine)->Start();
-  FakePeer peer((*engine)->address(), comm);
-  peer.Authenticate(comm.config.secret);
-  absl::StatusOr<ControlMessage> accept = peer.ReadControl();
-  ASSERT_TRUE(accept.ok()) << accept.status();
-  ASSERT_EQ(accept->kind, ControlKind::kAccept);
+  UpSession up(kSegments);
+  ASSERT_NO_FATAL_FAILURE(up.Start({}));
 
   // The engine waits while every segment is written, so all are readable at once.
   std::promise<void> written;
-  (*engine)->Post([wait = written.get_future().share()] { wait.wait(); });
+  up.engine->Post([wait = written.get_future().share()] { wait.wait(); });
   for (size_t i = 0; i < kSegments; ++i) {
-    peer.SendSegment(peer.Message(SegmentType::kRendezvousData, 4096 * kSegments, 0, 4096 * i),
-                     Pattern(4096, static_cast<int>(i)));
+    up.peer->SendSegment(
+        up.peer->Message(SegmentType::kRendezvousData, 4096 * kSegments, 0, 4096 * i),
+        Pattern(4096, static_cast<int>(i)));
   }
   written.set_value();
-  std::future<void> all_in = handler.AllIn();
+  std::future<void> all_in = up.handler.AllIn();
   ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  (*engine)->Stop();
+  up.engine->Stop();
 
-  const std::vector<uint64_t>& turns = handler.turns_at_payload();
+  const std::vector<uint64_t>& turns = up.handler.turns_at_payload();
   ASSERT_EQ(turns.size(), kSegments);
   for (size_t i = 1; i < kSegments; ++i) {
     EXPECT_LT(turns[i - 1], turns[i]) << "payloads " << i - 1 << " and " << i << " in one turn";
@@ -104,35 +122,26 @@ TEST(TcpSessionTest, ReadsOnePayloadPerLoopTurn) {
 TEST(TcpSessionTest, ReadsAtMost256KiBOfAPayloadPerLoopTurn) {
   constexpr size_t kBytes = 1 << 20;
   constexpr uint64_t kTurnBytes = 256 << 10;
-  TestComm comm;
-  comm.config.id = CommId{7};
-  comm.config.secret = CommSecret{8};
-  RecordingHandler handler(comm, 1);
-  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({.segment_bytes = kBytes}, &handler);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  (*engine)->Start();
-  FakePeer peer((*engine)->address(), comm);
-  peer.Authenticate(comm.config.secret);
-  absl::StatusOr<ControlMessage> accept = peer.ReadControl();
-  ASSERT_TRUE(accept.ok()) << accept.status();
-  ASSERT_EQ(accept->kind, ControlKind::kAccept);
+  UpSession up(1);
+  ASSERT_NO_FATAL_FAILURE(up.Start({.segment_bytes = kBytes}));
 
   // The engine waits while the segment is written (as far as the socket takes it, for at
   // most a few seconds), so much more than a turn's worth is readable at once.
   std::promise<void> written;
   std::shared_future<void> done_writing = written.get_future().share();
-  (*engine)->Post([done_writing] { done_writing.wait_for(std::chrono::seconds(3)); });
+  up.engine->Post([done_writing] { done_writing.wait_for(std::chrono::seconds(3)); });
   std::thread writer([&] {
-    peer.SendSegment(peer.Message(SegmentType::kRendezvousData, kBytes), Pattern(kBytes, 1));
+    up.peer->SendSegment(up.peer->Message(SegmentType::kRendezvousData, kBytes),
+                         Pattern(kBytes, 1));
     written.set_value();
   });
-  std::future<void> all_in = handler.AllIn();
+  std::future<void> all_in = up.handler.AllIn();
   ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   writer.join();
-  (*engine)->Stop();
+  up.engine->Stop();
 
   // Whatever was readable, no turn took more than 256 KiB of the payload.
-  const auto& landed = handler.landed_by_turn();
+  const auto& landed = up.handler.landed_by_turn();
   ASSERT_FALSE(landed.empty());
   EXPECT_EQ(landed.back().second, kBytes);
   EXPECT_GE(landed.size(), kBytes / kTurnBytes);
