@@ -61,6 +61,9 @@ struct DeviceStats {
   /// allocated because none kept fitted.
   uint64_t scratch_bytes_kept = 0;
   uint64_t scratch_allocations = 0;
+  /// Payload bytes each data session reads and writes per engine turn now: less while
+  /// tenants share the engine.
+  uint64_t turn_bytes = 0;
 };
 
 /// How the engine shares itself between tenants (CallDescriptor::tenant).

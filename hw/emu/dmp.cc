@@ -28,8 +28,14 @@ Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, Counters& counters
       hooks_(std::move(hooks)),
       scheduler_(unit_bytes) {}
 
+void Dmp::SetUnitBytes(uint64_t unit_bytes) {
+  unit_bytes_ = std::max<uint64_t>(unit_bytes, 1);
+  scheduler_.SetQuantum(unit_bytes_);
+}
+
 void Dmp::Submit(std::unique_ptr<CallState> call) {
   CallState& ref = *call;
+  ++calls_of_tenant_[ref.desc.tenant];
   deadlines_.insert({ref.deadline, ref.id});
   std::deque<uint64_t>& queue = ref.comm->queues[ref.desc.rank];
   queue.push_back(ref.id);
@@ -221,6 +227,9 @@ void Dmp::Finish(CallState& call, const absl::Status& status) {
   queue.erase(std::find(queue.begin(), queue.end(), call.id));
   auto node = calls_.extract(call.id);
   finished_.push_back(std::move(node.mapped()));
+  if (auto it = calls_of_tenant_.find(call.desc.tenant); --it->second == 0) {
+    calls_of_tenant_.erase(it);
+  }
   (status.ok() ? counters_.calls_completed : counters_.calls_failed).fetch_add(1);
   CompletionFn done = std::move(call.done);
   done(Completion{status, call.program.algorithm, call.bytes_sent});

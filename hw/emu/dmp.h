@@ -52,6 +52,7 @@
 #include "hw/emu/rbm.h"
 #include "hw/emu/scheduler.h"
 #include "hw/emu/scratch_pool.h"
+#include "hw/poe/engine.h"
 #include "hw/program.h"
 
 namespace cclo::hw::emu {
@@ -68,6 +69,7 @@ struct Counters {
   std::atomic<uint64_t> eager_messages{0};       ///< sends that went eagerly
   std::atomic<uint64_t> rendezvous_messages{0};  ///< sends that went by rendezvous
   std::atomic<uint64_t> eager_fallbacks{0};      ///< of those, small ones short of room
+  std::atomic<uint64_t> turn_bytes{poe::kTurnBytes};
 };
 
 /// A call from submission to completion.
@@ -115,6 +117,15 @@ class Dmp {
 
   /// Replaces how units are shared between tenants.
   void SetScheduling(const Scheduling& scheduling) { scheduler_.Configure(scheduling); }
+
+  /// Memory moves started from now on run in units of `unit_bytes` (> 0), which is also
+  /// the scheduler's quantum from its next turn on.
+  void SetUnitBytes(uint64_t unit_bytes);
+
+  bool fair() const { return scheduler_.fair(); }
+
+  /// How many tenants have calls submitted and not finished.
+  size_t busy_tenants() const { return calls_of_tenant_.size(); }
 
   /// Progress(), then runs scheduled units worth about `budget` bytes; returns whether
   /// any are left.
@@ -199,11 +210,12 @@ class Dmp {
 
   Rbm& rbm_;
   const uint64_t eager_bytes_;
-  const uint64_t unit_bytes_;
+  uint64_t unit_bytes_;
   Counters& counters_;
   Hooks hooks_;
   absl::flat_hash_map<MessageKey, AwaitedSend> awaited_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<CallState>> calls_;
+  absl::flat_hash_map<uint32_t, uint64_t> calls_of_tenant_;  ///< only tenants with calls
   /// Freed at the end of Progress, their scratch given back to scratch_pool_.
   std::vector<std::unique_ptr<CallState>> finished_;
   ScratchPool scratch_pool_;

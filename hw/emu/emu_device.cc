@@ -165,6 +165,7 @@ DeviceStats EmuDevice::Stats() const {
   stats.eager_fallbacks = counters_.eager_fallbacks.load();
   stats.scratch_bytes_kept = dmp_.scratch_pool().kept_bytes();
   stats.scratch_allocations = dmp_.scratch_pool().allocations();
+  stats.turn_bytes = counters_.turn_bytes.load();
   auto links = [this](LinkState state) {
     return counters_.links[static_cast<size_t>(state)].load();
   };

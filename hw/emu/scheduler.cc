@@ -5,7 +5,7 @@
 
 namespace cclo::hw::emu {
 
-Scheduler::Scheduler(uint64_t quantum_bytes) : quantum_bytes_(std::max<uint64_t>(quantum_bytes, 1)) {}
+Scheduler::Scheduler(uint64_t quantum_bytes) { SetQuantum(quantum_bytes); }
 
 void Scheduler::Configure(const Scheduling& scheduling) { scheduling_ = scheduling; }
 

@@ -17,6 +17,7 @@
 // Cost: O(1) per unit when fair, O(busy tenants) per unit in FIFO. Engine thread only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -34,6 +35,9 @@ class Scheduler {
   /// Replaces the mode and the weights; queued units stay queued.
   void Configure(const Scheduling& scheduling);
 
+  /// Replaces the quantum (> 0) from the next turn on.
+  void SetQuantum(uint64_t quantum_bytes) { quantum_bytes_ = std::max<uint64_t>(quantum_bytes, 1); }
+
   /// Queues `work` for `tenant`, charged `bytes`.
   void Push(uint32_t tenant, uint64_t bytes, std::function<void()> work);
 
@@ -42,6 +46,7 @@ class Scheduler {
   bool Run(uint64_t budget);
 
   bool empty() const { return queued_ == 0; }
+  bool fair() const { return scheduling_.fair; }
 
  private:
   struct Unit {
@@ -59,7 +64,7 @@ class Scheduler {
   Unit NextFifo();
   uint64_t Weight(uint32_t tenant) const;
 
-  const uint64_t quantum_bytes_;
+  uint64_t quantum_bytes_;
   Scheduling scheduling_;
   std::map<uint32_t, Tenant> tenants_;  ///< only tenants with queued units
   std::deque<uint32_t> round_;          ///< busy tenants, the one whose turn it is first

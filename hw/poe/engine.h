@@ -22,6 +22,12 @@
 
 namespace cclo::hw::poe {
 
+/// Payload bytes a session reads, and bytes it writes, per turn of the loop, unless the
+/// handler sets less (Engine::SetTurnBytes). A session streaming large segments holds
+/// the engine thread for about this much copying; then every other session, the command
+/// rings and the scheduled work get their turn (a large segment takes several turns).
+constexpr uint64_t kTurnBytes = 256 << 10;
+
 /// The engine's user. Every method runs on the engine thread and must not block.
 class EngineHandler {
  public:
@@ -99,6 +105,10 @@ class Engine {
 
   /// Segments and handshakes this engine rejected (bad headers, failed proofs, timeouts).
   virtual uint64_t wire_errors() const = 0;
+
+  /// Engine thread: payload bytes each session reads, and bytes it writes, per turn of
+  /// the loop from now on (> 0; kTurnBytes until set).
+  virtual void SetTurnBytes(uint64_t bytes) = 0;
 };
 
 using EnginePtr = std::unique_ptr<Engine>;

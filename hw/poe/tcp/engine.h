@@ -5,6 +5,7 @@
 // poller's). No thread per connection or per call.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -54,8 +55,10 @@ class TcpEngine final : public Engine {
   absl::StatusOr<Session*> Connect(const CommId& comm, const CommSecret& secret,
                                    const std::string& peer_address) override;
   uint64_t wire_errors() const override { return wire_errors_.load(); }
+  void SetTurnBytes(uint64_t bytes) override { turn_bytes_ = std::max<uint64_t>(bytes, 1); }
 
   // For TcpSession (engine thread).
+  uint64_t turn_bytes() const { return turn_bytes_; }
   EngineHandler& handler() { return *handler_; }
   uint64_t segment_bytes() const { return config_.segment_bytes; }
   uint64_t eager_bytes() const { return config_.eager_bytes; }
@@ -108,6 +111,7 @@ class TcpEngine final : public Engine {
 
   // Engine thread only.
   bool running_ = true;
+  uint64_t turn_bytes_ = kTurnBytes;
   /// 0, 1 and 2 tag the eventfd, the listening socket and the pollers' fds in epoll.
   uint64_t next_id_ = 3;
   std::vector<Poller*> pollers_;

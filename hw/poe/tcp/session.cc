@@ -19,16 +19,11 @@ namespace cclo::hw::poe::tcp {
 namespace {
 
 /// Reads per readiness event before yielding to others. A data payload also ends the
-/// event: at most one segment's payload, and at most kTurnBytes of it, is read per
-/// session and loop turn, so every other session and the engine's scheduled work get a
-/// turn in between.
+/// event: at most one segment's payload, and at most the engine's turn bytes of it, is
+/// read per session and loop turn, so every other session and the engine's scheduled
+/// work get a turn in between.
 constexpr int kReadTurns = 64;
 constexpr int kMaxIov = 64;
-/// Payload bytes read, and bytes written, per session and loop turn. A session streaming
-/// large segments holds the engine thread for about this much copying; then every other
-/// session, the command rings and the scheduled work get their turn (a large segment
-/// takes several turns).
-constexpr uint64_t kTurnBytes = 256 << 10;
 
 std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
 
@@ -225,11 +220,12 @@ void TcpSession::OnConnected() {
 void TcpSession::Flush() {
   if (state_ == State::kClosed || state_ == State::kConnecting) return;
   std::vector<std::function<void()>> written;
+  const uint64_t turn = engine_.turn_bytes();
   uint64_t sent = 0;
-  while (!tx_.empty() && sent < kTurnBytes) {
+  while (!tx_.empty() && sent < turn) {
     iovec iov[kMaxIov];
     int count = 0;
-    uint64_t room = kTurnBytes - sent;
+    uint64_t room = turn - sent;
     auto add = [&](const std::byte* data, size_t bytes) {
       const size_t take = std::min<uint64_t>(bytes, room);
       iov[count++] = {const_cast<std::byte*>(data), take};
@@ -290,7 +286,7 @@ void TcpSession::OnReadable() {
         break;
       case Rx::kPayload:
         into = landing_ + have_;
-        want = std::min(current_.length - have_, kTurnBytes - payload_read);
+        want = std::min(current_.length - have_, engine_.turn_bytes() - payload_read);
         // The socket stays readable: the rest comes next turn.
         if (want == 0) return OnPayloadPart();
         break;

@@ -41,6 +41,21 @@ TEST_F(SchedulerTest, EqualWeightsAlternate) {
   EXPECT_EQ(Order(), "121212");
 }
 
+TEST_F(SchedulerTest, AQuantumTakesUnitsUpToItsSize) {
+  Queue(1, 4, kQuantum / 2);
+  Queue(2, 4, kQuantum / 2);
+  Drain();
+  EXPECT_EQ(Order(), "11221122");
+}
+
+TEST_F(SchedulerTest, SmallerQuantumAlternatesSooner) {
+  scheduler_.SetQuantum(kQuantum / 2);
+  Queue(1, 4, kQuantum / 2);
+  Queue(2, 4, kQuantum / 2);
+  Drain();
+  EXPECT_EQ(Order(), "12121212");
+}
+
 TEST_F(SchedulerTest, WeightsOneAndThreeShareOneToThree) {
   scheduler_.Configure({.fair = true, .weights = {{2, 3}}});
   Queue(1, 4);

@@ -119,11 +119,15 @@ TEST(TcpSessionTest, ReadsOnePayloadPerLoopTurn) {
   }
 }
 
-TEST(TcpSessionTest, ReadsAtMost256KiBOfAPayloadPerLoopTurn) {
+/// Reads a 1 MiB segment with `turn_bytes` per loop turn (set on the engine unless it is
+/// the default) and checks that no turn took more of the payload.
+void ExpectReadsPerTurnAtMost(uint64_t turn_bytes) {
   constexpr size_t kBytes = 1 << 20;
-  constexpr uint64_t kTurnBytes = 256 << 10;
   UpSession up(1);
   ASSERT_NO_FATAL_FAILURE(up.Start({.segment_bytes = kBytes}));
+  if (turn_bytes != kTurnBytes) {
+    up.engine->Post([&up, turn_bytes] { up.engine->SetTurnBytes(turn_bytes); });
+  }
 
   // The engine waits while the segment is written (as far as the socket takes it, for at
   // most a few seconds), so much more than a turn's worth is readable at once.
@@ -140,17 +144,24 @@ TEST(TcpSessionTest, ReadsAtMost256KiBOfAPayloadPerLoopTurn) {
   writer.join();
   up.engine->Stop();
 
-  // Whatever was readable, no turn took more than 256 KiB of the payload.
+  // Whatever was readable, no turn took more than turn_bytes of the payload.
   const auto& landed = up.handler.landed_by_turn();
   ASSERT_FALSE(landed.empty());
   EXPECT_EQ(landed.back().second, kBytes);
-  EXPECT_GE(landed.size(), kBytes / kTurnBytes);
+  EXPECT_GE(landed.size(), kBytes / turn_bytes);
   uint64_t before = 0;
   for (const auto& [turn, bytes] : landed) {
-    EXPECT_LE(bytes - before, kTurnBytes) << "turn " << turn;
+    EXPECT_LE(bytes - before, turn_bytes) << "turn " << turn;
     before = bytes;
   }
 }
+
+TEST(TcpSessionTest, ReadsAtMost256KiBOfAPayloadPerLoopTurn) {
+  static_assert(kTurnBytes == 256 << 10);
+  ExpectReadsPerTurnAtMost(kTurnBytes);
+}
+
+TEST(TcpSessionTest, ReadsAtMostTheTurnBytesSetOnTheEngine) { ExpectReadsPerTurnAtMost(64 << 10); }
 
 }  // namespace
 }  // namespace cclo::hw::poe::tcp
