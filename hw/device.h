@@ -102,7 +102,8 @@ class Device {
   /// closes its sessions and forgets it.
   virtual void RemoveCommunicator(const CommId& id, absl::Status reason) = 0;
 
-  /// Runs one call. Calls of one (communicator, rank) run in submission order. `done`
+  /// Runs one call. Calls of one (communicator, rank) start in submission order; a
+  /// collective runs alone, consecutive sends and receives side by side. `done`
   /// runs exactly once, also on failure (a lost peer is UNAVAILABLE naming the peer; an
   /// expired deadline is DEADLINE_EXCEEDED and breaks the communicator).
   virtual void Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,

@@ -9,17 +9,13 @@ absl::Status SendRecv(Communicator& comm, const OpShape& shape, const OpOptions&
                       Buffer& send_buffer, Buffer& recv_buffer) {
   const uint32_t next = (shape.rank + 1) % shape.size;
   const uint32_t previous = (shape.rank + shape.size - 1) % shape.size;
-  auto send = [&] {
-    return comm.SendAsync(send_buffer, 0, shape.count, shape.datatype, next, kSendRecvTag, options);
-  };
-  auto recv = [&] {
-    return comm.RecvAsync(recv_buffer, 0, shape.count, shape.datatype, previous, kSendRecvTag,
-                          options);
-  };
-  const bool send_first = shape.rank % 2 == 0;
-  absl::StatusOr<Request> first = send_first ? send() : recv();
+  // The receive first, so that the message meets a posted receive and lands in place;
+  // sends and receives of a rank run side by side, so every exchange goes both ways at once.
+  absl::StatusOr<Request> first =
+      comm.RecvAsync(recv_buffer, 0, shape.count, shape.datatype, previous, kSendRecvTag, options);
   if (!first.ok()) return first.status();
-  absl::StatusOr<Request> second = send_first ? recv() : send();
+  absl::StatusOr<Request> second =
+      comm.SendAsync(send_buffer, 0, shape.count, shape.datatype, next, kSendRecvTag, options);
   if (!second.ok()) return second.status();
   absl::Status first_done = first->Wait();
   absl::Status second_done = second->Wait();

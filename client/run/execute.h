@@ -10,9 +10,8 @@ namespace cclo::run {
 /// Runs the op of `shape` once on `comm` (rooted ops at shape.root, in place when
 /// shape.in_place) with `send` and `recv` laid out as FillBuffers leaves them, and waits
 /// for it. `options` applies to every op submitted (sendrecv submits two); its in_place is
-/// replaced by shape.in_place. Sendrecv is a ring exchange: each rank sends to rank + 1 and
-/// receives from rank - 1, even ranks sending first and odd ranks receiving first, so that
-/// every send meets a posted receive (rank 0 starts the chain also when the size is odd).
+/// replaced by shape.in_place. Sendrecv is a ring exchange: each rank posts a receive from
+/// rank - 1, then a send to rank + 1, and waits for both.
 absl::Status Execute(Communicator& comm, const OpShape& shape, OpOptions options, Buffer& send,
                      Buffer& recv);
 

@@ -13,6 +13,11 @@ using Kind = Endpoint::Kind;
 
 namespace {
 
+/// Sends and receives: calls of one rank that may run side by side.
+bool PointToPoint(const CallState& call) {
+  return call.desc.collective == Collective::kSend || call.desc.collective == Collective::kRecv;
+}
+
 /// The byte ranges [a, a + bytes) and [b, b + bytes) overlap without being the same.
 bool PartlyOverlap(const std::byte* a, const std::byte* b, uint64_t bytes) {
   return a != b && a < b + bytes && b < a + bytes;
@@ -40,7 +45,18 @@ void Dmp::Submit(std::unique_ptr<CallState> call) {
   std::deque<uint64_t>& queue = ref.comm->queues[ref.desc.rank];
   queue.push_back(ref.id);
   calls_[ref.id] = std::move(call);
-  if (queue.size() == 1) Start(ref);
+  StartQueued(queue);
+}
+
+void Dmp::StartQueued(const std::deque<uint64_t>& queue) {
+  for (size_t i = 0; i < queue.size(); ++i) {
+    CallState& call = *calls_.at(queue[i]);
+    if (!call.running) {
+      if (i > 0 && !PointToPoint(call)) return;
+      Start(call);  // marks it ready at most: it stays queued
+    }
+    if (!PointToPoint(call)) return;
+  }
 }
 
 void Dmp::Start(CallState& call) {
@@ -233,10 +249,7 @@ void Dmp::Finish(CallState& call, const absl::Status& status) {
   (status.ok() ? counters_.calls_completed : counters_.calls_failed).fetch_add(1);
   CompletionFn done = std::move(call.done);
   done(Completion{status, call.program.algorithm, call.bytes_sent});
-  if (!queue.empty()) {
-    auto next = calls_.find(queue.front());
-    if (next != calls_.end() && !next->second->running) Start(*next->second);
-  }
+  StartQueued(queue);
 }
 
 void Dmp::FailCalls(Communicator& comm, const absl::Status& status, uint64_t expired,

@@ -1,8 +1,12 @@
 // The data-movement processor (DMP): executes the Programs of calls, move by move.
 //
-// Each call waits in its (communicator, rank) queue; the head runs. When a call starts,
-// every network move gets its sequence number in program order, so the k-th send from s
-// to d with tag t meets the k-th receive at d. Moves start in program order once their
+// Each call waits in its (communicator, rank) queue and starts once every call ahead of it
+// finished; a send or receive starts once every call ahead of it is a send or receive
+// that started. So point-to-point calls of a rank run side by side, as MPI's nonblocking
+// ones do (a receive posted before the send that meets it waits for nothing), and a
+// collective runs alone. Calls start in submission order, and when a call starts, every
+// network move gets its sequence number in program order, so the k-th send from s to d
+// with tag t meets the k-th receive at d. Moves start in program order once their
 // deps are done:
 //   memory -> memory   copied or reduced at once;
 //   memory -> network  to another engine: eager (one segment, on one of the link's
@@ -162,6 +166,8 @@ class Dmp {
 
  private:
   void Start(CallState& call);
+  /// Starts the calls of a (communicator, rank) queue that may start now.
+  void StartQueued(const std::deque<uint64_t>& queue);
   void Advance(CallState& call);
   bool DepsDone(const CallState& call, size_t index) const;
   absl::Status StartMove(CallState& call, uint32_t index);

@@ -65,11 +65,12 @@ bool Dmp::InFlight(const CallState& call) const {
 
 void Dmp::Depart(Communicator& comm) {
   for (const auto& [rank, queue] : comm.queues) {
-    auto it = queue.empty() ? calls_.end() : calls_.find(queue.front());
-    if (it == calls_.end() || !it->second->running) continue;
-    CallState& call = *it->second;
-    const absl::Status status = call.failure.ok() ? Unreachable(call) : call.failure;
-    if (!status.ok()) Doom(call, status);
+    for (uint64_t id : queue) {
+      CallState& call = *calls_.at(id);
+      if (!call.running) break;  // neither has any call behind it started
+      const absl::Status status = call.failure.ok() ? Unreachable(call) : call.failure;
+      if (!status.ok()) Doom(call, status);
+    }
   }
   // Sends let go of earlier, waiting for a rank that left, wait no more.
   absl::erase_if(awaited_, [&](const auto& entry) {

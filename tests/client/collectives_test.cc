@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -319,6 +320,27 @@ TEST_P(CollectivesTest, Barrier) {
         RunOp(
             async(), [&] { return me.comm.Barrier(); }, [&] { return me.comm.BarrierAsync(); })
             .ok());
+  });
+}
+
+// Every rank posts its receive before its send: sends and receives of a rank run side by
+// side, as MPI's nonblocking ones do, so the ring does not wait on itself. The second
+// round exchanges in the other direction, blocking on the send after an async receive.
+TEST_P(CollectivesTest, RingOfReceivesPostedBeforeSends) {
+  ForEachRank([&](Rank& me) {
+    const uint32_t next = (me.rank + 1) % kSize, previous = (me.rank + kSize - 1) % kSize;
+    for (const auto& [to, from] : {std::pair{next, previous}, std::pair{previous, next}}) {
+      Buffer out = me.Alloc(kCount), in = me.Alloc(kCount);
+      Fill(Ints(out), me.rank, 0, kCount);
+      absl::StatusOr<Request> receive = me.comm.RecvAsync(in, 0, kCount, kInt32, from, 9);
+      ASSERT_TRUE(receive.ok()) << receive.status();
+      absl::Status sent = RunOp(
+          async(), [&] { return me.comm.Send(out, 0, kCount, kInt32, to, 9); },
+          [&] { return me.comm.SendAsync(out, 0, kCount, kInt32, to, 9); });
+      EXPECT_TRUE(sent.ok()) << "rank " << me.rank << ": " << sent;
+      EXPECT_TRUE(receive->Wait().ok());
+      for (uint64_t i = 0; i < kCount; ++i) EXPECT_EQ(Ints(in)[i], Value(from, i)) << i;
+    }
   });
 }
 

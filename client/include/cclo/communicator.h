@@ -55,10 +55,14 @@ struct OpOptions {
 
 /// This process's rank in a communicator (from Client::Join).
 ///
-/// Ops on one communicator run in submission order on every rank, one after another, the
-/// *Async forms too: a rank's receive queued before its send waits for its peer's send,
-/// so order pairs so that they meet (e.g. in a ring, even ranks send first, odd ranks
-/// receive first). A rank does not send to itself. Every op comes in two forms: blocking
+/// Ops on one communicator run in submission order on every rank, the *Async forms too: a
+/// collective starts once every op before it finished, and ops after it wait for it.
+/// Sends and receives are the exception, as MPI's nonblocking ones: one starts once the
+/// ops before it are sends or receives that started, so a rank's consecutive sends and
+/// receives run side by side (post a receive, then a send, and both go at once). Between
+/// two ranks, sends of one tag meet receives in the order each rank submitted them. A
+/// buffer in use by an op under way must not be touched by another op (`after` orders
+/// such ops). A rank does not send to itself. Every op comes in two forms: blocking
 /// (returns the op's result) and *Async (returns a Request once the daemon queued the op).
 /// Collectives take whole buffers from their start, sized per rank as in MPI (count is
 /// what one rank contributes or receives; docs/collectives.md lists every layout); send,

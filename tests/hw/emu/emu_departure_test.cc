@@ -4,7 +4,7 @@
 //
 // To know that a device has seen the departure before it runs a call, the test first
 // queues, on the same rank, a receive that the leaving rank never sends: it fails when
-// the departure is seen, and only then does the call behind it start.
+// the departure is seen, and only then does a collective behind it start.
 #include <cstring>
 #include <string>
 #include <vector>
