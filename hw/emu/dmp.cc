@@ -18,6 +18,21 @@ bool PointToPoint(const CallState& call) {
   return call.desc.collective == Collective::kSend || call.desc.collective == Collective::kRecv;
 }
 
+/// What a send reads or a receive writes.
+BufferView Touched(const CallState& call) {
+  const Slot slot = call.desc.collective == Collective::kRecv ? Slot::kResult : Slot::kOp0;
+  return call.buffers.views[static_cast<size_t>(slot)];
+}
+
+/// Two sends or receives that may not run side by side: one writes memory the other uses.
+bool Conflict(const CallState& a, const CallState& b) {
+  if (a.desc.collective == Collective::kSend && b.desc.collective == Collective::kSend) {
+    return false;
+  }
+  const BufferView x = Touched(a), y = Touched(b);
+  return x.bytes > 0 && y.bytes > 0 && x.data < y.data + y.bytes && y.data < x.data + x.bytes;
+}
+
 /// The byte ranges [a, a + bytes) and [b, b + bytes) overlap without being the same.
 bool PartlyOverlap(const std::byte* a, const std::byte* b, uint64_t bytes) {
   return a != b && a < b + bytes && b < a + bytes;
@@ -40,7 +55,7 @@ void Dmp::SetUnitBytes(uint64_t unit_bytes) {
 
 void Dmp::Submit(std::unique_ptr<CallState> call) {
   CallState& ref = *call;
-  ++calls_of_tenant_[ref.desc.tenant];
+  ref.comm->tenant = ref.desc.tenant;
   deadlines_.insert({ref.deadline, ref.id});
   std::deque<uint64_t>& queue = ref.comm->queues[ref.desc.rank];
   queue.push_back(ref.id);
@@ -53,6 +68,9 @@ void Dmp::StartQueued(const std::deque<uint64_t>& queue) {
     CallState& call = *calls_.at(queue[i]);
     if (!call.running) {
       if (i > 0 && !PointToPoint(call)) return;
+      for (size_t j = 0; j < i; ++j) {
+        if (Conflict(*calls_.at(queue[j]), call)) return;  // it waits for that one
+      }
       Start(call);  // marks it ready at most: it stays queued
     }
     if (!PointToPoint(call)) return;
@@ -110,6 +128,7 @@ bool Dmp::Serve(uint64_t budget) {
 
 void Dmp::Schedule(const CallState& call, uint64_t bytes, std::function<void(CallState&)> work) {
   if (scheduler_.empty() && !serving_) hooks_.wake();
+  active_tenants_.insert(call.desc.tenant);
   scheduler_.Push(call.desc.tenant, bytes, [this, id = call.id, work = std::move(work)] {
     auto it = calls_.find(id);
     if (it != calls_.end() && it->second->running) work(*it->second);
@@ -243,9 +262,6 @@ void Dmp::Finish(CallState& call, const absl::Status& status) {
   queue.erase(std::find(queue.begin(), queue.end(), call.id));
   auto node = calls_.extract(call.id);
   finished_.push_back(std::move(node.mapped()));
-  if (auto it = calls_of_tenant_.find(call.desc.tenant); --it->second == 0) {
-    calls_of_tenant_.erase(it);
-  }
   (status.ok() ? counters_.calls_completed : counters_.calls_failed).fetch_add(1);
   CompletionFn done = std::move(call.done);
   done(Completion{status, call.program.algorithm, call.bytes_sent});

@@ -2,12 +2,13 @@
 //
 // Each call waits in its (communicator, rank) queue and starts once every call ahead of it
 // finished; a send or receive starts once every call ahead of it is a send or receive
-// that started. So point-to-point calls of a rank run side by side, as MPI's nonblocking
-// ones do (a receive posted before the send that meets it waits for nothing), and a
-// collective runs alone. Calls start in submission order, and when a call starts, every
-// network move gets its sequence number in program order, so the k-th send from s to d
-// with tag t meets the k-th receive at d. Moves start in program order once their
-// deps are done:
+// that started and none of them writes memory it uses (or uses memory it writes). So
+// point-to-point calls of a rank run side by side, as MPI's nonblocking ones do (a
+// receive posted before the send that meets it waits for nothing), a send of what a
+// receive ahead of it fills waits for that receive, and a collective runs alone. Calls start in
+// submission order, and when a call starts, every network move gets its sequence number in program
+// order, so the k-th send from s to d with tag t meets the k-th receive at d. Moves start in
+// program order once their deps are done:
 //   memory -> memory   copied or reduced at once;
 //   memory -> network  to another engine: eager (one segment, on one of the link's
 //                      credits) when the message is small enough and a credit is there,
@@ -48,6 +49,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "hw/call.h"
@@ -128,8 +130,12 @@ class Dmp {
 
   bool fair() const { return scheduler_.fair(); }
 
-  /// How many tenants have calls submitted and not finished.
-  size_t busy_tenants() const { return calls_of_tenant_.size(); }
+  /// `tenant` had engine work that is not scheduled: data of its call arrived.
+  void NoteActive(uint32_t tenant) { active_tenants_.insert(tenant); }
+
+  /// The tenants that queued units of engine work, or were noted active, since the last
+  /// call.
+  absl::flat_hash_set<uint32_t> TakeActiveTenants() { return std::exchange(active_tenants_, {}); }
 
   /// Progress(), then runs scheduled units worth about `budget` bytes; returns whether
   /// any are left.
@@ -221,7 +227,7 @@ class Dmp {
   Hooks hooks_;
   absl::flat_hash_map<MessageKey, AwaitedSend> awaited_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<CallState>> calls_;
-  absl::flat_hash_map<uint32_t, uint64_t> calls_of_tenant_;  ///< only tenants with calls
+  absl::flat_hash_set<uint32_t> active_tenants_;  ///< since TakeActiveTenants
   /// Freed at the end of Progress, their scratch given back to scratch_pool_.
   std::vector<std::unique_ptr<CallState>> finished_;
   ScratchPool scratch_pool_;

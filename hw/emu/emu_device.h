@@ -18,8 +18,9 @@
 // after a few units of a big one, not after all of them. Arrivals are not scheduled but
 // bounded: the POE reads at most 256 KiB of payload per session and turn, and the RBM
 // reduces what landed after each read (OnPayloadPart), so a reduce overlaps the receive.
-// While fair scheduling has two or more tenants with calls (and 10 ms after), units and
-// turns are a quarter of that size (DeviceStats::turn_bytes).
+// While fair scheduling has two or more tenants with engine work (units queued, or data
+// of their communicators arriving) within the last 50 ms, units and turns are a quarter
+// of that size (DeviceStats::turn_bytes).
 //
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
 // hung up or was reset), the ranks that peer hosts have departed. Whatever they sent
@@ -183,8 +184,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// Open RBM credit accounts: the communicator and link they serve (up while open).
   absl::flat_hash_map<uint64_t, std::pair<CommId, PeerLink*>> accounts_;
   std::set<std::pair<absl::Time, CommId>> configure_deadlines_;
-  /// Until when the engine counts as shared: two or more tenants had calls lately.
-  absl::Time shared_until_ = absl::InfinitePast();
+  /// Tenants that queued engine work lately, and until when each counts as active.
+  absl::flat_hash_map<uint32_t, absl::Time> active_until_;
   uint64_t turn_divisor_ = 1;  ///< turns and units are 1 / this of their full size
 };
 

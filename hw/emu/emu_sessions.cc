@@ -13,11 +13,12 @@
 namespace cclo::hw::emu {
 namespace {
 
-/// While tenants share the engine (scheduling is fair and two or more tenants had calls
-/// within the last kSharedHold), its turns are a quarter as long: another tenant's op
-/// waits behind a quarter as much work, at some cost in bandwidth to those that stream.
+/// While tenants share the engine (scheduling is fair and two or more tenants had engine
+/// work, units queued or data arriving, within the last kSharedHold each), its turns are
+/// a quarter as long: another tenant's op waits behind a quarter as much work, at some
+/// cost in bandwidth to those that stream. A call that only waits counts for nothing.
 constexpr uint64_t kSharedTurnDivisor = 4;
-constexpr absl::Duration kSharedHold = absl::Milliseconds(10);
+constexpr absl::Duration kSharedHold = absl::Milliseconds(50);
 
 }  // namespace
 
@@ -209,8 +210,9 @@ void EmuDevice::Reject(Communicator& comm, const std::string& address,
 }
 
 void EmuDevice::SizeTurns(absl::Time now) {
-  if (dmp_.busy_tenants() > 1) shared_until_ = now + kSharedHold;
-  const uint64_t divisor = dmp_.fair() && now < shared_until_ ? kSharedTurnDivisor : 1;
+  for (uint32_t tenant : dmp_.TakeActiveTenants()) active_until_[tenant] = now + kSharedHold;
+  absl::erase_if(active_until_, [now](const auto& entry) { return entry.second <= now; });
+  const uint64_t divisor = dmp_.fair() && active_until_.size() > 1 ? kSharedTurnDivisor : 1;
   if (divisor == turn_divisor_) return;
   turn_divisor_ = divisor;
   dmp_.SetUnitBytes(UnitBytes(config_) / divisor);
@@ -248,8 +250,11 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
   if (more_work) return now;  // look for I/O, then serve the next units
   const absl::Time configure_next =
       configure_deadlines_.empty() ? absl::InfiniteFuture() : configure_deadlines_.begin()->first;
-  // While turns are short, come back when the engine stops counting as shared.
-  const absl::Time restore = turn_divisor_ > 1 ? shared_until_ : absl::InfiniteFuture();
+  // While turns are short, come back when a tenant stops counting as active.
+  absl::Time restore = absl::InfiniteFuture();
+  if (turn_divisor_ > 1) {
+    for (const auto& [tenant, until] : active_until_) restore = std::min(restore, until);
+  }
   return std::min({dmp_.NextDeadline(), configure_next, restore});
 }
 

@@ -61,8 +61,8 @@ struct OpOptions {
 /// ops before it are sends or receives that started, so a rank's consecutive sends and
 /// receives run side by side (post a receive, then a send, and both go at once). Between
 /// two ranks, sends of one tag meet receives in the order each rank submitted them. A
-/// buffer in use by an op under way must not be touched by another op (`after` orders
-/// such ops). A rank does not send to itself. Every op comes in two forms: blocking
+/// send or receive whose buffer range overlaps what an earlier one under way writes (or
+/// that writes what it reads) waits for it. A rank does not send to itself. Every op comes in two forms: blocking
 /// (returns the op's result) and *Async (returns a Request once the daemon queued the op).
 /// Collectives take whole buffers from their start, sized per rank as in MPI (count is
 /// what one rank contributes or receives; docs/collectives.md lists every layout); send,

@@ -270,6 +270,7 @@ void TcpSession::Flush() {
 }
 
 void TcpSession::OnReadable() {
+  const uint64_t turn_bytes = engine_.turn_bytes();
   uint64_t payload_read = 0;
   for (int turn = 0; turn < kReadTurns; ++turn) {
     if (state_ == State::kClosed) return;
@@ -286,7 +287,7 @@ void TcpSession::OnReadable() {
         break;
       case Rx::kPayload:
         into = landing_ + have_;
-        want = std::min(current_.length - have_, engine_.turn_bytes() - payload_read);
+        want = std::min(current_.length - have_, turn_bytes - payload_read);
         // The socket stays readable: the rest comes next turn.
         if (want == 0) return OnPayloadPart();
         break;

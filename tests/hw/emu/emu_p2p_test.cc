@@ -1,8 +1,9 @@
 // Sends and receives of one rank run side by side, as MPI's nonblocking ones do: two ranks
 // that each post a receive before their send meet (eager and rendezvous alike), sends of
 // one tag still meet receives in submission order whatever protocol each takes, a
-// collective still waits for the point-to-point calls ahead of it, and every receive
-// under way fails when its sender leaves.
+// collective still waits for the point-to-point calls ahead of it, a send of what a
+// receive ahead of it fills waits for it, and every receive under way fails when its
+// sender leaves.
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -111,6 +112,23 @@ TEST_F(PointToPointTest, CollectiveWaitsForTheReceiveAheadOfIt) {
   EXPECT_TRUE(Wait(receive).status.ok());
   EXPECT_TRUE(Wait(nop).status.ok());
   EXPECT_TRUE(received.slots[2] == Floats(kSmall, 3.0f));
+}
+
+TEST_F(PointToPointTest, SendOfWhatAReceiveAheadFillsWaitsForIt) {
+  // Rank 1 forwards what it receives from its receive buffer: the send must read it only
+  // once the receive wrote it. Rank 0 sends, then gets it back.
+  RankBuffers sent, returned, middle;
+  std::future<Completion> back = Receive(0, kLarge, returned);
+  std::future<Completion> in = Receive(1, kLarge, middle);
+  CallDescriptor forward = Describe(comm_, Collective::kSend, 1, kLarge);
+  forward.peer = 0;
+  CallBuffers from_middle = middle.Views();
+  from_middle.views[static_cast<size_t>(Slot::kOp0)] =
+      from_middle.views[static_cast<size_t>(Slot::kResult)];
+  std::future<Completion> out = Submit(*devices_[1], forward, from_middle, kDeadline);
+  std::future<Completion> first = Send(0, Floats(kLarge, 9.0f), sent);
+  for (auto* call : {&first, &in, &out, &back}) EXPECT_TRUE(Wait(*call).status.ok());
+  EXPECT_TRUE(returned.slots[2] == Floats(kLarge, 9.0f));
 }
 
 TEST_F(PointToPointTest, EveryReceiveUnderWayFailsWhenItsSenderLeaves) {
