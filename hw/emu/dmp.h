@@ -19,13 +19,14 @@
 //                      copies it once the receive is posted (local rendezvous);
 //   network -> memory  posted to the RBM, which applies segments as they arrive.
 // The engine work of moves goes through the Scheduler, one unit at a time, charged to
-// the call's tenant: memory moves one unit of memory each (at most 256 KiB or a segment,
-// UnitBytes() in emu_device.h; a move whose result partly overlaps an operand in one
-// piece), network sends one segment handed to the session each (eager message,
-// rendezvous request, each data segment after the clear-to-send). Serve() runs them. Not
-// scheduled: reducing a send's operands (done at its start), local deliveries through the
-// RBM and arrivals (the session reads at most 256 KiB of a segment per engine turn, and
-// the RBM reduces the whole elements landed so far after each read, copies land in place).
+// the call's tenant: memory moves one unit of memory each (the unit size when the move
+// starts: SetUnitBytes, see UnitBytes() in emu_device.h; a move whose result partly
+// overlaps an operand in one piece), network sends one segment handed to the session
+// each (eager message, rendezvous request, each data segment after the clear-to-send).
+// Serve() runs them. Not scheduled: reducing a send's operands (done at its start), local
+// deliveries through the RBM and arrivals (the session reads at most a turn's bytes of a
+// segment per engine turn, and the RBM reduces the whole elements landed so far after
+// each read, copies land in place).
 // Completions only mark calls ready; Progress() runs them in a loop, so nothing recurses.
 // A call's scratch memory comes from a ScratchPool when it starts and goes back to it
 // once the call is finished, so big scratch is not mapped and faulted in anew every call.

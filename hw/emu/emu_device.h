@@ -77,8 +77,9 @@ struct EmuConfig {
 absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
 
 /// The engine's unit of scheduled work and the scheduler's quantum: 256 KiB, or a segment
-/// if smaller. Memory moves run in pieces of this size and each engine turn serves about
-/// this much, so another tenant's op waits behind little work however large the segments.
+/// if smaller (a quarter of that while tenants share the engine). Memory moves run in
+/// pieces of this size and each engine turn serves about this much, so another tenant's
+/// op waits behind little work however large the segments.
 inline uint64_t UnitBytes(const EmuConfig& config) {
   return std::min<uint64_t>(config.segment_bytes, 256 << 10);
 }
