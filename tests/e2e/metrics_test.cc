@@ -228,6 +228,9 @@ TEST(MetricsTest, CountersFollowTheOps) {
         Named(got, "cclod_op_queue_wait_seconds_count"),
         (Samples{{"cclod_op_queue_wait_seconds_count{tenant=\"default\"}", rank == 0 ? 7 : 6}}));
     EXPECT_EQ(Named(got, "cclod_ops_in_flight"), (Samples{{"cclod_ops_in_flight", 0}}));
+    // One tenant: full turns.
+    EXPECT_EQ(Named(got, "cclod_engine_turn_bytes"),
+              (Samples{{"cclod_engine_turn_bytes", 262144}}));
     // The deadline broke the communicator at rank 0, which removed it and said goodbye to
     // rank 1's daemon.
     EXPECT_EQ(Named(got, "cclod_peer_sessions"),
