@@ -200,7 +200,7 @@ class StatusCollectable : public prometheus::Collectable {
                MetricType::Counter, static_cast<double>(s.wire_errors())),
         Family("cclod_engine_turn_bytes",
                "Bytes each data session reads and writes per engine turn: a quarter while "
-               "tenants share the engine.",
+               "two or more tenants have had engine work within the last 50 ms.",
                MetricType::Gauge, static_cast<double>(s.engine_turn_bytes())),
         Family("cclod_policy_version",
                "Version of the policy new communicators choose algorithms by.", MetricType::Gauge,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -52,8 +53,9 @@ struct Communicator {
   std::vector<bool> local;                ///< indexed by rank: hosted by this engine
   std::map<std::string, PeerLink> peers;  ///< by the peer engine's data address
 
-  /// The tenant of its latest call here, whose engine work its arriving data counts as.
-  uint32_t tenant = 0;
+  /// The tenant of its latest call here, whose engine work its arriving data counts as
+  /// (none before the first call).
+  std::optional<uint32_t> tenant;
   bool ready = false;   ///< every peer session is up; calls may run
   absl::Status broken;  ///< OK while healthy, else what every later call fails with
   /// Ranks whose engine left (its session ended), with why: a call that needs one of

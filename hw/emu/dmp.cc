@@ -128,8 +128,10 @@ bool Dmp::Serve(uint64_t budget) {
 
 void Dmp::Schedule(const CallState& call, uint64_t bytes, std::function<void(CallState&)> work) {
   if (scheduler_.empty() && !serving_) hooks_.wake();
-  active_tenants_.insert(call.desc.tenant);
-  scheduler_.Push(call.desc.tenant, bytes, [this, id = call.id, work = std::move(work)] {
+  const uint32_t tenant = call.desc.tenant;
+  active_tenants_.insert(tenant);
+  scheduler_.Push(tenant, bytes, [this, tenant, id = call.id, work = std::move(work)] {
+    active_tenants_.insert(tenant);  // a long backlog keeps its tenant active
     auto it = calls_.find(id);
     if (it != calls_.end() && it->second->running) work(*it->second);
     Progress();

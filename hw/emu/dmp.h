@@ -134,8 +134,8 @@ class Dmp {
   /// `tenant` had engine work that is not scheduled: data of its call arrived.
   void NoteActive(uint32_t tenant) { active_tenants_.insert(tenant); }
 
-  /// The tenants that queued units of engine work, or were noted active, since the last
-  /// call.
+  /// The tenants that queued or ran units of engine work, or were noted active, since the
+  /// last call.
   absl::flat_hash_set<uint32_t> TakeActiveTenants() { return std::exchange(active_tenants_, {}); }
 
   /// Progress(), then runs scheduled units worth about `budget` bytes; returns whether

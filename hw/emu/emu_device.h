@@ -18,9 +18,9 @@
 // after a few units of a big one, not after all of them. Arrivals are not scheduled but
 // bounded: the POE reads at most 256 KiB of payload per session and turn, and the RBM
 // reduces what landed after each read (OnPayloadPart), so a reduce overlaps the receive.
-// While fair scheduling has two or more tenants with engine work (units queued, or data
-// of their communicators arriving) within the last 50 ms, units and turns are a quarter
-// of that size (DeviceStats::turn_bytes).
+// While fair scheduling has two or more tenants with engine work (units queued or run,
+// or data of their communicators arriving) within the last 50 ms, units and turns are a
+// quarter of that size (DeviceStats::turn_bytes).
 //
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
 // hung up or was reset), the ranks that peer hosts have departed. Whatever they sent

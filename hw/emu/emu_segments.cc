@@ -87,7 +87,7 @@ absl::Status EmuDevice::OnPayload(poe::Session& session, const poe::SegmentHeade
   if (header.type == poe::SegmentType::kEagerData ||
       header.type == poe::SegmentType::kRendezvousData) {
     counters_.bytes_received.fetch_add(header.length);
-    dmp_.NoteActive(comm->tenant);
+    if (comm->tenant) dmp_.NoteActive(*comm->tenant);
     if (absl::Status status = rbm_.Landed(header); !status.ok()) {
       Reject(*comm, session.peer_address(), status);
       return comm->broken;
@@ -105,7 +105,7 @@ absl::Status EmuDevice::OnPayloadPart(poe::Session& session, const poe::SegmentH
       header.type != poe::SegmentType::kRendezvousData) {
     return absl::OkStatus();
   }
-  dmp_.NoteActive(comm->tenant);
+  if (comm->tenant) dmp_.NoteActive(*comm->tenant);
   if (absl::Status status = rbm_.LandedPart(header, landed); !status.ok()) {
     Reject(*comm, session.peer_address(), status);
     return comm->broken;

@@ -14,9 +14,10 @@ namespace cclo::hw::emu {
 namespace {
 
 /// While tenants share the engine (scheduling is fair and two or more tenants had engine
-/// work, units queued or data arriving, within the last kSharedHold each), its turns are
-/// a quarter as long: another tenant's op waits behind a quarter as much work, at some
-/// cost in bandwidth to those that stream. A call that only waits counts for nothing.
+/// work, units queued or run or data arriving, within the last kSharedHold each), its
+/// turns are a quarter as long: another tenant's op waits behind a quarter as much work,
+/// at some cost in bandwidth to those that stream. A call that only waits counts for
+/// nothing.
 constexpr uint64_t kSharedTurnDivisor = 4;
 constexpr absl::Duration kSharedHold = absl::Milliseconds(50);
 

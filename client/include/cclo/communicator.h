@@ -62,8 +62,11 @@ struct OpOptions {
 /// receives run side by side (post a receive, then a send, and both go at once). Between
 /// two ranks, sends of one tag meet receives in the order each rank submitted them. A
 /// send or receive whose buffer range overlaps what an earlier one under way writes (or
-/// that writes what it reads) waits for it. A rank does not send to itself. Every op comes in two forms: blocking
-/// (returns the op's result) and *Async (returns a Request once the daemon queued the op).
+/// that writes what it reads) waits for it, and so does every op after it: forwarding
+/// what a receive fills works, but two ranks that each receive into a buffer and then
+/// send from it wait on each other (use a second buffer, as MPI requires). A rank does
+/// not send to itself. Every op comes in two forms: blocking (returns the op's result)
+/// and *Async (returns a Request once the daemon queued the op).
 /// Collectives take whole buffers from their start, sized per rank as in MPI (count is
 /// what one rank contributes or receives; docs/collectives.md lists every layout); send,
 /// recv and bcast take a byte offset. Counts are in elements. A buffer this rank does not use

@@ -101,14 +101,16 @@ TEST_F(TurnsTest, TwoStreamingTenantsShortenTurnsUntilOneStops) {
   std::thread first([&] { Stream(0, 0, stop, seen[0]); });
   std::thread second([&] { Stream(1, 0, stop, seen[1]); });
   const absl::Time deadline = absl::Now() + kWait;
-  while (TurnBytes() != poe::kTurnBytes / 4 && absl::Now() < deadline) std::this_thread::yield();
+  while (TurnBytes() != poe::kTurnBytes / 4 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ(TurnBytes(), poe::kTurnBytes / 4);
   stop = true;
   first.join();
   second.join();
 
   // Full again some 50 ms later, with no work to wake the engine.
-  while (TurnBytes() != poe::kTurnBytes && absl::Now() < deadline) std::this_thread::yield();
+  while (TurnBytes() != poe::kTurnBytes && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ(TurnBytes(), poe::kTurnBytes);
 }
 
