@@ -118,10 +118,10 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   absl::Status OnPayloadPart(poe::Session& session, const poe::SegmentHeader& header,
                              uint64_t landed) override;
   absl::Time OnTimer(absl::Time now) override;
-  /// Shortens the engine's turns and units while tenants share it, restores them after.
-  void SizeTurns(absl::Time now);
 
  private:
+  /// Shortens the engine's turns and units while tenants share it, restores them after.
+  void SizeTurns(absl::Time now);
   void Configure(const CommunicatorConfig& config, absl::Time deadline, StatusFn done);
   void Remove(const CommId& id, absl::Status reason);
   void RunCall(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
@@ -185,7 +185,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// Open RBM credit accounts: the communicator and link they serve (up while open).
   absl::flat_hash_map<uint64_t, std::pair<CommId, PeerLink*>> accounts_;
   std::set<std::pair<absl::Time, CommId>> configure_deadlines_;
-  /// Tenants that queued engine work lately, and until when each counts as active.
+  /// Tenants that had engine work lately, and until when each counts as active.
   absl::flat_hash_map<uint32_t, absl::Time> active_until_;
   uint64_t turn_divisor_ = 1;  ///< turns and units are 1 / this of their full size
 };

@@ -5,12 +5,12 @@
 // receive ahead of it fills waits for it, and every receive under way fails when its
 // sender leaves.
 #include <chrono>
-#include <cstring>
 #include <future>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/hw/emu/device_harness.h"
+#include "tests/hw/emu/fake_peer.h"
 
 namespace cclo::hw::emu::testing {
 namespace {
@@ -20,14 +20,6 @@ constexpr uint64_t kLarge = 64 << 10;  // floats (256 KiB): rendezvous in 64 KiB
 /// Bound on a call that should finish at once; before sends and receives overlapped,
 /// ReceiveFirstOnBothRanks waited this long and failed.
 constexpr absl::Duration kDeadline = absl::Seconds(10);
-
-std::vector<std::byte> Floats(uint64_t count, float first) {
-  std::vector<float> values(count);
-  for (uint64_t i = 0; i < count; ++i) values[i] = first + float(i % 1000);
-  std::vector<std::byte> bytes(count * sizeof(float));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
 
 class PointToPointTest : public ::testing::Test {
  protected:
@@ -61,12 +53,13 @@ class PointToPointTest : public ::testing::Test {
     std::future<Completion> receives[2], sends[2];
     for (uint32_t rank = 0; rank < 2; ++rank) receives[rank] = Receive(rank, count, received[rank]);
     for (uint32_t rank = 0; rank < 2; ++rank) {
-      sends[rank] = Send(rank, Floats(count, 100.0f * rank), sent[rank]);
+      sends[rank] = Send(rank, Pattern(count * sizeof(float), rank + 1), sent[rank]);
     }
     for (uint32_t rank = 0; rank < 2; ++rank) {
       EXPECT_TRUE(Wait(sends[rank]).status.ok()) << "send of rank " << rank;
       EXPECT_TRUE(Wait(receives[rank]).status.ok()) << "receive of rank " << rank;
-      EXPECT_TRUE(received[rank].slots[2] == Floats(count, 100.0f * (1 - rank))) << "rank " << rank;
+      EXPECT_TRUE(received[rank].slots[2] == Pattern(count * sizeof(float), 2 - rank))
+          << "rank " << rank;
     }
   }
 
@@ -84,11 +77,11 @@ TEST_F(PointToPointTest, SendsOfOneTagMeetReceivesInSubmissionOrder) {
   RankBuffers received[2], sent[2];
   std::future<Completion> first = Receive(1, kLarge, received[0]);
   std::future<Completion> second = Receive(1, kSmall, received[1]);
-  std::future<Completion> large = Send(0, Floats(kLarge, 1.0f), sent[0]);
-  std::future<Completion> small = Send(0, Floats(kSmall, 5000.0f), sent[1]);
+  std::future<Completion> large = Send(0, Pattern(kLarge * sizeof(float), 1), sent[0]);
+  std::future<Completion> small = Send(0, Pattern(kSmall * sizeof(float), 2), sent[1]);
   for (auto* call : {&large, &small, &first, &second}) EXPECT_TRUE(Wait(*call).status.ok());
-  EXPECT_TRUE(received[0].slots[2] == Floats(kLarge, 1.0f));
-  EXPECT_TRUE(received[1].slots[2] == Floats(kSmall, 5000.0f));
+  EXPECT_TRUE(received[0].slots[2] == Pattern(kLarge * sizeof(float), 1));
+  EXPECT_TRUE(received[1].slots[2] == Pattern(kSmall * sizeof(float), 2));
 }
 
 TEST_F(PointToPointTest, CollectiveWaitsForTheReceiveAheadOfIt) {
@@ -107,11 +100,11 @@ TEST_F(PointToPointTest, CollectiveWaitsForTheReceiveAheadOfIt) {
   }
   EXPECT_EQ(nop.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
 
-  std::future<Completion> send = Send(1, Floats(kSmall, 3.0f), sent);
+  std::future<Completion> send = Send(1, Pattern(kSmall * sizeof(float), 3), sent);
   EXPECT_TRUE(Wait(send).status.ok());
   EXPECT_TRUE(Wait(receive).status.ok());
   EXPECT_TRUE(Wait(nop).status.ok());
-  EXPECT_TRUE(received.slots[2] == Floats(kSmall, 3.0f));
+  EXPECT_TRUE(received.slots[2] == Pattern(kSmall * sizeof(float), 3));
 }
 
 TEST_F(PointToPointTest, SendOfWhatAReceiveAheadFillsWaitsForIt) {
@@ -126,9 +119,9 @@ TEST_F(PointToPointTest, SendOfWhatAReceiveAheadFillsWaitsForIt) {
   from_middle.views[static_cast<size_t>(Slot::kOp0)] =
       from_middle.views[static_cast<size_t>(Slot::kResult)];
   std::future<Completion> out = Submit(*devices_[1], forward, from_middle, kDeadline);
-  std::future<Completion> first = Send(0, Floats(kLarge, 9.0f), sent);
+  std::future<Completion> first = Send(0, Pattern(kLarge * sizeof(float), 4), sent);
   for (auto* call : {&first, &in, &out, &back}) EXPECT_TRUE(Wait(*call).status.ok());
-  EXPECT_TRUE(returned.slots[2] == Floats(kLarge, 9.0f));
+  EXPECT_TRUE(returned.slots[2] == Pattern(kLarge * sizeof(float), 4));
 }
 
 TEST_F(PointToPointTest, EveryReceiveUnderWayFailsWhenItsSenderLeaves) {
