@@ -87,6 +87,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     return absl::UnavailableError(
         absl::StrCat("cannot create runtime dir ", config.runtime_dir, ": ", error.message()));
   }
+  absl::StatusOr<RuntimeLock> lock = RuntimeLock::Take(config.runtime_dir);
+  if (!lock.ok()) return lock.status();
   hw::emu::EmuConfig emu;
   emu.listen_host = config.host;
   emu.data_port = config.data_port;
@@ -106,8 +108,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     if (!reserved.ok()) return reserved.status();
     std::tie(reserved_fd, peer_port) = *reserved;
   }
-  std::unique_ptr<Daemon> daemon(
-      new Daemon(config, *std::move(device), absl::StrCat(config.host, ":", peer_port), *peer_tls));
+  std::unique_ptr<Daemon> daemon(new Daemon(config, *std::move(lock), *std::move(device),
+                                            absl::StrCat(config.host, ":", peer_port), *peer_tls));
   daemon->ApplyScheduling();
   absl::Status started = daemon->StartServers(peer_port);
   if (reserved_fd >= 0) close(reserved_fd);
@@ -124,9 +126,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   return daemon;
 }
 
-Daemon::Daemon(const Config& config, hw::DevicePtr device, std::string peer_address,
-               const std::optional<PeerTls>& peer_tls)
+Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
+               std::string peer_address, const std::optional<PeerTls>& peer_tls)
     : config_(config),
+      lock_(std::move(lock)),
       device_(std::move(device)),
       peer_address_(std::move(peer_address)),
       tenants_(config_),

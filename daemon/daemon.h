@@ -17,6 +17,7 @@
 #include "daemon/policy.h"
 #include "daemon/rings.h"
 #include "daemon/root_gather.h"
+#include "daemon/runtime_lock.h"
 #include "daemon/services.h"
 #include "daemon/sessions.h"
 #include "daemon/telemetry.h"
@@ -27,7 +28,8 @@ namespace cclo::daemon {
 
 class Daemon {
  public:
-  /// Creates the runtime dir and sockets, starts the engine and every server.
+  /// Creates and locks the runtime dir (FAILED_PRECONDITION while another cclod holds
+  /// it), creates the sockets, starts the engine and every server.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const Config& config);
   /// Tells peers it is leaving, stops the servers, ends sessions, removes the sockets.
   ~Daemon();
@@ -42,13 +44,14 @@ class Daemon {
   const std::string& peer_address() const { return peer_address_; }
 
  private:
-  Daemon(const Config& config, hw::DevicePtr device, std::string peer_address,
+  Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device, std::string peer_address,
          const std::optional<PeerTls>& peer_tls);
   absl::Status StartServers(int peer_port);
   /// Gives the engine the scheduler of the config and the tenants' current weights.
   void ApplyScheduling();
 
   const Config config_;
+  const RuntimeLock lock_;  ///< held until every other member is gone
   hw::DevicePtr device_;
   const std::string peer_address_;
   TenantStore tenants_;

@@ -1,0 +1,60 @@
+// A runtime dir belongs to one cclod: a second daemon given the same one refuses to start,
+// naming the holder, and the first keeps serving; once the first has stopped, a daemon
+// may start there.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cclo/client.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo::testing {
+namespace {
+
+// A config of a daemon on free ports whose runtime dir is `runtime_dir`, in a fresh dir.
+std::string ConfigFor(const std::string& runtime_dir, std::string& config_dir) {
+  char dir[] = "/tmp/cclo.XXXXXX";
+  config_dir = mkdtemp(dir);
+  const std::string path = config_dir + "/cclod.yaml";
+  std::ofstream(path) << "runtime_dir: " << runtime_dir << "\nhost: 127.0.0.1\n"
+                      << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n";
+  return path;
+}
+
+TEST(RuntimeLockTest, SecondDaemonOnTheSameDirRefusesToStartAndTheFirstServesOn) {
+  Daemon first;
+  std::string config_dir;
+  const std::string config = ConfigFor(first.runtime_dir(), config_dir);
+
+  ProcessResult second =
+      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_TRUE(absl::StrContains(
+      second.output, absl::StrCat("cclod cannot start: runtime dir ", first.runtime_dir(),
+                                  " is in use by another cclod (pid ", first.process().pid(),
+                                  "); give each daemon its own runtime_dir")))
+      << second.output;
+
+  // The first daemon's sockets are still its own: a client attaches and gets a buffer.
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(first.runtime_dir());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->AllocBuffer(4096).ok());
+  EXPECT_FALSE(NewToken(first).empty());
+  client->reset();
+
+  // Once the first has stopped, the dir is free again.
+  first.process().Signal(SIGTERM);
+  EXPECT_EQ(first.process().Wait(absl::Seconds(15)).exit_code, 0);
+  Process third({Runfile("daemon/cclod"), "--config", config});
+  EXPECT_TRUE(third.WaitForOutput("ready: peer", absl::Seconds(30))) << third.Output();
+  third.Signal(SIGTERM);
+  EXPECT_EQ(third.Wait(absl::Seconds(15)).exit_code, 0) << third.Output();
+  std::filesystem::remove_all(config_dir);
+}
+
+}  // namespace
+}  // namespace cclo::testing
