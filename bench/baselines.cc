@@ -92,8 +92,8 @@ absl::StatusOr<std::vector<double>> RunIperf3(double seconds, bool bidir,
 
 absl::StatusOr<Timings> RunMpiSweep(const BenchOptions& options) {
   const std::vector<Op> ops =
-      Supported(options, {Op::kSendRecv, Op::kBcast, Op::kReduce, Op::kAllreduce, Op::kAllgather,
-                          Op::kReduceScatter, Op::kAlltoall});
+      Supported(options, {Op::kSendRecv, Op::kSend, Op::kBcast, Op::kReduce, Op::kAllreduce,
+                          Op::kAllgather, Op::kReduceScatter, Op::kAlltoall});
   if (ops.empty()) return Timings{};
   std::vector<std::string> command = {"/usr/bin/mpirun",
                                       "-np",

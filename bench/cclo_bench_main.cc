@@ -75,7 +75,7 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
       "cclo-bench"};
   BenchArguments arguments;
   app.add_option("--ops", arguments.ops,
-                 "comma-separated ops: sendrecv, bcast, reduce, allreduce, allgather, "
+                 "comma-separated ops: sendrecv, send, bcast, reduce, allreduce, allgather, "
                  "reduce_scatter, alltoall, nop (through the command ring), nop_grpc (through "
                  "the Submit and Wait RPCs); or all")
       ->capture_default_str();

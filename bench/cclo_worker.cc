@@ -15,10 +15,14 @@ namespace cclo::bench {
 namespace {
 
 constexpr hw::DataType kType = hw::DataType::kFloat32;
+constexpr uint32_t kSendTag = 2;
 
+// The shape of cclo-run's op that fills and checks the buffers; send's receiving ranks get
+// what sendrecv's do (the previous rank's input).
 run::Op RunOp(Op op) {
   switch (op) {
     case Op::kSendRecv:
+    case Op::kSend:
       return run::Op::kSendRecv;
     case Op::kBcast:
       return run::Op::kBcast;
@@ -132,17 +136,21 @@ class Worker {
   }
 
   // Appends the time of each timed iteration to `micros`. With --check (ops with an
-  // output), fills the inputs before and checks the output after each iteration, untimed,
+  // output), fills the inputs before and checks the output after each iteration (send:
+  // at the receiving ranks; every rank fills, keeping the salts in step), untimed,
   // keeping the first mismatch.
   absl::Status TimeIterations(Op op, const run::OpShape& shape, std::vector<double>& micros,
                               std::optional<run::Mismatch>& mismatch) {
     const bool check = options_.check && !IsNop(op);
+    const bool has_output = op != Op::kSend || Receives();
     for (uint32_t i = 0; i < options_.iters; ++i) {
       if (check) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
       const absl::Time start = absl::Now();
       if (absl::Status status = RunOnce(op, shape); !status.ok()) return status;
       micros.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
-      if (check && !mismatch) mismatch = run::FindMismatch(shape, recv_.data(), salt_);
+      if (check && has_output && !mismatch) {
+        mismatch = run::FindMismatch(shape, recv_.data(), salt_);
+      }
     }
     return absl::OkStatus();
   }
@@ -156,8 +164,20 @@ class Worker {
   absl::Status RunOnce(Op op, const run::OpShape& shape) {
     if (op == Op::kNop) return comm_.Nop(Timeout());
     if (op == Op::kNopGrpc) return client::RpcPath::Nop(comm_, options_.op_timeout);
+    if (op == Op::kSend) return SendOneWay(shape);
     return run::Execute(comm_, shape, Timeout(), send_, recv_);
   }
+
+  // Rank 2k sends to rank 2k + 1; the last of an odd number of ranks has nothing to do.
+  absl::Status SendOneWay(const run::OpShape& shape) {
+    if (Receives()) {
+      return comm_.Recv(recv_, 0, shape.count, kType, options_.rank - 1, kSendTag, Timeout());
+    }
+    if (options_.rank + 1 == options_.size) return absl::OkStatus();
+    return comm_.Send(send_, 0, shape.count, kType, options_.rank + 1, kSendTag, Timeout());
+  }
+
+  bool Receives() const { return options_.rank % 2 == 1; }
 
   OpOptions Timeout() const {
     OpOptions options;

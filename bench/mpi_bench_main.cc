@@ -1,6 +1,7 @@
 // mpi-bench: cclo-bench's Open MPI baseline, one rank of an mpirun (bench/baselines.cc starts
 // it). Runs the sweep's ops on float32 (sum) with the MPI collective of the same name;
-// sendrecv is MPI_Sendrecv to rank + 1 from rank - 1, reduce_scatter MPI_Reduce_scatter_block.
+// sendrecv is MPI_Sendrecv to rank + 1 from rank - 1, send MPI_Send from rank 2k and MPI_Recv
+// at rank 2k + 1, reduce_scatter MPI_Reduce_scatter_block.
 // Rank 0 prints each size's times, per iteration the slowest rank's.
 #include <cstdio>
 #include <iostream>
@@ -39,6 +40,13 @@ int Main(int argc, char** argv) {
       case Op::kSendRecv:
         MPI_Sendrecv(send.data(), n, MPI_FLOAT, next, 0, recv.data(), n, MPI_FLOAT, previous, 0,
                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        break;
+      case Op::kSend:
+        if (rank % 2 == 0 && next > rank) {
+          MPI_Send(send.data(), n, MPI_FLOAT, next, 0, MPI_COMM_WORLD);
+        } else if (rank % 2 == 1) {
+          MPI_Recv(recv.data(), n, MPI_FLOAT, previous, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
         break;
       case Op::kBcast:
         MPI_Bcast(recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);

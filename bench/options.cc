@@ -88,9 +88,11 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
   }
   options.daemons = daemons;
   options.ranks_per_daemon = arguments.ranks_per_daemon;
-  if (options.ranks() < 2 &&
-      std::find(options.ops.begin(), options.ops.end(), Op::kSendRecv) != options.ops.end()) {
-    return absl::InvalidArgumentError("sendrecv needs at least 2 ranks");
+  for (Op op : {Op::kSendRecv, Op::kSend}) {
+    if (options.ranks() < 2 &&
+        std::find(options.ops.begin(), options.ops.end(), op) != options.ops.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(OpName(op), " needs at least 2 ranks"));
+    }
   }
   if (absl::Status status = InRange("--warmup", arguments.warmup, 0, 1000000); !status.ok()) {
     return status;

@@ -11,9 +11,9 @@
 namespace cclo::bench {
 namespace {
 
-constexpr Op kEveryOp[] = {Op::kSendRecv,  Op::kBcast,     Op::kReduce,
-                           Op::kAllreduce, Op::kAllgather, Op::kReduceScatter,
-                           Op::kAlltoall,  Op::kNop,       Op::kNopGrpc};
+constexpr Op kEveryOp[] = {Op::kSendRecv,  Op::kSend,      Op::kBcast,         Op::kReduce,
+                           Op::kAllreduce, Op::kAllgather, Op::kReduceScatter, Op::kAlltoall,
+                           Op::kNop,       Op::kNopGrpc};
 
 // Whether the op's size covers one chunk per rank (its count is per chunk).
 bool Chunked(Op op) {
@@ -26,6 +26,8 @@ std::string OpName(Op op) {
   switch (op) {
     case Op::kSendRecv:
       return "sendrecv";
+    case Op::kSend:
+      return "send";
     case Op::kBcast:
       return "bcast";
     case Op::kReduce:
@@ -56,7 +58,7 @@ absl::StatusOr<std::vector<Op>> ParseOps(const std::string& text) {
                               [&](Op op) { return OpName(op) == name; });
     if (known == std::end(kEveryOp)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown op '", name, "' (ops: sendrecv, bcast, reduce, allreduce, allgather, ",
+          "unknown op '", name, "' (ops: sendrecv, send, bcast, reduce, allreduce, allgather, ",
           "reduce_scatter, alltoall, nop, nop_grpc; or all)"));
     }
     if (std::find(ops.begin(), ops.end(), *known) == ops.end()) ops.push_back(*known);

@@ -23,9 +23,9 @@ TEST(CcloBenchTest, CheckedSweepOnTwoDaemonsIsRightEverywhere) {
   ProcessResult result = Bench({"--check", "--max-bytes", "64K", "--step-factor", "4", "--warmup",
                                 "1", "--iters", "2", "--daemons", "2"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  const std::set<std::string> ops = {"sendrecv",  "bcast",     "reduce",
-                                     "allreduce", "allgather", "reduce_scatter",
-                                     "alltoall",  "nop",       "nop_grpc"};
+  const std::set<std::string> ops = {"sendrecv",  "send",      "bcast",          "reduce",
+                                     "allreduce", "allgather", "reduce_scatter", "alltoall",
+                                     "nop",       "nop_grpc"};
   int rows = 0;
   for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
     std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
@@ -34,14 +34,14 @@ TEST(CcloBenchTest, CheckedSweepOnTwoDaemonsIsRightEverywhere) {
     ASSERT_EQ(cells.size(), 8u) << line;
     EXPECT_EQ(cells[7], "ok") << line;
   }
-  // 7 ops at 8 B, 32 B, ..., 32 KiB (allgather, reduce_scatter and alltoall too: one float
+  // 8 ops at 8 B, 32 B, ..., 32 KiB (allgather, reduce_scatter and alltoall too: one float
   // per rank at 8 B), and nop and nop_grpc once each.
-  EXPECT_EQ(rows, 7 * 7 + 2) << result.output;
+  EXPECT_EQ(rows, 8 * 7 + 2) << result.output;
 }
 
 TEST(CcloBenchTest, ManyRanksOnOneDaemonAreRightToo) {
   ProcessResult result =
-      Bench({"--check", "--ops", "allreduce,alltoall,sendrecv", "--max-bytes", "4K",
+      Bench({"--check", "--ops", "allreduce,alltoall,sendrecv,send", "--max-bytes", "4K",
              "--step-factor", "4", "--iters", "2", "--daemons", "1", "--ranks-per-daemon", "3"});
   EXPECT_EQ(result.exit_code, 0) << result.output;
 }
@@ -88,6 +88,7 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--baseline", "nccl"}, "--baseline 'nccl' is none of mpi, gloo, link"},
       {{"--daemons", "3", "--runtime-dirs", "/a,/b"}, "--daemons 3 but --runtime-dirs names 2"},
       {{"--daemons", "1", "--ops", "sendrecv"}, "sendrecv needs at least 2 ranks"},
+      {{"--daemons", "1", "--ops", "allreduce,send"}, "send needs at least 2 ranks"},
       {{"--iters", "0"}, "--iters 0 is outside 1 to"},
   };
   for (const auto& [args, message] : cases) {
