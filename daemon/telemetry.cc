@@ -199,7 +199,7 @@ class StatusCollectable : public prometheus::Collectable {
         Family("cclod_wire_errors_total", "Invalid segments or handshakes rejected.",
                MetricType::Counter, static_cast<double>(s.wire_errors())),
         Family("cclod_engine_turn_bytes",
-               "Bytes each data session reads and writes per engine turn: a quarter while "
+               "Bytes each data session reads and writes per engine turn: 64 KiB while "
                "two or more tenants have had engine work within the last 50 ms.",
                MetricType::Gauge, static_cast<double>(s.engine_turn_bytes())),
         Family("cclod_policy_version",

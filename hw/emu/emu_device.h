@@ -16,11 +16,11 @@
 // every turn of the event loop runs about UnitBytes() of them (fair: weighted deficit
 // round robin; or FIFO) and then looks for I/O again, so another tenant's small op starts
 // after a few units of a big one, not after all of them. Arrivals are not scheduled but
-// bounded: the POE reads at most 256 KiB of payload per session and turn, and the RBM
+// bounded: the POE reads at most 1 MiB of payload per session and turn, and the RBM
 // reduces what landed after each read (OnPayloadPart), so a reduce overlaps the receive.
 // While fair scheduling has two or more tenants with engine work (units queued or run,
-// or data of their communicators arriving) within the last 50 ms, units and turns are a
-// quarter of that size (DeviceStats::turn_bytes).
+// or data of their communicators arriving) within the last 50 ms, units and turns are
+// at most 64 KiB (kSharedTurnBytes, DeviceStats::turn_bytes).
 //
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
 // hung up or was reset), the ranks that peer hosts have departed. Whatever they sent
@@ -77,12 +77,18 @@ struct EmuConfig {
 absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
 
 /// The engine's unit of scheduled work and the scheduler's quantum: 256 KiB, or a segment
-/// if smaller (a quarter of that while tenants share the engine). Memory moves run in
-/// pieces of this size and each engine turn serves about this much, so another tenant's
-/// op waits behind little work however large the segments.
+/// if smaller (at most kSharedTurnBytes while tenants share the engine). Memory moves run
+/// in pieces of this size and each engine turn serves about this much, so another
+/// tenant's op waits behind little work however large the segments.
 inline uint64_t UnitBytes(const EmuConfig& config) {
   return std::min<uint64_t>(config.segment_bytes, 256 << 10);
 }
+
+/// While tenants share the engine (fair scheduling, two or more tenants with engine work
+/// within the last 50 ms each), units and each data session's bytes per turn are at most
+/// this: another tenant's op waits behind little work, at some cost in bandwidth to those
+/// that stream (DeviceStats::turn_bytes; full turns are poe::kTurnBytes).
+constexpr uint64_t kSharedTurnBytes = 64 << 10;
 
 class EmuDevice final : public Device, public poe::EngineHandler {
  public:
@@ -122,6 +128,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
  private:
   /// Shortens the engine's turns and units while tenants share it, restores them after.
   void SizeTurns(absl::Time now);
+  /// The DMP's unit now: UnitBytes, at most kSharedTurnBytes while tenants share.
+  uint64_t CurrentUnitBytes() const;
   void Configure(const CommunicatorConfig& config, absl::Time deadline, StatusFn done);
   void Remove(const CommId& id, absl::Status reason);
   void RunCall(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
@@ -187,7 +195,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   std::set<std::pair<absl::Time, CommId>> configure_deadlines_;
   /// Tenants that had engine work lately, and until when each counts as active.
   absl::flat_hash_map<uint32_t, absl::Time> active_until_;
-  uint64_t turn_divisor_ = 1;  ///< turns and units are 1 / this of their full size
+  bool shared_turns_ = false;  ///< turns and units are at most kSharedTurnBytes
 };
 
 }  // namespace cclo::hw::emu

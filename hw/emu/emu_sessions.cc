@@ -13,12 +13,9 @@
 namespace cclo::hw::emu {
 namespace {
 
-/// While tenants share the engine (scheduling is fair and two or more tenants had engine
-/// work, units queued or run or data arriving, within the last kSharedHold each), its
-/// turns are a quarter as long: another tenant's op waits behind a quarter as much work,
-/// at some cost in bandwidth to those that stream. A call that only waits counts for
-/// nothing.
-constexpr uint64_t kSharedTurnDivisor = 4;
+/// Tenants share the engine (turns of kSharedTurnBytes) while scheduling is fair and two
+/// or more tenants had engine work (units queued or run, or data arriving) within the
+/// last kSharedHold each. A call that only waits counts for nothing.
 constexpr absl::Duration kSharedHold = absl::Milliseconds(50);
 
 }  // namespace
@@ -213,12 +210,18 @@ void EmuDevice::Reject(Communicator& comm, const std::string& address,
 void EmuDevice::SizeTurns(absl::Time now) {
   for (uint32_t tenant : dmp_.TakeActiveTenants()) active_until_[tenant] = now + kSharedHold;
   absl::erase_if(active_until_, [now](const auto& entry) { return entry.second <= now; });
-  const uint64_t divisor = dmp_.fair() && active_until_.size() > 1 ? kSharedTurnDivisor : 1;
-  if (divisor == turn_divisor_) return;
-  turn_divisor_ = divisor;
-  dmp_.SetUnitBytes(UnitBytes(config_) / divisor);
-  engine_->SetTurnBytes(poe::kTurnBytes / divisor);
-  counters_.turn_bytes.store(poe::kTurnBytes / divisor);
+  const bool shared = dmp_.fair() && active_until_.size() > 1;
+  if (shared == shared_turns_) return;
+  shared_turns_ = shared;
+  const uint64_t turn = shared ? kSharedTurnBytes : poe::kTurnBytes;
+  dmp_.SetUnitBytes(CurrentUnitBytes());
+  engine_->SetTurnBytes(turn);
+  counters_.turn_bytes.store(turn);
+}
+
+uint64_t EmuDevice::CurrentUnitBytes() const {
+  const uint64_t unit = UnitBytes(config_);
+  return shared_turns_ ? std::min(unit, kSharedTurnBytes) : unit;
 }
 
 absl::Time EmuDevice::OnTimer(absl::Time now) {
@@ -246,14 +249,14 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
                      absl::StrJoin(missing, ", "), " were not up by the deadline")));
   }
   SizeTurns(now);
-  const bool more_work = dmp_.Serve(UnitBytes(config_) / turn_divisor_);
+  const bool more_work = dmp_.Serve(CurrentUnitBytes());
   ReturnCredits();
   if (more_work) return now;  // look for I/O, then serve the next units
   const absl::Time configure_next =
       configure_deadlines_.empty() ? absl::InfiniteFuture() : configure_deadlines_.begin()->first;
   // While turns are short, come back when a tenant stops counting as active.
   absl::Time restore = absl::InfiniteFuture();
-  if (turn_divisor_ > 1) {
+  if (shared_turns_) {
     for (const auto& [tenant, until] : active_until_) restore = std::min(restore, until);
   }
   return std::min({dmp_.NextDeadline(), configure_next, restore});

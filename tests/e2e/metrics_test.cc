@@ -230,7 +230,7 @@ TEST(MetricsTest, CountersFollowTheOps) {
     EXPECT_EQ(Named(got, "cclod_ops_in_flight"), (Samples{{"cclod_ops_in_flight", 0}}));
     // One tenant: full turns.
     EXPECT_EQ(Named(got, "cclod_engine_turn_bytes"),
-              (Samples{{"cclod_engine_turn_bytes", 262144}}));
+              (Samples{{"cclod_engine_turn_bytes", 1048576}}));
     // The deadline broke the communicator at rank 0, which removed it and said goodbye to
     // rank 1's daemon.
     EXPECT_EQ(Named(got, "cclod_peer_sessions"),

@@ -1,12 +1,14 @@
-// While two tenants queue engine work on an engine with fair scheduling, its turns are a
-// quarter as long (DeviceStats::turn_bytes), and full again some 50 ms after one of them
-// stops. A tenant alone, a tenant beside one that only waits, and FIFO keep full turns.
+// While two tenants queue engine work on an engine with fair scheduling, its turns are
+// short (kSharedTurnBytes, DeviceStats::turn_bytes), and full again some 50 ms after one
+// of them stops. A tenant alone, a tenant beside one that only waits, and FIFO keep full
+// turns.
 #include <atomic>
 #include <future>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "hw/emu/emu_device.h"
 #include "hw/poe/engine.h"
 #include "tests/hw/emu/device_harness.h"
 
@@ -101,9 +103,9 @@ TEST_F(TurnsTest, TwoStreamingTenantsShortenTurnsUntilOneStops) {
   std::thread first([&] { Stream(0, 0, stop, seen[0]); });
   std::thread second([&] { Stream(1, 0, stop, seen[1]); });
   const absl::Time deadline = absl::Now() + kWait;
-  while (TurnBytes() != poe::kTurnBytes / 4 && absl::Now() < deadline)
+  while (TurnBytes() != kSharedTurnBytes && absl::Now() < deadline)
     absl::SleepFor(absl::Milliseconds(1));
-  EXPECT_EQ(TurnBytes(), poe::kTurnBytes / 4);
+  EXPECT_EQ(TurnBytes(), kSharedTurnBytes);
   stop = true;
   first.join();
   second.join();

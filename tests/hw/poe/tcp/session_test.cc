@@ -119,10 +119,10 @@ TEST(TcpSessionTest, ReadsOnePayloadPerLoopTurn) {
   }
 }
 
-/// Reads a 1 MiB segment with `turn_bytes` per loop turn (set on the engine unless it is
+/// Reads a 4 MiB segment with `turn_bytes` per loop turn (set on the engine unless it is
 /// the default) and checks that no turn took more of the payload.
 void ExpectReadsPerTurnAtMost(uint64_t turn_bytes) {
-  constexpr size_t kBytes = 1 << 20;
+  constexpr size_t kBytes = 4 << 20;
   UpSession up(1);
   ASSERT_NO_FATAL_FAILURE(up.Start({.segment_bytes = kBytes}));
   if (turn_bytes != kTurnBytes) {
@@ -156,8 +156,8 @@ void ExpectReadsPerTurnAtMost(uint64_t turn_bytes) {
   }
 }
 
-TEST(TcpSessionTest, ReadsAtMost256KiBOfAPayloadPerLoopTurn) {
-  static_assert(kTurnBytes == 256 << 10);
+TEST(TcpSessionTest, ReadsAtMost1MiBOfAPayloadPerLoopTurn) {
+  static_assert(kTurnBytes == 1 << 20);
   ExpectReadsPerTurnAtMost(kTurnBytes);
 }
 

@@ -1,0 +1,100 @@
+// tcp-writes: one loopback TCP stream, a writer thread and a reader thread, as a data
+// session carries a large message: the writer sends from a 64 MiB buffer in writes of
+// the benchmark's size, the reader reads into another 64 MiB buffer in reads of at most
+// 1 MiB. It shows how much the write size alone costs the kernel's path (the choice of
+// poe::kTurnBytes, docs/performance.md); it reports bytes moved per second.
+//
+//   bazel build //bench:tcp-writes && bazel-bin/bench/tcp-writes
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+
+namespace cclo::bench {
+namespace {
+
+constexpr size_t kBufferBytes = 64 << 20;
+constexpr size_t kReadBytes = 1 << 20;
+constexpr size_t kStreamBytes = 1ull << 30;  // per iteration
+
+// A connected loopback pair: {writer's fd, reader's fd}, or {-1, -1}.
+std::pair<int, int> LoopbackPair() {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  auto* generic = reinterpret_cast<sockaddr*>(&address);
+  if (listener < 0 || bind(listener, generic, length) != 0 || listen(listener, 1) != 0 ||
+      getsockname(listener, generic, &length) != 0) {
+    if (listener >= 0) close(listener);
+    return {-1, -1};
+  }
+  const int writer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool connected = writer >= 0 && connect(writer, generic, length) == 0;
+  const int reader = connected ? accept(listener, nullptr, nullptr) : -1;
+  close(listener);
+  if (reader < 0) {
+    if (writer >= 0) close(writer);
+    return {-1, -1};
+  }
+  return {writer, reader};
+}
+
+// Reads `bytes` from `fd` into `buffer` (wrapping around); false on error or end.
+bool ReadStream(int fd, std::vector<char>& buffer, size_t bytes) {
+  size_t offset = 0;
+  while (bytes > 0) {
+    const size_t want = std::min({kReadBytes, buffer.size() - offset, bytes});
+    const ssize_t n = read(fd, buffer.data() + offset, want);
+    if (n <= 0) return false;
+    bytes -= static_cast<size_t>(n);
+    offset = (offset + static_cast<size_t>(n)) % buffer.size();
+  }
+  return true;
+}
+
+void LoopbackWrites(benchmark::State& state) {
+  const size_t write_bytes = static_cast<size_t>(state.range(0));
+  const auto [writer, reader] = LoopbackPair();
+  if (writer < 0) {
+    state.SkipWithError("no loopback connection");
+    return;
+  }
+  std::vector<char> source(kBufferBytes, 1), destination(kBufferBytes, 2);
+  for (auto _ : state) {
+    bool read_ok = false;
+    std::thread receiver([&] { read_ok = ReadStream(reader, destination, kStreamBytes); });
+    size_t left = kStreamBytes, offset = 0;
+    while (left > 0) {
+      const size_t want = std::min({write_bytes, kBufferBytes - offset, left});
+      const ssize_t n = write(writer, source.data() + offset, want);
+      if (n <= 0) break;
+      left -= static_cast<size_t>(n);
+      offset = (offset + static_cast<size_t>(n)) % kBufferBytes;
+    }
+    receiver.join();
+    if (left > 0 || !read_ok) state.SkipWithError("the stream broke");
+  }
+  state.SetBytesProcessed(state.iterations() * kStreamBytes);
+  close(writer);
+  close(reader);
+}
+
+BENCHMARK(LoopbackWrites)
+    ->RangeMultiplier(4)
+    ->Range(64 << 10, 4 << 20)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace cclo::bench
+
+BENCHMARK_MAIN();
