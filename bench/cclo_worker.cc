@@ -16,6 +16,7 @@ namespace {
 
 constexpr hw::DataType kType = hw::DataType::kFloat32;
 constexpr uint32_t kSendTag = 2;
+constexpr uint32_t kAckTag = 3;
 
 // The shape of cclo-run's op that fills and checks the buffers; send's receiving ranks get
 // what sendrecv's do (the previous rank's input).
@@ -143,13 +144,16 @@ class Worker {
                               std::optional<run::Mismatch>& mismatch) {
     const bool check = options_.check && !IsNop(op);
     const bool has_output = op != Op::kSend || Receives();
+    // A sendrecv rank whose previous rank is the sender expects what a send receiver gets.
+    run::OpShape expected = shape;
+    if (op == Op::kSend && Receives()) expected.rank = Partner() + 1;
     for (uint32_t i = 0; i < options_.iters; ++i) {
       if (check) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
       const absl::Time start = absl::Now();
       if (absl::Status status = RunOnce(op, shape); !status.ok()) return status;
       micros.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
       if (check && has_output && !mismatch) {
-        mismatch = run::FindMismatch(shape, recv_.data(), salt_);
+        mismatch = run::FindMismatch(expected, recv_.data(), salt_);
       }
     }
     return absl::OkStatus();
@@ -168,16 +172,26 @@ class Worker {
     return run::Execute(comm_, shape, Timeout(), send_, recv_);
   }
 
-  // Rank 2k sends to rank 2k + 1; the last of an odd number of ranks has nothing to do.
+  // Rank k of the first half sends to rank k + size / 2 (on another daemon where the
+  // ranks' placement allows: they are placed in blocks), which answers with an empty
+  // message, so an iteration ends once the message arrived, also when it went eager. The
+  // last of an odd number of ranks has nothing to do.
   absl::Status SendOneWay(const run::OpShape& shape) {
     if (Receives()) {
-      return comm_.Recv(recv_, 0, shape.count, kType, options_.rank - 1, kSendTag, Timeout());
+      absl::Status received =
+          comm_.Recv(recv_, 0, shape.count, kType, Partner(), kSendTag, Timeout());
+      if (!received.ok()) return received;
+      return comm_.Send(send_, 0, 0, kType, Partner(), kAckTag, Timeout());
     }
-    if (options_.rank + 1 == options_.size) return absl::OkStatus();
-    return comm_.Send(send_, 0, shape.count, kType, options_.rank + 1, kSendTag, Timeout());
+    if (options_.rank == 2 * Half()) return absl::OkStatus();
+    absl::Status sent = comm_.Send(send_, 0, shape.count, kType, Partner(), kSendTag, Timeout());
+    if (!sent.ok()) return sent;
+    return comm_.Recv(recv_, 0, 0, kType, Partner(), kAckTag, Timeout());
   }
 
-  bool Receives() const { return options_.rank % 2 == 1; }
+  uint32_t Half() const { return options_.size / 2; }
+  bool Receives() const { return options_.rank >= Half() && options_.rank < 2 * Half(); }
+  uint32_t Partner() const { return Receives() ? options_.rank - Half() : options_.rank + Half(); }
 
   OpOptions Timeout() const {
     OpOptions options;

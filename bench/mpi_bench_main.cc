@@ -1,7 +1,7 @@
 // mpi-bench: cclo-bench's Open MPI baseline, one rank of an mpirun (bench/baselines.cc starts
 // it). Runs the sweep's ops on float32 (sum) with the MPI collective of the same name;
-// sendrecv is MPI_Sendrecv to rank + 1 from rank - 1, send MPI_Send from rank 2k and MPI_Recv
-// at rank 2k + 1, reduce_scatter MPI_Reduce_scatter_block.
+// sendrecv is MPI_Sendrecv to rank + 1 from rank - 1; send is MPI_Send from rank k to
+// k + size / 2, answered by an empty MPI_Send back; reduce_scatter MPI_Reduce_scatter_block.
 // Rank 0 prints each size's times, per iteration the slowest rank's.
 #include <cstdio>
 #include <iostream>
@@ -31,7 +31,7 @@ int Main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   std::vector<float> send(*elements, 1.0f), recv(*elements, 1.0f);
-  const int next = (rank + 1) % ranks, previous = (rank + ranks - 1) % ranks;
+  const int next = (rank + 1) % ranks, previous = (rank + ranks - 1) % ranks, half = ranks / 2;
   RankStack stack;
   stack.ranks = ranks;
   stack.run = [&](Op op, uint64_t count) {
@@ -42,10 +42,12 @@ int Main(int argc, char** argv) {
                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         break;
       case Op::kSend:
-        if (rank % 2 == 0 && next > rank) {
-          MPI_Send(send.data(), n, MPI_FLOAT, next, 0, MPI_COMM_WORLD);
-        } else if (rank % 2 == 1) {
-          MPI_Recv(recv.data(), n, MPI_FLOAT, previous, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rank < half) {
+          MPI_Send(send.data(), n, MPI_FLOAT, rank + half, 0, MPI_COMM_WORLD);
+          MPI_Recv(nullptr, 0, MPI_FLOAT, rank + half, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank < 2 * half) {
+          MPI_Recv(recv.data(), n, MPI_FLOAT, rank - half, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          MPI_Send(nullptr, 0, MPI_FLOAT, rank - half, 1, MPI_COMM_WORLD);
         }
         break;
       case Op::kBcast:

@@ -19,12 +19,12 @@
 namespace cclo::bench {
 
 /// The ops a sweep runs. kSendRecv: each rank sends to rank + 1 and receives from rank - 1
-/// at once (nccl-tests' sendrecv). kSend: rank 2k sends to rank 2k + 1, one direction only,
-/// one message at a time (OSU's osu_bw with a window of one; the last of an odd number of
-/// ranks sits out), the traffic of a one-way link test. kNop: an op that does nothing,
-/// timing a round trip through the daemon by libcclo's path, the session's command ring
-/// (no size). kNopGrpc: the same op through the gRPC Submit and Wait RPCs of the same
-/// session.
+/// at once (nccl-tests' sendrecv). kSend: rank k sends to rank k + ranks / 2, one direction
+/// only, one message at a time, each answered by an empty message (OSU's osu_bw with a
+/// window of one; the last of an odd number of ranks sits out): the traffic of a one-way
+/// link test. kNop: an op that does nothing, timing a round trip through the daemon by
+/// libcclo's path, the session's command ring (no size). kNopGrpc: the same op through the
+/// gRPC Submit and Wait RPCs of the same session.
 enum class Op {
   kSendRecv,
   kSend,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -54,6 +55,7 @@ bool ReadStream(int fd, std::vector<char>& buffer, size_t bytes) {
   while (bytes > 0) {
     const size_t want = std::min({kReadBytes, buffer.size() - offset, bytes});
     const ssize_t n = read(fd, buffer.data() + offset, want);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     bytes -= static_cast<size_t>(n);
     offset = (offset + static_cast<size_t>(n)) % buffer.size();
@@ -76,12 +78,17 @@ void LoopbackWrites(benchmark::State& state) {
     while (left > 0) {
       const size_t want = std::min({write_bytes, kBufferBytes - offset, left});
       const ssize_t n = write(writer, source.data() + offset, want);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       left -= static_cast<size_t>(n);
       offset = (offset + static_cast<size_t>(n)) % kBufferBytes;
     }
+    if (left > 0) shutdown(writer, SHUT_WR);  // the reader sees the end instead of waiting
     receiver.join();
-    if (left > 0 || !read_ok) state.SkipWithError("the stream broke");
+    if (left > 0 || !read_ok) {
+      state.SkipWithError("the stream broke");
+      break;
+    }
   }
   state.SetBytesProcessed(state.iterations() * kStreamBytes);
   close(writer);

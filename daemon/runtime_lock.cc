@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,11 +27,15 @@ std::string HolderPid(int fd) {
 
 absl::StatusOr<RuntimeLock> RuntimeLock::Take(const std::string& runtime_dir) {
   const std::string path = runtime_dir + "/cclod.lock";
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Only cclod's user may open it: anyone who could would also be able to hold the lock.
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
   RuntimeLock lock(fd);
+  if (fchmod(fd, 0600) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot chmod ", path, ": ", std::strerror(errno)));
+  }
   while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno == EWOULDBLOCK) {

@@ -199,8 +199,8 @@ class StatusCollectable : public prometheus::Collectable {
         Family("cclod_wire_errors_total", "Invalid segments or handshakes rejected.",
                MetricType::Counter, static_cast<double>(s.wire_errors())),
         Family("cclod_engine_turn_bytes",
-               "Bytes each data session reads and writes per engine turn: 64 KiB while "
-               "two or more tenants have had engine work within the last 50 ms.",
+               "Bytes each data session reads and writes per engine turn: 1 MiB, or 64 KiB "
+               "while two or more tenants have had engine work within the last 50 ms.",
                MetricType::Gauge, static_cast<double>(s.engine_turn_bytes())),
         Family("cclod_policy_version",
                "Version of the policy new communicators choose algorithms by.", MetricType::Gauge,

@@ -1,6 +1,8 @@
 // A runtime dir belongs to one cclod: a second daemon given the same one refuses to start,
 // naming the holder, and the first keeps serving; once the first has stopped, a daemon
 // may start there.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -38,6 +40,15 @@ TEST(RuntimeLockTest, SecondDaemonOnTheSameDirRefusesToStartAndTheFirstServesOn)
                                   " is in use by another cclod (pid ", first.process().pid(),
                                   "); give each daemon its own runtime_dir")))
       << second.output;
+
+  // The lock file names the holder and only cclod's user may open it.
+  const std::string lock_file = first.runtime_dir() + "/cclod.lock";
+  struct stat lock_stat {};
+  ASSERT_EQ(stat(lock_file.c_str(), &lock_stat), 0);
+  EXPECT_EQ(lock_stat.st_mode & 0777, 0600u);
+  std::string holder;
+  std::ifstream(lock_file) >> holder;
+  EXPECT_EQ(holder, std::to_string(first.process().pid()));
 
   // The first daemon's sockets are still its own: a client attaches and gets a buffer.
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(first.runtime_dir());

@@ -30,7 +30,8 @@ constexpr uint64_t kPollerId = 2;
 /// How long the loop keeps turning without sleeping after its last work: a reply to what
 /// it just did (the next command, the peer's answer) is then taken without a wake-up.
 constexpr absl::Duration kSpin = absl::Microseconds(50);
-/// Longest the loop works without giving way to other threads that want its core.
+/// Longest the loop works without giving way to other threads that want its core (it
+/// checks between sessions' turns, each up to kTurnBytes read and written).
 constexpr absl::Duration kBusyYield = absl::Microseconds(100);
 /// How long accepting pauses when the process is out of descriptors.
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
@@ -262,6 +263,11 @@ void TcpEngine::Loop() {
         it->second->OnEvents(events[i].events);
       }
       RunDeferred();
+      // A session's turn may copy megabytes: give way between sessions too.
+      if (const absl::Time now = absl::Now(); now - last_yield >= kBusyYield) {
+        sched_yield();
+        last_yield = now;
+      }
     }
     const absl::Time now = absl::Now();
     if (n > 0) last_work = now;
