@@ -25,24 +25,33 @@ absl::StatusOr<hw::Program> GenerateAllreduceRecursiveDoubling(const hw::CallDes
     program.Copy(partner, result, count);
     return std::move(program).Finish();
   }
-  // 2. A core rank starts from its input in result, reduced with its pair's if it has one.
+  // 2. A core rank's value so far: its input, reduced with its pair's (into result) if it
+  //    has one.
+  Endpoint value = input;
   if (fold.pair) {
     program.Reduce(Endpoint::Network(*fold.pair, hw::kCollectiveTag), input, result, count);
-  } else if (!call.in_place) {
-    program.Copy(input, result, count);
+    value = result;
   }
-  // 3. In each step swap the whole buffer with the step's partner, receiving into scratch,
-  //    and reduce the partner's into ours.
+  // 3. In each step swap the value with the step's partner and reduce the partner's into
+  //    result. While the value is the untouched input the partner's is reduced as it
+  //    arrives; once it is the result (which is being sent), it arrives into scratch first.
   const uint32_t steps = patterns::DoublingSteps(world_size);
   const Endpoint scratch = Endpoint::Memory(Slot::kScratch, 0);
-  if (steps > 0) program.SetScratch(count);
   for (uint32_t step = 0; step < steps; ++step) {
     const Endpoint partner = Endpoint::Network(
         patterns::CorePartner(*fold.core_rank, step, world_size), hw::kCollectiveTag);
+    if (value != result) {
+      program.Copy(value, partner, count);
+      program.Reduce(partner, value, result, count);
+      value = result;
+      continue;
+    }
+    program.SetScratch(count);
     program.Copy(partner, scratch, count);
     program.Copy(result, partner, count);
     program.Reduce(scratch, result, result, count);
   }
+  if (value != result) program.Copy(value, result, count);  // one rank, not in place
   // 4. Hand the result back to the pair's even rank.
   if (fold.pair) program.Copy(result, Endpoint::Network(*fold.pair, hw::kCollectiveTag), count);
   return std::move(program).Finish();

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "firmware/program_builder.h"
@@ -24,11 +25,14 @@
 namespace cclo::firmware {
 
 /// Appends the reduce-scatter ring steps of `rank` of `world_size` over elements
-/// [0, count) of `slot`, which must already hold this rank's contribution. Afterwards
-/// patterns::RingChunk(count, world_size, rank) of `slot` holds the full reduction; the
-/// other chunks hold partial results.
+/// [0, count): this rank's contribution is read from `input`, partial results go to the
+/// same elements of `work` (which may be `input`: in place), and the full reduction of
+/// patterns::RingChunk(count, world_size, rank) goes to `out`, or to that chunk of `work`
+/// when `out` is empty. Nothing is copied up front: the first step sends and reduces
+/// straight from `input`. Other chunks of `work` hold partial results or nothing.
 void AppendReduceScatterRing(ProgramBuilder& program, uint32_t rank, uint32_t world_size,
-                             hw::Slot slot, uint64_t count);
+                             hw::Slot input, hw::Slot work, uint64_t count,
+                             std::optional<hw::Endpoint> out);
 
 /// Rank call.rank's program reducing chunk r = [r*count, (r+1)*count) of op0 over every
 /// rank into result[0, count) of rank r (in place: the input is result[0, size*count)).

@@ -31,9 +31,13 @@ TEST(AllreduceRingShapeTest, StepsAndMessages) {
   const hw::Program alone = Generate(0, 1, 100);
   ASSERT_EQ(alone.moves.size(), 1u);
   EXPECT_EQ(alone.algorithm, "ring");
-  // Enough elements: copy, then 2(size-1) receives and 2(size-1) sends.
+  // Enough elements: 2(size-1) receives and 2(size-1) sends, the first send and reduce
+  // straight from op0 (no copy first).
   const hw::Program full = Generate(2, 5, 100);
-  EXPECT_EQ(full.moves.size(), 1u + 4 * 4);
+  EXPECT_EQ(full.moves.size(), 4u * 4);
+  EXPECT_EQ(full.moves[0].function, hw::Function::kReduce);
+  EXPECT_EQ(full.moves[0].op1.slot, hw::Slot::kOp0);
+  EXPECT_EQ(full.moves[1].op0.slot, hw::Slot::kOp0);
   EXPECT_EQ(Messages(full), 2 * 4);
   // Fewer elements than ranks: empty chunks send nothing.
   EXPECT_LT(Messages(Generate(2, 5, 2)), 2 * 4);

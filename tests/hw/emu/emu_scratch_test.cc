@@ -1,7 +1,8 @@
 // Calls whose programs use scratch memory take it from the engine's ScratchPool: a reduce
-// all_to_one and a reduce_scatter ring of the same scratch size, run one after another
-// across two EmuDevices, allocate one scratch buffer per device between them, and every
-// result is right although each call starts on what the one before left in it.
+// all_to_one and an in-place recursive doubling allreduce of the same scratch size, run one
+// after another across two EmuDevices, allocate one scratch buffer per device between
+// them, and every result is right although each call starts on what the one before left
+// in it.
 #include <cstring>
 #include <future>
 #include <utility>
@@ -48,16 +49,21 @@ class ScratchTest : public ::testing::Test {
   }
 
   /// Runs `collective` with `algorithm` on both ranks, `count` elements each, inputs of
-  /// `round`; returns the result buffers.
+  /// `round` (in the result buffer when `in_place`); returns the result buffers.
   std::vector<std::vector<std::byte>> Run(Collective collective, const char* algorithm,
-                                          uint64_t count, uint64_t input_count, int round) {
+                                          uint64_t count, int round, bool in_place) {
     RankBuffers buffers[2];
     std::future<Completion> futures[2];
     for (uint32_t rank = 0; rank < 2; ++rank) {
-      buffers[rank].slots[0] = Input(input_count, rank, round);
-      buffers[rank].slots[2].assign(count * sizeof(float), std::byte{0x5A});
+      if (in_place) {
+        buffers[rank].slots[2] = Input(count, rank, round);
+      } else {
+        buffers[rank].slots[0] = Input(count, rank, round);
+        buffers[rank].slots[2].assign(count * sizeof(float), std::byte{0x5A});
+      }
       CallDescriptor call = Describe(comm_, collective, rank, count);
       call.algorithm = algorithm;
+      call.in_place = in_place;
       futures[rank] = Submit(*comm_.host[rank], call, buffers[rank].Views());
     }
     std::vector<std::vector<std::byte>> results;
@@ -77,7 +83,7 @@ class ScratchTest : public ::testing::Test {
 TEST_F(ScratchTest, CallsOfOneScratchSizeReuseOneBuffer) {
   for (int round = 0; round < 3; ++round) {
     // The root (rank 0) receives rank 1's input into kScratchBytes of scratch.
-    const auto results = Run(Collective::kReduce, "all_to_one", kFloats, kFloats, round);
+    const auto results = Run(Collective::kReduce, "all_to_one", kFloats, round, false);
     EXPECT_TRUE(results[0] == Sum(Input(kFloats, 0, round), Input(kFloats, 1, round), 0, kFloats))
         << "reduce, round " << round;
   }
@@ -87,13 +93,13 @@ TEST_F(ScratchTest, CallsOfOneScratchSizeReuseOneBuffer) {
   EXPECT_EQ(devices_[1]->Stats().scratch_allocations, 0u);  // a sender needs none
 
   for (int round = 3; round < 6; ++round) {
-    // Each rank reduces a copy of its whole input (kScratchBytes) in scratch.
-    const uint64_t chunk = kFloats / 2;
-    const auto results = Run(Collective::kReduceScatter, "ring", chunk, kFloats, round);
+    // Each rank receives the other's whole buffer (kScratchBytes) into scratch: in place,
+    // its own is being sent.
+    const auto results = Run(Collective::kAllreduce, "recursive_doubling", kFloats, round, true);
     for (uint32_t rank = 0; rank < 2; ++rank) {
       EXPECT_TRUE(results[rank] ==
-                  Sum(Input(kFloats, 0, round), Input(kFloats, 1, round), rank * chunk, chunk))
-          << "reduce_scatter rank " << rank << ", round " << round;
+                  Sum(Input(kFloats, 0, round), Input(kFloats, 1, round), 0, kFloats))
+          << "allreduce rank " << rank << ", round " << round;
     }
   }
   for (const DevicePtr& device : devices_) {
