@@ -51,6 +51,7 @@ int Worker(int argc, char** argv) {
   app.add_option("--iters", options.iters)->required();
   app.add_option("--daemon-pids", pids)->required();
   app.add_flag("--check", options.check);
+  app.add_option("--algorithm", options.algorithm);
   if (auto code = client::ParseCommandLine(app, argc, argv, std::cout, std::cerr)) return *code;
   absl::StatusOr<std::vector<Op>> parsed_ops = ParseOps(ops);
   if (!parsed_ops.ok()) return Fail(parsed_ops.status());
@@ -93,6 +94,9 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
       ->capture_default_str();
   app.add_option("--iters", arguments.iters, "timed iterations per size")->capture_default_str();
   app.add_flag("--check", arguments.check, "check every result (fills and checks are not timed)");
+  app.add_option("--algorithm", arguments.algorithm,
+                 "force this algorithm on every collective op (docs/algorithms.md); default: "
+                 "the daemons' choice");
   app.add_option("--baseline", arguments.baselines,
                  "mpi, gloo or link; repeat for several (run after cclod's sweep)");
   app.add_option("--link-seconds", arguments.link_seconds, "iperf3's run time")
@@ -158,9 +162,10 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "cclo-bench: %u ranks on %u daemons (%u per daemon), loopback, float32 sum; "
-      "%u warm-up and %u timed iterations per size\n",
+      "%u warm-up and %u timed iterations per size; algorithm: %s\n",
       options->ranks(), options->daemons, options->ranks_per_daemon, options->warmup,
-      options->iters);
+      options->iters,
+      options->algorithm.empty() ? "the daemons' choice" : options->algorithm.c_str());
   std::printf(
       "times: the slowest rank's per iteration; bandwidths from p50 (GB = 1e9 bytes); "
       "x<stack>: their p50 / ours (above 1: cclod is faster)\n");

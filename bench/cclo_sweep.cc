@@ -64,6 +64,9 @@ absl::StatusOr<CcloResults> RunCcloSweep(const BenchOptions& options,
         "--iters",       absl::StrCat(options.iters),
         "--daemon-pids", absl::StrJoin(daemon_pids, ",")};
     if (options.check) command.push_back("--check");
+    if (!options.algorithm.empty()) {
+      command.insert(command.end(), {"--algorithm", options.algorithm});
+    }
     commands.push_back(std::move(command));
   }
   std::vector<testing::ProcessResult> ranks = testing::RunAll(commands, options.deadline);

@@ -169,7 +169,9 @@ class Worker {
     if (op == Op::kNop) return comm_.Nop(Timeout());
     if (op == Op::kNopGrpc) return client::RpcPath::Nop(comm_, options_.op_timeout);
     if (op == Op::kSend) return SendOneWay(shape);
-    return run::Execute(comm_, shape, Timeout(), send_, recv_);
+    OpOptions options = Timeout();
+    if (op != Op::kSendRecv) options.algorithm = options_.algorithm;
+    return run::Execute(comm_, shape, options, send_, recv_);
   }
 
   // Rank k of the first half sends to rank k + size / 2 (on another daemon where the

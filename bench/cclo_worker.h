@@ -24,6 +24,8 @@ struct WorkerOptions {
   uint32_t warmup = 0;
   uint32_t iters = 1;
   bool check = false;
+  /// Forced on the collective ops (bcast to alltoall); empty: the daemons' choice.
+  std::string algorithm;
   /// Rank 0 reads their CPU time around each size's timed iterations.
   std::vector<pid_t> daemon_pids;
   absl::Duration op_timeout = absl::Minutes(2);

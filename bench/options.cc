@@ -103,6 +103,14 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
   options.warmup = arguments.warmup;
   options.iters = arguments.iters;
   options.check = arguments.check;
+  // The daemons name the algorithms there are; here only what cannot be a name.
+  if (arguments.algorithm.size() > 31 ||
+      arguments.algorithm.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
+          std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("--algorithm '", arguments.algorithm,
+                                                   "' is not an algorithm name (a-z, 0-9, _)"));
+  }
+  options.algorithm = arguments.algorithm;
   for (const std::string& name : arguments.baselines) {
     Baseline baseline;
     if (name == "mpi") {

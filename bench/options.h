@@ -32,6 +32,8 @@ struct BenchOptions {
   uint32_t warmup = 5;
   uint32_t iters = 20;
   bool check = false;
+  /// Forced on every collective op (bcast to alltoall); empty: the daemons' choice.
+  std::string algorithm;
   std::vector<Baseline> baselines;
   double link_seconds = 5;
   /// Each stack's whole sweep must end by then; its processes are killed past it.
@@ -52,6 +54,7 @@ struct BenchArguments {
   int64_t warmup = 5;
   int64_t iters = 20;
   bool check = false;
+  std::string algorithm;
   std::vector<std::string> baselines;
   double link_seconds = 5;
   double deadline_seconds = 1800;

@@ -46,6 +46,27 @@ TEST(CcloBenchTest, ManyRanksOnOneDaemonAreRightToo) {
   EXPECT_EQ(result.exit_code, 0) << result.output;
 }
 
+TEST(CcloBenchTest, ForcedAlgorithmIsUsedAndRight) {
+  ProcessResult result =
+      Bench({"--check", "--ops", "allreduce,sendrecv", "--algorithm", "reduce_bcast", "--max-bytes",
+             "1M", "--step-factor", "4", "--iters", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "; algorithm: reduce_bcast\n")) << result.output;
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
+    std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (cells.empty() || (cells[0] != "allreduce" && cells[0] != "sendrecv")) continue;
+    ++rows;
+    EXPECT_EQ(cells.back(), "ok") << line;
+  }
+  EXPECT_EQ(rows, 2 * 9) << result.output;  // 8 B to 512 KiB in steps of 4, each op
+  // The daemons refuse a name no algorithm of the op has, and say which there are.
+  result = Bench({"--ops", "allreduce", "--algorithm", "chain", "--max-bytes", "8"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(result.output, "unknown allreduce algorithm 'chain'; valid: "))
+      << result.output;
+}
+
 TEST(CcloBenchTest, LinkIsMeasuredOneWayAndBothWaysAtOnce) {
   ProcessResult result = Bench({"--ops", "sendrecv", "--min-bytes", "1M", "--max-bytes", "1M",
                                 "--iters", "2", "--baseline", "link", "--link-seconds", "1"});
@@ -90,6 +111,7 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--daemons", "1", "--ops", "sendrecv"}, "sendrecv needs at least 2 ranks"},
       {{"--daemons", "1", "--ops", "allreduce,send"}, "send needs at least 2 ranks"},
       {{"--iters", "0"}, "--iters 0 is outside 1 to"},
+      {{"--algorithm", "Ring"}, "--algorithm 'Ring' is not an algorithm name (a-z, 0-9, _)"},
   };
   for (const auto& [args, message] : cases) {
     ProcessResult result = Bench(args);
