@@ -1,5 +1,6 @@
 #include "daemon/ops.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,32 @@ absl::Status ResolveBuffer(const Session& session, const char* name, const cclo:
   }
   view = {(*buffer)->data() + ref.offset(), ref.length()};
   keep.push_back(*std::move(buffer));
+  return absl::OkStatus();
+}
+
+// Allreduce and reduce_scatter read their input while they write their result. A send
+// range that starts where the recv range does (the same buffer, as libcclo allows for
+// allreduce) is their in-place form, its input in the result; ranges that only partly
+// overlap are refused.
+absl::Status TakeSharedMemoryInPlace(hw::CallDescriptor& call, hw::CallBuffers& buffers) {
+  if (call.in_place || (call.collective != hw::Collective::kAllreduce &&
+                        call.collective != hw::Collective::kReduceScatter)) {
+    return absl::OkStatus();
+  }
+  hw::BufferView& input = buffers.views[static_cast<size_t>(hw::Slot::kOp0)];
+  hw::BufferView& output = buffers.views[static_cast<size_t>(hw::Slot::kResult)];
+  if (input.data == nullptr || output.data == nullptr) return absl::OkStatus();
+  if (input.data == output.data) {
+    call.in_place = true;
+    output.bytes = std::max(output.bytes, input.bytes);  // both within the one buffer
+    return absl::OkStatus();
+  }
+  if (input.data < output.data + output.bytes && output.data < input.data + input.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(hw::CollectiveName(call.collective)),
+        ": send and recv ranges overlap without starting at the same byte; pass the same "
+        "range (or in_place) for the in-place form"));
+  }
   return absl::OkStatus();
 }
 
@@ -137,6 +164,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
     return status;
   }
   buffers.keepalive = keep;
+  if (absl::Status shared = TakeSharedMemoryInPlace(call, buffers); !shared.ok()) return shared;
 
   // Every rank chooses from the same snapshot and the same fields, so they agree.
   const cclo::v1::CommPolicy& policy = *member->policy;

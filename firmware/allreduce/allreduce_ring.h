@@ -1,10 +1,11 @@
-// Allreduce, ring: copy op0 into the result buffer, then a reduce-scatter ring leaves the
-// full reduction of chunk r at rank r, and an allgather ring circulates the reduced chunks
-// to every rank (reduce_scatter_ring.h, allgather_ring.h). Every rank ends with bitwise the
-// same result, because each chunk is reduced once, in ring order, and then copied.
-// Cost: 2(size-1) steps of count/size elements: 2(size-1)/size * count elements sent and
-// (size-1)/size * count reduced per rank, plus one local copy of count elements; latency
-// grows linearly with size. Bandwidth-optimal for large messages.
+// Allreduce, ring: a reduce-scatter ring from the input (op0, or the result in place) into
+// the result buffer leaves the full reduction of chunk r at rank r, and an allgather ring
+// circulates the reduced chunks to every rank (reduce_scatter_ring.h, allgather_ring.h).
+// Every rank ends with bitwise the same result, because each chunk is reduced once, in
+// ring order, and then copied. Cost: 2(size-1) steps of count/size elements: 2(size-1)/size
+// * count elements sent and (size-1)/size * count reduced per rank, no local copy (one of
+// count elements on 1 rank); latency grows linearly with size. Bandwidth-optimal for large
+// messages.
 #pragma once
 
 #include <cstdint>

@@ -1,17 +1,18 @@
-// Reduce-scatter, ring, in place: the buffer is cut into `size` chunks (patterns::RingChunk).
-// In step s (0 .. size-2) rank r receives chunk r-s-2 from its left neighbour and reduces it
-// into its own copy, and sends chunk r-s-1, which it reduced in the step before, to its
-// right neighbour. After size-1 steps chunk r of rank r holds the reduction over all ranks.
-// Cost: size-1 steps of count/size elements each, so (size-1)/size * count elements sent
-// and reduced per rank; latency grows linearly with size. Chunks of 0 elements are skipped
-// on both sides.
+// Reduce-scatter, ring: the buffer is cut into `size` chunks (patterns::RingChunk). In step s
+// (0 .. size-2) rank r receives chunk r-s-2 from its left neighbour and reduces it with its
+// own input of that chunk, and sends chunk r-s-1 to its right neighbour: its own input at
+// step 0, then the chunk it reduced in the step before. After size-1 steps rank r holds
+// the reduction of chunk r over all ranks. Cost: size-1 steps of count/size elements each,
+// so (size-1)/size * count elements sent and reduced per rank; latency grows linearly with
+// size. Chunks of 0 elements are skipped on both sides. Nothing is copied up front.
 //
 // The reduce_scatter collective ("ring") runs these steps over all size*count input
-// elements, whose ring chunks are then exactly the contract's chunks of `count` elements,
-// and copies chunk `rank` to result[0, count). The input is op0, copied to scratch first so
-// that it stays unchanged; in place the input is the result buffer itself, which the ring
-// may overwrite. Cost: size-1 steps of count elements, (size-1) * count elements sent and
-// reduced per rank, plus local copies of size*count (not in place) and count elements.
+// elements, whose ring chunks are then exactly the contract's chunks of `count` elements.
+// Not in place, the input op0 stays unchanged, partial chunks go to scratch (size*count
+// elements, none on 2 ranks) and chunk `rank` is reduced straight into result[0, count).
+// In place the input is the result buffer, which the ring overwrites, and chunk `rank` is
+// copied to its start. Cost: size-1 steps of count elements, (size-1) * count elements
+// sent and reduced per rank, plus, in place, a local copy of count elements.
 #pragma once
 
 #include <cstdint>

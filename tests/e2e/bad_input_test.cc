@@ -117,6 +117,25 @@ TEST_F(BadInputTest, OffsetOrLengthOutOfBounds) {
   ExpectStillServing();
 }
 
+TEST_F(BadInputTest, SendAndRecvRangesThatPartlyOverlap) {
+  RawSession session(daemon_->runtime_dir());
+  uint64_t buffer = session.Alloc(4096);
+  uint64_t handle = SoloComm(session);
+  cclo::v1::SubmitRequest request = AllreduceRequest(handle, buffer, 16);
+  request.mutable_recv()->set_offset(32);  // send [0, 64), recv [32, 96)
+  ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
+              "allreduce: send and recv ranges overlap without starting at the same byte");
+  request.set_collective(cclo::v1::REDUCE_SCATTER);
+  ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
+              "reduce_scatter: send and recv ranges overlap");
+  // Ranges that start together are the in-place form; ranges apart are two buffers.
+  request = AllreduceRequest(handle, buffer, 16);
+  EXPECT_TRUE(session.Run(request).ok());
+  request.mutable_recv()->set_offset(64);
+  EXPECT_TRUE(session.Run(request).ok());
+  ExpectStillServing();
+}
+
 TEST_F(BadInputTest, PeerOutOfRangeOrSelf) {
   RawSession session(daemon_->runtime_dir());
   uint64_t buffer = session.Alloc(4096);

@@ -144,17 +144,17 @@ class Communicator {
                                       const OpOptions& options = {});
 
   /// Reduces the first `count` elements of `send` over all ranks with `op` into the first
-  /// `count` elements of `recv` on every rank. `send` and `recv` may be the same buffer.
-  /// In place: the contribution is in `recv`.
+  /// `count` elements of `recv` on every rank. `send` and `recv` may be the same buffer
+  /// (then it runs in place). In place: the contribution is in `recv`.
   absl::Status Allreduce(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
                          ReduceOp op, const OpOptions& options = {});
   absl::StatusOr<Request> AllreduceAsync(const Buffer& send, Buffer& recv, uint64_t count,
                                          DataType type, ReduceOp op, const OpOptions& options = {});
 
   /// Reduces every rank's `send` (size() chunks of `count` elements) with `op` and leaves
-  /// chunk i of the result in the first `count` elements of rank i's `recv`. In place:
-  /// `recv` holds the size() * count input elements and the result lands in its first
-  /// `count`.
+  /// chunk i of the result in the first `count` elements of rank i's `recv`. `send` and
+  /// `recv` may be the same buffer (then it runs in place). In place: `recv` holds the
+  /// size() * count input elements and the result lands in its first `count`.
   absl::Status ReduceScatter(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
                              ReduceOp op, const OpOptions& options = {});
   absl::StatusOr<Request> ReduceScatterAsync(const Buffer& send, Buffer& recv, uint64_t count,
