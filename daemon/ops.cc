@@ -39,30 +39,41 @@ absl::Status ResolveBuffer(const Session& session, const char* name, const cclo:
   return absl::OkStatus();
 }
 
-// Allreduce and reduce_scatter read their input while they write their result. A send
-// range that starts where the recv range does (the same buffer, as libcclo allows for
-// allreduce) is their in-place form, its input in the result; ranges that only partly
-// overlap are refused.
-absl::Status TakeSharedMemoryInPlace(hw::CallDescriptor& call, hw::CallBuffers& buffers) {
-  if (call.in_place || (call.collective != hw::Collective::kAllreduce &&
-                        call.collective != hw::Collective::kReduceScatter)) {
-    return absl::OkStatus();
+// Whether a send range that starts where the recv range does is the call's in-place form:
+// where that form reads the input from recv at the start, as the send would be read.
+bool SameRangeIsInPlace(const hw::CallDescriptor& call) {
+  switch (call.collective) {
+    case hw::Collective::kAllreduce:
+    case hw::Collective::kReduceScatter:
+    case hw::Collective::kAlltoall:
+      return true;
+    case hw::Collective::kReduce:
+      return call.rank == call.root;
+    default:
+      return false;
   }
+}
+
+// A collective reads its input while it writes its result, in whatever order its algorithm
+// makes the moves. One range as both send and recv runs as the in-place form where that is
+// the same thing (SameRangeIsInPlace); any other overlap of the two is refused, as MPI
+// allows shared memory only through MPI_IN_PLACE.
+absl::Status ResolveOverlap(hw::CallDescriptor& call, hw::CallBuffers& buffers) {
   hw::BufferView& input = buffers.views[static_cast<size_t>(hw::Slot::kOp0)];
   hw::BufferView& output = buffers.views[static_cast<size_t>(hw::Slot::kResult)];
-  if (input.data == nullptr || output.data == nullptr) return absl::OkStatus();
-  if (input.data == output.data) {
+  if (call.in_place || input.data == nullptr || output.data == nullptr ||
+      input.data >= output.data + output.bytes || output.data >= input.data + input.bytes) {
+    return absl::OkStatus();
+  }
+  if (input.data == output.data && SameRangeIsInPlace(call)) {
     call.in_place = true;
     output.bytes = std::max(output.bytes, input.bytes);  // both within the one buffer
     return absl::OkStatus();
   }
-  if (input.data < output.data + output.bytes && output.data < input.data + input.bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(hw::CollectiveName(call.collective)),
-        ": send and recv ranges overlap without starting at the same byte; pass the same "
-        "range (or in_place) for the in-place form"));
-  }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(hw::CollectiveName(call.collective)),
+      ": send and recv ranges overlap; only the in-place form may share memory (in_place, or "
+      "one range for both in allreduce, reduce_scatter, alltoall and reduce at the root)"));
 }
 
 }  // namespace
@@ -164,7 +175,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
     return status;
   }
   buffers.keepalive = keep;
-  if (absl::Status shared = TakeSharedMemoryInPlace(call, buffers); !shared.ok()) return shared;
+  if (absl::Status overlap = ResolveOverlap(call, buffers); !overlap.ok()) return overlap;
 
   // Every rank chooses from the same snapshot and the same fields, so they agree.
   const cclo::v1::CommPolicy& policy = *member->policy;

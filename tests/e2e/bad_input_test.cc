@@ -124,11 +124,16 @@ TEST_F(BadInputTest, SendAndRecvRangesThatPartlyOverlap) {
   cclo::v1::SubmitRequest request = AllreduceRequest(handle, buffer, 16);
   request.mutable_recv()->set_offset(32);  // send [0, 64), recv [32, 96)
   ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
-              "allreduce: send and recv ranges overlap without starting at the same byte");
+              "allreduce: send and recv ranges overlap; only the in-place form may share memory");
   request.set_collective(cclo::v1::REDUCE_SCATTER);
   ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
               "reduce_scatter: send and recv ranges overlap");
-  // Ranges that start together are the in-place form; ranges apart are two buffers.
+  // Allgather's in-place input sits at chunk `rank`: one range for both is refused too.
+  request = AllreduceRequest(handle, buffer, 16);
+  request.set_collective(cclo::v1::ALLGATHER);
+  ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
+              "allgather: send and recv ranges overlap");
+  // One range for both is allreduce's in-place form; ranges apart are two buffers.
   request = AllreduceRequest(handle, buffer, 16);
   EXPECT_TRUE(session.Run(request).ok());
   request.mutable_recv()->set_offset(64);
