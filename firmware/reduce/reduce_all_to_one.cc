@@ -21,24 +21,28 @@ absl::StatusOr<hw::Program> GenerateReduceAllToOne(const hw::CallDescriptor& cal
     program.Copy(input, Endpoint::Network(call.root, hw::kCollectiveTag), count);
     return std::move(program).Finish();
   }
-  // 2. The root receives from every other rank at once: the rank i places after it into
-  //    scratch chunk i-1.
-  const uint32_t peers = world_size - 1;
-  program.SetScratch(peers * count);
-  for (uint32_t i = 0; i < peers; ++i) {
-    const uint32_t peer = patterns::RingRank(call.root, int64_t{i} + 1, world_size);
-    program.Copy(Endpoint::Network(peer, hw::kCollectiveTag),
-                 Endpoint::Memory(Slot::kScratch, i * count), count);
-  }
-  // 3. Fold the received chunks, in turn, into the result, the first one with our input.
+  // 2. The root receives from every other rank at once. The next rank's message is reduced
+  //    with our input into the result as it arrives; the rank i places after us lands in
+  //    scratch chunk i-2 meanwhile.
   const Endpoint result = Endpoint::Memory(Slot::kResult, 0);
-  Endpoint partial = input;
-  for (uint32_t i = 0; i < peers; ++i) {
-    program.Reduce(Endpoint::Memory(Slot::kScratch, i * count), partial, result, count);
-    partial = result;
+  const uint32_t peers = world_size - 1;
+  if (peers == 0) {  // alone, the root's input is the result
+    if (input != result) program.Copy(input, result, count);
+    return std::move(program).Finish();
   }
-  // 4. Alone, the root's input is the result.
-  if (partial != result) program.Copy(input, result, count);
+  auto peer = [&](uint32_t i) {
+    return Endpoint::Network(patterns::RingRank(call.root, int64_t{i} + 1, world_size),
+                             hw::kCollectiveTag);
+  };
+  program.Reduce(peer(0), input, result, count);
+  if (peers > 1) program.SetScratch((peers - 1) * count);
+  for (uint32_t i = 1; i < peers; ++i) {
+    program.Copy(peer(i), Endpoint::Memory(Slot::kScratch, (i - 1) * count), count);
+  }
+  // 3. Fold the others, in turn, into the result.
+  for (uint32_t i = 1; i < peers; ++i) {
+    program.Reduce(Endpoint::Memory(Slot::kScratch, (i - 1) * count), result, result, count);
+  }
   return std::move(program).Finish();
 }
 

@@ -1,8 +1,9 @@
 // Reduce, all to one: every rank but the root sends its whole input to the root in one
-// message; the root posts a receive for each of them at once, each into its own chunk of
-// scratch, and then folds them one by one into the result, starting from its own input.
+// message; the root posts a receive for each of them at once: the first it reduces with its
+// own input into the result as it arrives, the others land each in its own chunk of
+// scratch and are folded into the result one by one after it.
 // Cost: one step; the root receives (size-1) * count elements over its one link and reduces
-// (size-1) * count elements, and holds (size-1) * count elements of scratch; every other
+// (size-1) * count elements, and holds (size-2) * count elements of scratch; every other
 // rank sends count elements. Good for small messages and few ranks; the root's link is the
 // bottleneck for large ones.
 #pragma once

@@ -29,15 +29,23 @@ TEST(ReduceAllToOneShapeTest, RanksSendOnceAndTheRootReceivesAll) {
   EXPECT_EQ(sender.moves[0].op0, hw::Endpoint::Memory(hw::Slot::kOp0, 0));
   EXPECT_EQ(sender.moves[0].result, hw::Endpoint::Network(1, hw::kCollectiveTag));
   EXPECT_EQ(sender.scratch_elements, 0u);
-  // The root posts 4 receives without deps (all at once), then reduces 4 times.
+  // The root posts 4 receives without deps (all at once): the first reduces with its input
+  // into the result as it arrives, the other 3 land in scratch and are reduced in after it.
   const hw::Program root = Generate(1, 5, 1, 100);
-  ASSERT_EQ(root.moves.size(), 8u);
-  EXPECT_EQ(root.scratch_elements, 400u);
+  ASSERT_EQ(root.moves.size(), 7u);
+  EXPECT_EQ(root.scratch_elements, 300u);
+  EXPECT_EQ(root.moves[0].function, hw::Function::kReduce);
+  EXPECT_EQ(root.moves[0].op1, hw::Endpoint::Memory(hw::Slot::kOp0, 0));
+  EXPECT_EQ(root.moves[0].result, hw::Endpoint::Memory(hw::Slot::kResult, 0));
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(root.moves[i].op0.kind, Kind::kNetwork);
     EXPECT_TRUE(root.moves[i].deps.empty());
-    EXPECT_EQ(root.moves[4 + i].function, hw::Function::kReduce);
   }
+  for (int i = 4; i < 7; ++i) EXPECT_EQ(root.moves[i].function, hw::Function::kReduce);
+  // 2 ranks: one reduce on arrival, no scratch.
+  const hw::Program pair = Generate(0, 2, 0, 100);
+  ASSERT_EQ(pair.moves.size(), 1u);
+  EXPECT_EQ(pair.scratch_elements, 0u);
 }
 
 TEST(ReduceAllToOneShapeTest, OneRankCopiesOrDoesNothingInPlace) {

@@ -1,8 +1,9 @@
-// Calls whose programs use scratch memory take it from the engine's ScratchPool: a reduce
-// all_to_one and an in-place recursive doubling allreduce of the same scratch size, run one
-// after another across two EmuDevices, allocate one scratch buffer per device between
-// them, and every result is right although each call starts on what the one before left
-// in it.
+// Calls whose programs use scratch memory take it from the engine's ScratchPool: an
+// in-place recursive doubling allreduce and an in-place linear alltoall of the same scratch
+// size, run one after another across two EmuDevices, allocate one scratch buffer per
+// device between them, and every result is right although each call starts on what the
+// one before left in it.
+#include <algorithm>
 #include <cstring>
 #include <future>
 #include <utility>
@@ -48,22 +49,18 @@ class ScratchTest : public ::testing::Test {
     ASSERT_TRUE(ConfigureAll(comm_).ok());
   }
 
-  /// Runs `collective` with `algorithm` on both ranks, `count` elements each, inputs of
-  /// `round` (in the result buffer when `in_place`); returns the result buffers.
-  std::vector<std::vector<std::byte>> Run(Collective collective, const char* algorithm,
-                                          uint64_t count, int round, bool in_place) {
+  /// Runs `collective` in place with `algorithm` on both ranks, `count` elements each, the
+  /// result buffer holding `input_count` elements of input of `round`; returns the result
+  /// buffers.
+  std::vector<std::vector<std::byte>> RunInPlace(Collective collective, const char* algorithm,
+                                                 uint64_t count, uint64_t input_count, int round) {
     RankBuffers buffers[2];
     std::future<Completion> futures[2];
     for (uint32_t rank = 0; rank < 2; ++rank) {
-      if (in_place) {
-        buffers[rank].slots[2] = Input(count, rank, round);
-      } else {
-        buffers[rank].slots[0] = Input(count, rank, round);
-        buffers[rank].slots[2].assign(count * sizeof(float), std::byte{0x5A});
-      }
+      buffers[rank].slots[2] = Input(input_count, rank, round);
       CallDescriptor call = Describe(comm_, collective, rank, count);
       call.algorithm = algorithm;
-      call.in_place = in_place;
+      call.in_place = true;
       futures[rank] = Submit(*comm_.host[rank], call, buffers[rank].Views());
     }
     std::vector<std::vector<std::byte>> results;
@@ -82,24 +79,34 @@ class ScratchTest : public ::testing::Test {
 
 TEST_F(ScratchTest, CallsOfOneScratchSizeReuseOneBuffer) {
   for (int round = 0; round < 3; ++round) {
-    // The root (rank 0) receives rank 1's input into kScratchBytes of scratch.
-    const auto results = Run(Collective::kReduce, "all_to_one", kFloats, round, false);
-    EXPECT_TRUE(results[0] == Sum(Input(kFloats, 0, round), Input(kFloats, 1, round), 0, kFloats))
-        << "reduce, round " << round;
-  }
-  const DeviceStats root = devices_[0]->Stats();
-  EXPECT_EQ(root.scratch_allocations, 1u);
-  EXPECT_EQ(root.scratch_bytes_kept, kScratchBytes);
-  EXPECT_EQ(devices_[1]->Stats().scratch_allocations, 0u);  // a sender needs none
-
-  for (int round = 3; round < 6; ++round) {
     // Each rank receives the other's whole buffer (kScratchBytes) into scratch: in place,
     // its own is being sent.
-    const auto results = Run(Collective::kAllreduce, "recursive_doubling", kFloats, round, true);
+    const auto results =
+        RunInPlace(Collective::kAllreduce, "recursive_doubling", kFloats, kFloats, round);
     for (uint32_t rank = 0; rank < 2; ++rank) {
       EXPECT_TRUE(results[rank] ==
                   Sum(Input(kFloats, 0, round), Input(kFloats, 1, round), 0, kFloats))
           << "allreduce rank " << rank << ", round " << round;
+    }
+  }
+  for (const DevicePtr& device : devices_) {
+    EXPECT_EQ(device->Stats().scratch_allocations, 1u);
+    EXPECT_EQ(device->Stats().scratch_bytes_kept, kScratchBytes);
+  }
+
+  for (int round = 3; round < 6; ++round) {
+    // Each rank sends from a copy of its whole buffer (kScratchBytes) in scratch, since its
+    // chunks are overwritten by the other rank's as they arrive.
+    const uint64_t chunk = kFloats / 2;
+    const auto results = RunInPlace(Collective::kAlltoall, "linear", chunk, kFloats, round);
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      for (uint32_t from = 0; from < 2; ++from) {
+        const std::vector<std::byte> input = Input(kFloats, from, round);
+        const size_t bytes = chunk * sizeof(float);
+        EXPECT_TRUE(std::equal(input.begin() + rank * bytes, input.begin() + (rank + 1) * bytes,
+                               results[rank].begin() + from * bytes))
+            << "alltoall rank " << rank << ", chunk from " << from << ", round " << round;
+      }
     }
   }
   for (const DevicePtr& device : devices_) {
