@@ -58,11 +58,13 @@ bool SameRangeIsInPlace(const hw::CallDescriptor& call) {
 // makes the moves. One range as both send and recv runs as the in-place form where that is
 // the same thing (SameRangeIsInPlace); any other overlap of the two is refused, as MPI
 // allows shared memory only through MPI_IN_PLACE.
-absl::Status ResolveOverlap(hw::CallDescriptor& call, hw::CallBuffers& buffers) {
+absl::Status ResolveOverlap(hw::CallDescriptor& call, hw::CallBuffers& buffers, uint64_t send_bytes,
+                            uint64_t recv_bytes) {
   hw::BufferView& input = buffers.views[static_cast<size_t>(hw::Slot::kOp0)];
   hw::BufferView& output = buffers.views[static_cast<size_t>(hw::Slot::kResult)];
+  // The bytes the op uses count, not the (longer) ranges the caller may have named.
   if (call.in_place || input.data == nullptr || output.data == nullptr ||
-      input.data >= output.data + output.bytes || output.data >= input.data + input.bytes) {
+      input.data >= output.data + recv_bytes || output.data >= input.data + send_bytes) {
     return absl::OkStatus();
   }
   if (input.data == output.data && SameRangeIsInPlace(call)) {
@@ -175,7 +177,10 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
     return status;
   }
   buffers.keepalive = keep;
-  if (absl::Status overlap = ResolveOverlap(call, buffers); !overlap.ok()) return overlap;
+  if (absl::Status overlap = ResolveOverlap(call, buffers, *send_bytes, *recv_bytes);
+      !overlap.ok()) {
+    return overlap;
+  }
 
   // Every rank chooses from the same snapshot and the same fields, so they agree.
   const cclo::v1::CommPolicy& policy = *member->policy;

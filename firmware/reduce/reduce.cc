@@ -11,9 +11,10 @@ namespace {
 
 constexpr std::array kAlgorithms = {
     Algorithm{"all_to_one", hw::Collective::kReduce,
-              "Every rank sends its input to the root, which receives all at once into scratch "
-              "and reduces: one step, (size-1)*count elements into the root.",
-              "none; the root holds (size-1)*count elements of scratch", &GenerateReduceAllToOne},
+              "Every rank sends its input to the root, which receives all at once, reducing the "
+              "first with its input as it arrives and the others from scratch: one step, "
+              "(size-1)*count elements into the root.",
+              "none; the root holds (size-2)*count elements of scratch", &GenerateReduceAllToOne},
     Algorithm{"binary_tree", hw::Collective::kReduce,
               "Each rank reduces its children's partial results with its input and sends them "
               "to its parent: floor(log2(size)) hops of count elements.",

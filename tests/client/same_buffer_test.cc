@@ -1,8 +1,8 @@
-// Allreduce and reduce_scatter with one buffer as both send and recv, two ranks on two
-// daemons: the daemon runs them as their in-place form, so every algorithm is right
-// however the ranks' messages meet their receives (a reduce applied as the peer's message
-// arrives must not write the input before it has been sent). Ranges that overlap without
-// starting together are refused.
+// Allreduce, reduce_scatter, alltoall and reduce with one buffer as both send and recv, two
+// ranks on two daemons: the daemon runs them as their in-place form, so every algorithm is
+// right however the ranks' messages meet their receives (a reduce applied as the peer's
+// message arrives must not write the input before it has been sent). Refusals of other
+// overlaps: tests/e2e:bad_input_test.
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +21,13 @@ constexpr int kRounds = 20;  // the race an alias could lose runs differently ev
 
 float Value(uint32_t rank, uint64_t index, int round) {
   return static_cast<float>((rank * 7 + index * 3 + round) % 50);
+}
+
+// Writes rank `rank`'s input of `round` to the first `elements` floats of `buffer`.
+std::span<float> Fill(Buffer& buffer, uint32_t rank, uint64_t elements, int round) {
+  std::span<float> values = buffer.span<float>();
+  for (uint64_t i = 0; i < elements; ++i) values[i] = Value(rank, i, round);
+  return values;
 }
 
 class SameBufferTest : public ::testing::Test {
@@ -69,8 +76,7 @@ TEST_F(SameBufferTest, AllreduceOfEveryAlgorithmAndProtocolIsRight) {
       ForBothRanks([&](uint32_t rank, Communicator& comm) {
         Buffer both = Alloc(rank, count);
         for (int round = 0; round < kRounds; ++round) {
-          std::span<float> values = both.span<float>();
-          for (uint64_t i = 0; i < count; ++i) values[i] = Value(rank, i, round);
+          std::span<float> values = Fill(both, rank, count, round);
           absl::Status status = comm.Allreduce(both, both, count, DataType::kFloat32,
                                                ReduceOp::kSum, {.algorithm = algorithm});
           ASSERT_TRUE(status.ok()) << algorithm << ": " << status;
@@ -90,8 +96,7 @@ TEST_F(SameBufferTest, ReduceScatterIsRight) {
     ForBothRanks([&](uint32_t rank, Communicator& comm) {
       Buffer both = Alloc(rank, kRanks * count);
       for (int round = 0; round < kRounds; ++round) {
-        std::span<float> values = both.span<float>();
-        for (uint64_t i = 0; i < kRanks * count; ++i) values[i] = Value(rank, i, round);
+        std::span<float> values = Fill(both, rank, kRanks * count, round);
         absl::Status status =
             comm.ReduceScatter(both, both, count, DataType::kFloat32, ReduceOp::kSum);
         ASSERT_TRUE(status.ok()) << status;
@@ -99,6 +104,33 @@ TEST_F(SameBufferTest, ReduceScatterIsRight) {
           const uint64_t at = rank * count + i;
           ASSERT_EQ(values[i], Value(0, at, round) + Value(1, at, round))
               << count << " floats, rank " << rank << ", round " << round << ", [" << i << "]";
+        }
+      }
+    });
+  }
+}
+
+TEST_F(SameBufferTest, AlltoallAndReduceAtTheRootAreRight) {
+  for (uint64_t count : {uint64_t{16}, uint64_t{64} << 10}) {
+    ForBothRanks([&](uint32_t rank, Communicator& comm) {
+      Buffer both = Alloc(rank, kRanks * count);
+      for (int round = 0; round < kRounds; ++round) {
+        std::span<float> values = Fill(both, rank, kRanks * count, round);
+        absl::Status status = comm.Alltoall(both, both, count, DataType::kFloat32);
+        ASSERT_TRUE(status.ok()) << status;
+        for (uint32_t from = 0; from < kRanks; ++from) {
+          for (uint64_t i = 0; i < count; ++i) {
+            ASSERT_EQ(values[from * count + i], Value(from, rank * count + i, round))
+                << "alltoall, " << count << " floats, rank " << rank << ", round " << round;
+          }
+        }
+        // Reduce to rank 0, one buffer at the root; rank 1's recv is not read.
+        Fill(both, rank, count, round);
+        status = comm.Reduce(both, both, count, DataType::kFloat32, ReduceOp::kSum, 0);
+        ASSERT_TRUE(status.ok()) << status;
+        for (uint64_t i = 0; rank == 0 && i < count; ++i) {
+          ASSERT_EQ(values[i], Value(0, i, round) + Value(1, i, round))
+              << "reduce, " << count << " floats, round " << round << ", [" << i << "]";
         }
       }
     });

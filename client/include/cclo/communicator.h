@@ -38,6 +38,9 @@ struct OpOptions {
   /// `send` is not read. For scatter, gather and reduce it applies at the root and is
   /// ignored at the other ranks, so every rank may pass the same options. Collectives
   /// without an in-place form (send, recv, bcast, barrier) refuse it (INVALID_ARGUMENT).
+  /// Without it, `send` and `recv` must not overlap (INVALID_ARGUMENT), except that one
+  /// buffer for both is the in-place form of allreduce, reduce_scatter, alltoall and
+  /// reduce at the root.
   bool in_place = false;
   /// Requests of this Client's ops that this op waits for (ACCL's `waitfor`): the daemon
   /// hands it to the engine only once all of them finished OK, and ops submitted after it
@@ -135,8 +138,9 @@ class Communicator {
                                          DataType type, const OpOptions& options = {});
 
   /// Reduces the first `count` elements of every rank's `send` with `op` into the first
-  /// `count` elements of the root's `recv`. In place at the root: the root's contribution
-  /// is in `recv`.
+  /// `count` elements of the root's `recv`. At the root `send` and `recv` may be the same
+  /// buffer (then it runs in place). In place at the root: the root's contribution is in
+  /// `recv`.
   absl::Status Reduce(const Buffer& send, Buffer& recv, uint64_t count, DataType type, ReduceOp op,
                       uint32_t root, const OpOptions& options = {});
   absl::StatusOr<Request> ReduceAsync(const Buffer& send, Buffer& recv, uint64_t count,
@@ -162,8 +166,9 @@ class Communicator {
                                              const OpOptions& options = {});
 
   /// Every rank sends chunk i of its `send` (size() chunks of `count` elements) to rank i,
-  /// which stores it as chunk `rank()` of its `recv` (size() * count elements). In place:
-  /// `recv` holds the outgoing chunks and receives the incoming ones.
+  /// which stores it as chunk `rank()` of its `recv` (size() * count elements). `send` and
+  /// `recv` may be the same buffer (then it runs in place). In place: `recv` holds the
+  /// outgoing chunks and receives the incoming ones.
   absl::Status Alltoall(const Buffer& send, Buffer& recv, uint64_t count, DataType type,
                         const OpOptions& options = {});
   absl::StatusOr<Request> AlltoallAsync(const Buffer& send, Buffer& recv, uint64_t count,
