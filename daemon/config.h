@@ -43,11 +43,11 @@ struct Config {
   /// Prometheus exposition port (HTTP /metrics on `host`); 0 picks a free one.
   uint16_t metrics_port = 9464;
   /// Eager rx buffer pool of the engine, and the segment size of transfers.
-  uint64_t rx_pool_bytes = 64ull << 20;
+  uint64_t rx_pool_bytes = 256ull << 20;
   uint64_t segment_bytes = 1ull << 20;
   /// Largest message sent (and accepted) eagerly, at most segment_bytes; 0: never eager.
-  /// Unset, it is 64 KiB or segment_bytes, whichever is smaller.
-  uint64_t eager_max_bytes = 64ull << 10;
+  /// Unset, it is 256 KiB or segment_bytes, whichever is smaller.
+  uint64_t eager_max_bytes = 256ull << 10;
   /// Rx pool buffers reserved per communicator and peer daemon: how many eager messages
   /// that peer may have waiting here for their receive.
   uint32_t credits_per_peer = 8;

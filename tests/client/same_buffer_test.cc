@@ -70,8 +70,8 @@ class SameBufferTest : public ::testing::Test {
 };
 
 TEST_F(SameBufferTest, AllreduceOfEveryAlgorithmAndProtocolIsRight) {
-  // 16 floats (eager) and 64 Ki floats (256 KiB, rendezvous), every algorithm.
-  for (uint64_t count : {uint64_t{16}, uint64_t{64} << 10}) {
+  // 16 floats (eager) and 256 Ki floats (1 MiB, rendezvous), every algorithm.
+  for (uint64_t count : {uint64_t{16}, uint64_t{256} << 10}) {
     for (const char* algorithm : {"recursive_doubling", "ring", "reduce_bcast"}) {
       ForBothRanks([&](uint32_t rank, Communicator& comm) {
         Buffer both = Alloc(rank, count);
@@ -92,7 +92,7 @@ TEST_F(SameBufferTest, AllreduceOfEveryAlgorithmAndProtocolIsRight) {
 }
 
 TEST_F(SameBufferTest, ReduceScatterIsRight) {
-  for (uint64_t count : {uint64_t{16}, uint64_t{64} << 10}) {
+  for (uint64_t count : {uint64_t{16}, uint64_t{256} << 10}) {
     ForBothRanks([&](uint32_t rank, Communicator& comm) {
       Buffer both = Alloc(rank, kRanks * count);
       for (int round = 0; round < kRounds; ++round) {
@@ -111,7 +111,7 @@ TEST_F(SameBufferTest, ReduceScatterIsRight) {
 }
 
 TEST_F(SameBufferTest, AlltoallAndReduceAtTheRootAreRight) {
-  for (uint64_t count : {uint64_t{16}, uint64_t{64} << 10}) {
+  for (uint64_t count : {uint64_t{16}, uint64_t{256} << 10}) {
     ForBothRanks([&](uint32_t rank, Communicator& comm) {
       Buffer both = Alloc(rank, kRanks * count);
       for (int round = 0; round < kRounds; ++round) {

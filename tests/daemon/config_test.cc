@@ -12,7 +12,8 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
   EXPECT_EQ(config->peer_port, 7470);
   EXPECT_EQ(config->metrics_port, 9464);
   EXPECT_EQ(config->op_deadline, absl::Seconds(60));
-  EXPECT_EQ(config->eager_max_bytes, 65536u);
+  EXPECT_EQ(config->eager_max_bytes, 262144u);
+  EXPECT_EQ(config->rx_pool_bytes, 256ull << 20);
   EXPECT_EQ(config->credits_per_peer, 8u);
 }
 
