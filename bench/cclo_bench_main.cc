@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -29,6 +30,14 @@
 
 namespace cclo::bench {
 namespace {
+
+// The kernel's TCP congestion control, which the sockets of every stack measured here use
+// (BBR's pacing slows loopback transfers: docs/performance.md).
+std::string CongestionControl() {
+  std::ifstream file("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  return std::getline(file, name) && !name.empty() ? name : "unknown";
+}
 
 // Prints a failure's message; returns the exit code for it (0 for OK).
 int Fail(const absl::Status& status) {
@@ -169,6 +178,8 @@ int Main(int argc, char** argv) {
   std::printf(
       "times: the slowest rank's per iteration; bandwidths from p50 (GB = 1e9 bytes); "
       "x<stack>: their p50 / ours (above 1: cclod is faster)\n");
+  std::printf("tcp congestion control: %s (net.ipv4.tcp_congestion_control, every stack's)\n",
+              CongestionControl().c_str());
   if (measurements.link.one_way > 0) {
     std::printf(
         "link: iperf3 on loopback, 1 MiB writes: one stream %.3f GB/s; one stream each way "

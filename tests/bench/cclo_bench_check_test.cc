@@ -1,11 +1,13 @@
 // cclo-bench --check at small sizes on two daemons it starts: every op's result is right at
 // every size (no timing is judged), and bad arguments are refused with the reason.
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
@@ -37,6 +39,13 @@ TEST(CcloBenchTest, CheckedSweepOnTwoDaemonsIsRightEverywhere) {
   // 8 ops at 8 B, 32 B, ..., 32 KiB (allgather, reduce_scatter and alltoall too: one float
   // per rank at 8 B), and nop and nop_grpc once each.
   EXPECT_EQ(rows, 8 * 7 + 2) << result.output;
+  // The figures depend on the kernel's congestion control: the header names it.
+  std::ifstream file("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string congestion_control;
+  ASSERT_TRUE(std::getline(file, congestion_control));
+  EXPECT_TRUE(absl::StrContains(result.output,
+                                absl::StrCat("tcp congestion control: ", congestion_control, " (")))
+      << result.output;
 }
 
 TEST(CcloBenchTest, ManyRanksOnOneDaemonAreRightToo) {
