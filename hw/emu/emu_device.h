@@ -53,6 +53,8 @@
 
 namespace cclo::hw::emu {
 
+/// Defaults for the engine's own tests; cclod sets every field from its config, whose
+/// defaults differ (daemon/config.h: 256 KiB eager messages, a 256 MiB pool).
 struct EmuConfig {
   std::string listen_host = "127.0.0.1";  ///< numeric address of the data port
   uint16_t data_port = 0;                 ///< 0 picks an ephemeral port
