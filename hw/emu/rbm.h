@@ -21,7 +21,8 @@
 // messages unapplied. The free buffers never fall below what open accounts may still
 // claim, so an eager message within its credits always finds room, and one beyond them
 // is an error: no session ever waits for pool space. TakeCredits hands out again what
-// was freed since it was last called.
+// was freed since it was last called, in batches of half an account's credits (one at a
+// time for an account of one or two).
 //
 // Cost: one copy for a staged message, none otherwise; O(1) hash lookups per segment.
 #pragma once
@@ -107,7 +108,8 @@ class Rbm {
   /// Releases the account's reservation; its staged messages stay until applied or
   /// dropped, and its credits are no longer handed out.
   void CloseAccount(uint64_t account);
-  /// The credits of each account freed since the last call, now granted again.
+  /// The credits of each account freed since the last call, now granted again: those of
+  /// accounts with at least half their credits (or one of one or two) to give back.
   std::vector<std::pair<uint64_t, uint32_t>> TakeCredits();
 
   /// Posts a receive and applies what arrived for it; on_complete may run inside.

@@ -30,7 +30,11 @@ void Rbm::Release(uint64_t account, uint32_t buffer, bool credit) {
     --it->second.staged;
     ++promised_;
   }
-  if (credit && it->second.returnable++ == 0) returning_.push_back(account);
+  // Credits go back in batches of half the account's, so most eager messages cost no credit
+  // segment of their own while the peer keeps at least half of them; one at a time for an
+  // account of one or two.
+  const uint32_t batch = std::max<uint32_t>(1, it->second.reserved / 2);
+  if (credit && ++it->second.returnable == batch) returning_.push_back(account);
 }
 
 Rbm::Grant Rbm::OpenAccount(uint32_t credits) {

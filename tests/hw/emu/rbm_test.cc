@@ -107,6 +107,25 @@ TEST_F(RbmTest, EarlyEagerMessageIsStagedAndItsCreditReturnsWhenApplied) {
   EXPECT_EQ(rbm_.TakeCredits(), (std::vector<std::pair<uint64_t, uint32_t>>{{account_, 1}}));
 }
 
+TEST_F(RbmTest, CreditsOfALargerAccountGoBackInBatchesOfHalfOfThem) {
+  Rbm rbm(8 * kEager, kEager, kSegment, [](const MessageKey&, uint64_t) {});
+  const Rbm::Grant grant = rbm.OpenAccount(4);
+  ASSERT_EQ(grant.credits, 4u);
+  std::vector<std::byte> out(10);
+  for (uint64_t sequence = 0; sequence < 4; ++sequence) {
+    ASSERT_TRUE(rbm.Post(Key(sequence), CopyInto(out)).ok());
+    const poe::SegmentHeader segment = Segment(SegmentType::kEagerData, 0, 10, 10, sequence);
+    ASSERT_TRUE(rbm.Land(segment, scratch_.data(), grant.account).ok());
+    ASSERT_TRUE(rbm.Landed(segment).ok());
+    // The first of each two applied gives nothing back yet; the second gives both.
+    const auto expected = sequence % 2 == 0
+                              ? std::vector<std::pair<uint64_t, uint32_t>>{}
+                              : std::vector<std::pair<uint64_t, uint32_t>>{{grant.account, 2}};
+    EXPECT_EQ(rbm.TakeCredits(), expected) << "after message " << sequence;
+  }
+  EXPECT_EQ(completed_, 4);
+}
+
 TEST_F(RbmTest, EagerBeyondTheCreditsOrTheLimitIsRejected) {
   ASSERT_TRUE(Eager(Pattern(10), 0).ok());
   ASSERT_TRUE(Eager(Pattern(10), 1).ok());
