@@ -8,7 +8,7 @@
 // receive). When a link comes up each side reserves up to credits_per_peer rx pool
 // buffers for what the other sends and grants them in a credit segment (a communicator is
 // ready once every peer's grant arrived); applied eager messages return their credits at
-// the end of each engine turn. A peer that sends beyond its credits, data nobody cleared,
+// the end of an engine turn, in batches (Rbm::TakeCredits). A peer that sends beyond its credits, data nobody cleared,
 // or a clear-to-send for nothing this side sends breaks the communicator, like any
 // invalid data.
 //

@@ -5,7 +5,7 @@
 // and the posted receive), rendezvous requests to the RBM, clear-to-sends to the DMP,
 // credits to the link. Anything that does not fit is invalid data from that peer: the
 // communicator breaks, other communicators go on. Also sends the RBM's clear-to-sends and
-// the credits freed during an engine turn (one credit segment per link and turn).
+// the credits the RBM gives back (at most one credit segment per link and turn).
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -21,8 +21,8 @@
 // messages unapplied. The free buffers never fall below what open accounts may still
 // claim, so an eager message within its credits always finds room, and one beyond them
 // is an error: no session ever waits for pool space. TakeCredits hands out again what
-// was freed since it was last called, in batches of half an account's credits (one at a
-// time for an account of one or two).
+// was freed, in batches of half an account's credits (rounded down, at least one), or at
+// once while its peer holds fewer than that.
 //
 // Cost: one copy for a staged message, none otherwise; O(1) hash lookups per segment.
 #pragma once
@@ -108,8 +108,8 @@ class Rbm {
   /// Releases the account's reservation; its staged messages stay until applied or
   /// dropped, and its credits are no longer handed out.
   void CloseAccount(uint64_t account);
-  /// The credits of each account freed since the last call, now granted again: those of
-  /// accounts with at least half their credits (or one of one or two) to give back.
+  /// The freed credits of each account that has a batch of them (half its credits, rounded
+  /// down, at least one) or whose peer holds fewer than a batch, now granted again.
   std::vector<std::pair<uint64_t, uint32_t>> TakeCredits();
 
   /// Posts a receive and applies what arrived for it; on_complete may run inside.
@@ -185,8 +185,9 @@ class Rbm {
   struct Account {
     uint32_t reserved = 0;    ///< buffers reserved
     uint32_t granted = 0;     ///< credits the peer holds
-    uint32_t returnable = 0;  ///< credits freed since the last TakeCredits
+    uint32_t returnable = 0;  ///< credits freed and not yet granted again
     uint32_t staged = 0;      ///< its messages now in pool buffers
+    bool queued = false;      ///< in returning_
   };
 
   absl::Status Mismatch(const MessageKey& key, const std::string& problem) const;
@@ -231,7 +232,7 @@ class Rbm {
   uint64_t promised_ = 0;
   uint64_t next_account_ = 1;
   absl::flat_hash_map<uint64_t, Account> accounts_;
-  std::vector<uint64_t> returning_;  ///< accounts whose returnable went above 0
+  std::vector<uint64_t> returning_;  ///< accounts with credits due back (Release)
   std::vector<std::byte> bounce_;    ///< local reduce whose source overlaps its result
   absl::node_hash_map<MessageKey, Stream> streams_;  ///< node map: references stay valid
 };

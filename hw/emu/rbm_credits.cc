@@ -30,11 +30,17 @@ void Rbm::Release(uint64_t account, uint32_t buffer, bool credit) {
     --it->second.staged;
     ++promised_;
   }
-  // Credits go back in batches of half the account's, so most eager messages cost no credit
-  // segment of their own while the peer keeps at least half of them; one at a time for an
-  // account of one or two.
-  const uint32_t batch = std::max<uint32_t>(1, it->second.reserved / 2);
-  if (credit && ++it->second.returnable == batch) returning_.push_back(account);
+  if (!credit) return;
+  // Credits go back in batches of half the account's (rounded down, at least one), so most
+  // eager messages cost no credit segment of their own; at once while the peer holds fewer
+  // than a batch (a burst, or credits spent on messages whose receives never come).
+  Account& held = it->second;
+  const uint32_t batch = std::max<uint32_t>(1, held.reserved / 2);
+  ++held.returnable;
+  if (!held.queued && (held.returnable >= batch || held.granted < batch)) {
+    held.queued = true;
+    returning_.push_back(account);
+  }
 }
 
 Rbm::Grant Rbm::OpenAccount(uint32_t credits) {
@@ -59,7 +65,8 @@ std::vector<std::pair<uint64_t, uint32_t>> Rbm::TakeCredits() {
   std::vector<std::pair<uint64_t, uint32_t>> credits;
   for (uint64_t account : std::exchange(returning_, {})) {
     auto it = accounts_.find(account);
-    if (it == accounts_.end() || it->second.returnable == 0) continue;
+    if (it == accounts_.end()) continue;
+    it->second.queued = false;
     it->second.granted += it->second.returnable;
     credits.push_back({account, std::exchange(it->second.returnable, 0)});
   }

@@ -107,23 +107,33 @@ TEST_F(RbmTest, EarlyEagerMessageIsStagedAndItsCreditReturnsWhenApplied) {
   EXPECT_EQ(rbm_.TakeCredits(), (std::vector<std::pair<uint64_t, uint32_t>>{{account_, 1}}));
 }
 
-TEST_F(RbmTest, CreditsOfALargerAccountGoBackInBatchesOfHalfOfThem) {
-  Rbm rbm(8 * kEager, kEager, kSegment, [](const MessageKey&, uint64_t) {});
-  const Rbm::Grant grant = rbm.OpenAccount(4);
-  ASSERT_EQ(grant.credits, 4u);
+TEST_F(RbmTest, CreditsGoBackInBatchesOfHalfOrAtOnceWhenThePeerRunsShort) {
+  Rbm rbm(16 * kEager, kEager, kSegment, [](const MessageKey&, uint64_t) {});
+  const Rbm::Grant grant = rbm.OpenAccount(8);
+  ASSERT_EQ(grant.credits, 8u);
   std::vector<std::byte> out(10);
-  for (uint64_t sequence = 0; sequence < 4; ++sequence) {
-    ASSERT_TRUE(rbm.Post(Key(sequence), CopyInto(out)).ok());
+  auto arrive = [&](uint64_t sequence, bool posted) {
+    if (posted) ASSERT_TRUE(rbm.Post(Key(sequence), CopyInto(out)).ok());
     const poe::SegmentHeader segment = Segment(SegmentType::kEagerData, 0, 10, 10, sequence);
     ASSERT_TRUE(rbm.Land(segment, scratch_.data(), grant.account).ok());
     ASSERT_TRUE(rbm.Landed(segment).ok());
-    // The first of each two applied gives nothing back yet; the second gives both.
-    const auto expected = sequence % 2 == 0
-                              ? std::vector<std::pair<uint64_t, uint32_t>>{}
-                              : std::vector<std::pair<uint64_t, uint32_t>>{{grant.account, 2}};
+  };
+  using Credits = std::vector<std::pair<uint64_t, uint32_t>>;
+  // Applied one by one: nothing goes back until half of them (4) can.
+  for (uint64_t sequence = 0; sequence < 4; ++sequence) {
+    ASSERT_NO_FATAL_FAILURE(arrive(sequence, true));
+    const Credits expected = sequence < 3 ? Credits{} : Credits{{grant.account, 4}};
     EXPECT_EQ(rbm.TakeCredits(), expected) << "after message " << sequence;
   }
-  EXPECT_EQ(completed_, 4);
+  // Five wait for receives that never come: the peer holds 3, fewer than a batch, so the
+  // next applied message's credit goes back at once.
+  for (uint64_t sequence = 4; sequence < 9; ++sequence) {
+    ASSERT_NO_FATAL_FAILURE(arrive(sequence, false));
+  }
+  EXPECT_TRUE(rbm.TakeCredits().empty());
+  ASSERT_NO_FATAL_FAILURE(arrive(9, true));
+  EXPECT_EQ(rbm.TakeCredits(), (Credits{{grant.account, 1}}));
+  EXPECT_EQ(completed_, 5);
 }
 
 TEST_F(RbmTest, EagerBeyondTheCreditsOrTheLimitIsRejected) {
