@@ -8,9 +8,9 @@
 // receive). When a link comes up each side reserves up to credits_per_peer rx pool
 // buffers for what the other sends and grants them in a credit segment (a communicator is
 // ready once every peer's grant arrived); applied eager messages return their credits at
-// the end of an engine turn, in batches (Rbm::TakeCredits). A peer that sends beyond its credits, data nobody cleared,
-// or a clear-to-send for nothing this side sends breaks the communicator, like any
-// invalid data.
+// the end of an engine turn, in batches (Rbm::TakeCredits). A peer that sends beyond its
+// credits, data nobody cleared, or a clear-to-send for nothing this side sends breaks the
+// communicator, like any invalid data.
 //
 // Scheduling (DESIGN 9): the DMP's units of engine work wait in a Scheduler, by tenant;
 // every turn of the event loop runs about UnitBytes() of them (fair: weighted deficit
