@@ -122,7 +122,13 @@ void Rings::Refresh() {
 bool Rings::Poll() {
   Refresh();
   bool work = false;
-  for (auto& [id, served] : served_) work |= Serve(id, served);
+  for (auto& [id, served] : served_) {
+    // What a pass posted and took rings the client's doorbell once, after the pass.
+    if (Serve(id, served)) {
+      served.ring->WakeClient();
+      work = true;
+    }
+  }
   return work;
 }
 
@@ -171,7 +177,7 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
       // Refused as the Submit RPC refuses after waiting: with the quota's last answer.
       served.parked.reset();
       ops_->CountRefused(parked.refused);
-      ring.Post(Refusal(parked.cookie, parked.refused));
+      ring.PostQuietly(Refusal(parked.cookie, parked.refused));
     } else if (!HasInflightRoom(*session->tenant()) ||
                !Submit(session, served, parked.request, parked.cookie, parked.submitted)) {
       return work;
@@ -186,9 +192,10 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
       served.broken = true;
       spdlog::warn("session {}: {}; its command ring is no longer served", session_id,
                    std::string(commands.status().message()));
-      ring.Post(Refusal(0, absl::Status(commands.status().code(),
-                                        absl::StrCat(commands.status().message(),
-                                                     "; the command ring is no longer served"))));
+      ring.PostQuietly(
+          Refusal(0, absl::Status(commands.status().code(),
+                                  absl::StrCat(commands.status().message(),
+                                               "; the command ring is no longer served"))));
       return true;
     }
     if (commands->empty()) break;
@@ -202,12 +209,11 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
     absl::StatusOr<cclo::v1::SubmitRequest> request = ring::DecodeCommand(command);
     if (!request.ok()) {
       ops_->CountRefused(request.status());
-      ring.Post(Refusal(command.cookie, request.status()));
+      ring.PostQuietly(Refusal(command.cookie, request.status()));
       continue;
     }
     Submit(session, served, *std::move(request), command.cookie, absl::Now());
   }
-  if (taken > 0) ring.WakeClient();  // room in the command ring
   for (uint64_t op_id : ring.TakeConsumed()) session->ReleaseOp(op_id);
   return work || taken > 0;
 }
@@ -218,7 +224,7 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
   served.parked.reset();
   if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) {
     ops_->CountRefused(admitted);
-    ring.Post(Refusal(cookie, admitted));
+    ring.PostQuietly(Refusal(cookie, admitted));
     return true;
   }
   // The engine thread never waits for room: a command that would is parked and retried.
@@ -247,7 +253,7 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
     ring::CompletionSlot slot =
         ring::EncodeCompletion(ring::CompletionKind::kAccepted, cookie, accepted->op_id(), answer);
     slot.timeout_ms = accepted->timeout_ms();
-    ring.Post(slot);
+    ring.PostQuietly(slot);
     return true;
   }
   if (wait_for_room && accepted.status().GetPayload(kRetryAfterMs) && absl::Now() < deadline) {
@@ -256,7 +262,7 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
     return false;
   }
   ops_->CountRefused(accepted.status());
-  ring.Post(Refusal(cookie, accepted.status()));
+  ring.PostQuietly(Refusal(cookie, accepted.status()));
   return true;
 }
 

@@ -74,7 +74,8 @@ class Rings final : public hw::Poller {
 
   Rings(Ops* ops, const Drain* drain, int epoll_fd, int wake_fd);
   /// One pass over a session: kept completions, then up to kBatch commands, then the
-  /// results the client consumed. Whether there was anything to do.
+  /// results the client consumed. Whether it posted or took anything (then Poll wakes
+  /// the client, once for the pass).
   bool Serve(uint64_t session_id, Served& served);
   /// Submits a decoded command; true when it was answered, false when it parked.
   bool Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRequest request,

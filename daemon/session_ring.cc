@@ -75,28 +75,27 @@ bool SessionRing::PostLocked(const ring::CompletionSlot& slot) {
 }
 
 void SessionRing::Post(const ring::CompletionSlot& slot) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!overflow_.empty() || !PostLocked(slot)) {
-      overflow_.push_back(slot);
-      overflowing_.store(true, std::memory_order_release);
-      return;
-    }
+  if (PostQuietly(slot)) WakeClient();
+}
+
+bool SessionRing::PostQuietly(const ring::CompletionSlot& slot) {
+  absl::MutexLock lock(&mu_);
+  if (!overflow_.empty() || !PostLocked(slot)) {
+    overflow_.push_back(slot);
+    overflowing_.store(true, std::memory_order_release);
+    return false;
   }
-  WakeClient();
+  return true;
 }
 
 bool SessionRing::FlushOverflow() {
   bool posted = false;
-  {
-    absl::MutexLock lock(&mu_);
-    while (!overflow_.empty() && PostLocked(overflow_.front())) {
-      overflow_.pop_front();
-      posted = true;
-    }
-    overflowing_.store(!overflow_.empty(), std::memory_order_release);
+  absl::MutexLock lock(&mu_);
+  while (!overflow_.empty() && PostLocked(overflow_.front())) {
+    overflow_.pop_front();
+    posted = true;
   }
-  if (posted) WakeClient();
+  overflowing_.store(!overflow_.empty(), std::memory_order_release);
   return posted;
 }
 

@@ -34,9 +34,13 @@ class SessionRing {
   int command_doorbell() const { return command_doorbell_; }
 
   /// Posts a completion, or keeps it for FlushOverflow when the ring is full; never blocks.
-  /// A FINISHED one is remembered for TakeConsumed. Any thread.
+  /// A FINISHED one is remembered for TakeConsumed. Then wakes the client. Any thread.
   void Post(const ring::CompletionSlot& slot);
-  /// Posts kept completions while there is room; whether any were kept. Any thread.
+  /// Post without waking the client; whether it was posted (not kept). For the engine
+  /// thread's pass over the ring, which wakes the client once after it.
+  bool PostQuietly(const ring::CompletionSlot& slot);
+  /// Posts kept completions while there is room, without waking the client; whether any
+  /// were posted. For the same pass.
   bool FlushOverflow();
   /// Whether completions wait for room (the client must consume before more commands).
   bool Overflowing() const;

@@ -46,9 +46,38 @@ RawSession::~RawSession() {
   close(completion_doorbell_);
 }
 
-void RawSession::Post(const ring::CommandSlot& slot) {
-  ring::Commands(rings_)[command_head_ % ring::kCommandSlots] = slot;
-  PublishCommandHead(++command_head_);
+void RawSession::Post(const ring::CommandSlot& slot) { PostAll({slot}); }
+
+void RawSession::PostAll(const std::vector<ring::CommandSlot>& slots) {
+  for (const ring::CommandSlot& slot : slots) {
+    ring::Commands(rings_)[command_head_++ % ring::kCommandSlots] = slot;
+  }
+  PublishCommandHead(command_head_);
+}
+
+void RawSession::SetSleeping(bool sleeping) {
+  ring::Header(rings_)->client_waiters.store(sleeping ? 1 : 0, std::memory_order_seq_cst);
+}
+
+uint64_t RawSession::TakeDoorbellRings() {
+  pollfd doorbell{completion_doorbell_, POLLIN, 0};
+  uint64_t count = 0;
+  if (poll(&doorbell, 1, 0) > 0 && read(completion_doorbell_, &count, sizeof(count)) < 0) {
+    std::abort();
+  }
+  return count;
+}
+
+void RawSession::AwaitPosted(uint64_t count) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ring::Header(rings_)->completion_head.load(std::memory_order_acquire) <
+         completion_tail_ + count) {
+    if (absl::Now() >= deadline) {
+      std::fprintf(stderr, "fewer than %lu completions on the ring within 30 s\n", count);
+      std::abort();
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
 }
 
 void RawSession::PublishCommandHead(uint64_t head) {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cclo/v1/client.grpc.pb.h"
 #include "cclo/v1/ring.h"
@@ -42,6 +43,18 @@ class RawSession {
   grpc::Status RunOnRing(const cclo::v1::SubmitRequest& request);
   /// Writes `slot` at the command head as it is, publishes it and rings the doorbell.
   void Post(const ring::CommandSlot& slot);
+  /// Writes `slots` from the command head on, then publishes them with one store and one
+  /// doorbell, so that the daemon finds them all in one pass (at most kCommandSlots).
+  void PostAll(const std::vector<ring::CommandSlot>& slots);
+  /// Says that a thread of this client sleeps on the completion doorbell (or no longer),
+  /// without sleeping: the daemon then rings it for what it posts.
+  void SetSleeping(bool sleeping);
+  /// How many times the daemon rang the completion doorbell since the last call (reading
+  /// the eventfd clears its count).
+  uint64_t TakeDoorbellRings();
+  /// Waits until `count` completions are posted and not consumed, touching no doorbell;
+  /// aborts the test process after 30 s.
+  void AwaitPosted(uint64_t count);
   /// Publishes `head` as the command head (whatever it is) and rings the doorbell.
   void PublishCommandHead(uint64_t head);
   /// The next completion; aborts the test process after 30 s without one.

@@ -176,5 +176,28 @@ TEST_F(RingTest, AFloodOfCommandsIsServedInBatchesAndNothingIsLost) {
   ExpectBystanderServed();
 }
 
+TEST_F(RingTest, APassOverTheRingRingsASleepingClientOnce) {
+  // Commands that one pass of the daemon takes get their answers and one doorbell, not a
+  // doorbell for each answer and another for the room they left.
+  constexpr uint64_t kCommands = 8;
+  std::vector<ring::CommandSlot> slots;
+  for (uint64_t cookie = 1; cookie <= kCommands; ++cookie) {
+    slots.push_back(Valid(cookie));
+    slots.back().collective = 99;  // refused: one answer each and nothing after it
+  }
+  hostile_.SetSleeping(true);
+  EXPECT_EQ(hostile_.TakeDoorbellRings(), 0u);
+  hostile_.PostAll(slots);
+  hostile_.AwaitPosted(kCommands);
+  EXPECT_EQ(hostile_.TakeDoorbellRings(), 1u);
+  hostile_.SetSleeping(false);
+  for (uint64_t cookie = 1; cookie <= kCommands; ++cookie) {
+    const ring::CompletionSlot completion = hostile_.NextCompletion();
+    EXPECT_EQ(completion.kind, static_cast<uint32_t>(ring::CompletionKind::kRejected));
+    EXPECT_EQ(completion.cookie, cookie);
+  }
+  ExpectBystanderServed();
+}
+
 }  // namespace
 }  // namespace cclo::testing
