@@ -123,7 +123,8 @@ bool Rings::Poll() {
   Refresh();
   bool work = false;
   for (auto& [id, served] : served_) {
-    // What a pass posted and took rings the client's doorbell once, after the pass.
+    // What a pass posted and took rings the client's doorbell once, after the pass (a
+    // FINISHED that an op ending at once posts during it rings on its own).
     if (Serve(id, served)) {
       served.ring->WakeClient();
       work = true;

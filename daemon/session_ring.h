@@ -34,7 +34,8 @@ class SessionRing {
   int command_doorbell() const { return command_doorbell_; }
 
   /// Posts a completion, or keeps it for FlushOverflow when the ring is full; never blocks.
-  /// A FINISHED one is remembered for TakeConsumed. Then wakes the client. Any thread.
+  /// A FINISHED one is remembered for TakeConsumed. Wakes the client if it was posted
+  /// (not kept). Any thread.
   void Post(const ring::CompletionSlot& slot);
   /// Post without waking the client; whether it was posted (not kept). For the engine
   /// thread's pass over the ring, which wakes the client once after it.

@@ -6,10 +6,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/time/clock.h"
 #include "cclo/v1/attach.h"
 
 namespace cclo::testing {
@@ -59,10 +61,12 @@ void RawSession::SetSleeping(bool sleeping) {
   ring::Header(rings_)->client_waiters.store(sleeping ? 1 : 0, std::memory_order_seq_cst);
 }
 
-uint64_t RawSession::TakeDoorbellRings() {
+uint64_t RawSession::TakeDoorbellRings(absl::Duration wait) {
   pollfd doorbell{completion_doorbell_, POLLIN, 0};
+  const int ready = poll(&doorbell, 1, static_cast<int>(absl::ToInt64Milliseconds(wait)));
   uint64_t count = 0;
-  if (poll(&doorbell, 1, 0) > 0 && read(completion_doorbell_, &count, sizeof(count)) < 0) {
+  if (ready < 0 || (ready > 0 && read(completion_doorbell_, &count, sizeof(count)) < 0)) {
+    std::perror("completion doorbell");
     std::abort();
   }
   return count;
@@ -73,7 +77,7 @@ void RawSession::AwaitPosted(uint64_t count) {
   while (ring::Header(rings_)->completion_head.load(std::memory_order_acquire) <
          completion_tail_ + count) {
     if (absl::Now() >= deadline) {
-      std::fprintf(stderr, "fewer than %lu completions on the ring within 30 s\n", count);
+      std::fprintf(stderr, "fewer than %" PRIu64 " completions on the ring within 30 s\n", count);
       std::abort();
     }
     absl::SleepFor(absl::Milliseconds(1));

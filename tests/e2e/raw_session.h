@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "cclo/v1/client.grpc.pb.h"
 #include "cclo/v1/ring.h"
 
@@ -49,9 +50,9 @@ class RawSession {
   /// Says that a thread of this client sleeps on the completion doorbell (or no longer),
   /// without sleeping: the daemon then rings it for what it posts.
   void SetSleeping(bool sleeping);
-  /// How many times the daemon rang the completion doorbell since the last call (reading
-  /// the eventfd clears its count).
-  uint64_t TakeDoorbellRings();
+  /// How many times the daemon rang the completion doorbell since the last call, waiting
+  /// up to `wait` for a first ring (reading the eventfd clears its count).
+  uint64_t TakeDoorbellRings(absl::Duration wait);
   /// Waits until `count` completions are posted and not consumed, touching no doorbell;
   /// aborts the test process after 30 s.
   void AwaitPosted(uint64_t count);

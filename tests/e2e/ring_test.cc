@@ -186,10 +186,11 @@ TEST_F(RingTest, APassOverTheRingRingsASleepingClientOnce) {
     slots.back().collective = 99;  // refused: one answer each and nothing after it
   }
   hostile_.SetSleeping(true);
-  EXPECT_EQ(hostile_.TakeDoorbellRings(), 0u);
+  EXPECT_EQ(hostile_.TakeDoorbellRings(absl::ZeroDuration()), 0u);
   hostile_.PostAll(slots);
   hostile_.AwaitPosted(kCommands);
-  EXPECT_EQ(hostile_.TakeDoorbellRings(), 1u);
+  // The ring comes after the pass, which may still be running.
+  EXPECT_EQ(hostile_.TakeDoorbellRings(absl::Seconds(30)), 1u);
   hostile_.SetSleeping(false);
   for (uint64_t cookie = 1; cookie <= kCommands; ++cookie) {
     const ring::CompletionSlot completion = hostile_.NextCompletion();
