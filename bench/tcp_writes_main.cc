@@ -7,8 +7,6 @@
 // over and over). docs/performance.md; it reports bytes moved per second.
 //
 //   bazel build //bench:tcp-writes && bazel-bin/bench/tcp-writes
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/loopback.h"
 #include "benchmark/benchmark.h"
 
 namespace cclo::bench {
@@ -25,30 +24,6 @@ namespace {
 
 constexpr size_t kReadBytes = 1 << 20;
 constexpr size_t kStreamBytes = 1ull << 30;  // per iteration
-
-// A connected loopback pair: {writer's fd, reader's fd}, or {-1, -1}.
-std::pair<int, int> LoopbackPair() {
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  auto* generic = reinterpret_cast<sockaddr*>(&address);
-  if (listener < 0 || bind(listener, generic, length) != 0 || listen(listener, 1) != 0 ||
-      getsockname(listener, generic, &length) != 0) {
-    if (listener >= 0) close(listener);
-    return {-1, -1};
-  }
-  const int writer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool connected = writer >= 0 && connect(writer, generic, length) == 0;
-  const int reader = connected ? accept(listener, nullptr, nullptr) : -1;
-  close(listener);
-  if (reader < 0) {
-    if (writer >= 0) close(writer);
-    return {-1, -1};
-  }
-  return {writer, reader};
-}
 
 // Reads `bytes` from `fd` into `buffer` (wrapping around); false on error or end.
 bool ReadStream(int fd, std::vector<char>& buffer, size_t bytes) {
