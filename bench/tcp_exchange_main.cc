@@ -1,8 +1,9 @@
 // tcp-exchange: two threads, each driving nonblocking loopback sockets from one poll loop
-// as an engine thread does, exchange a message of the first argument's size both ways at
-// once, over one TCP connection used in both directions (second argument 1, what a data
-// session between two daemons is) or over two, one per direction (2). Each iteration is
-// one exchange: both sides have sent and received the whole message. docs/performance.md.
+// as an engine thread does (writes of at most 1 MiB, poe::kTurnBytes), exchange a message
+// of the first argument's size both ways at once, over one TCP connection used in both
+// directions (second argument 1, what a data session between two daemons is) or over two,
+// one per direction (2). Each iteration is one exchange: this side has sent its message
+// and received the other's. docs/performance.md.
 //
 //   bazel build //bench:tcp-exchange && bazel-bin/bench/tcp-exchange
 #include <fcntl.h>
@@ -14,7 +15,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench/loopback.h"
@@ -24,6 +27,7 @@ namespace cclo::bench {
 namespace {
 
 constexpr int kIterations = 300;
+constexpr size_t kWriteBytes = 1 << 20;
 
 // A connected loopback pair, nonblocking with TCP_NODELAY as a data session's socket is:
 // {connector, acceptor}, or {-1, -1}.
@@ -31,9 +35,12 @@ std::pair<int, int> NonblockingPair() {
   const std::pair<int, int> pair = LoopbackPair();
   const int one = 1;
   for (int fd : {pair.first, pair.second}) {
-    if (fd < 0) continue;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    fcntl(fd, F_SETFL, O_NONBLOCK);
+    if (fd >= 0 && (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+                    fcntl(fd, F_SETFL, O_NONBLOCK) != 0)) {
+      close(pair.first);
+      close(pair.second);
+      return {-1, -1};
+    }
   }
   return pair;
 }
@@ -49,7 +56,8 @@ bool Exchange(int out, int in, const std::vector<char>& source, std::vector<char
     if (out == in) fds[0].events |= fds[1].events;
     if (poll(fds, out == in ? 1 : 2, -1) < 0 && errno != EINTR) return false;
     if (sent < bytes) {
-      const ssize_t n = send(out, source.data() + sent, bytes - sent, MSG_NOSIGNAL);
+      const ssize_t n =
+          send(out, source.data() + sent, std::min(bytes - sent, kWriteBytes), MSG_NOSIGNAL);
       if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
       if (n > 0) sent += static_cast<size_t>(n);
     }
@@ -64,12 +72,13 @@ bool Exchange(int out, int in, const std::vector<char>& source, std::vector<char
 
 void LoopbackExchange(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
-  const bool two = state.range(1) == 2;
+  const bool two_connections = state.range(1) == 2;
   // A writes on a_out and reads on a_in; B likewise. One connection: the same socket.
   const std::pair<int, int> forward = NonblockingPair();
-  const std::pair<int, int> back = two ? NonblockingPair() : std::make_pair(-1, -1);
+  const std::pair<int, int> back = two_connections ? NonblockingPair() : std::make_pair(-1, -1);
   const int a_out = forward.first, b_in = forward.second;
-  const int b_out = two ? back.first : b_in, a_in = two ? back.second : a_out;
+  const int b_out = two_connections ? back.first : b_in,
+            a_in = two_connections ? back.second : a_out;
   auto close_all = [&] {
     for (int fd : {forward.first, forward.second, back.first, back.second}) {
       if (fd >= 0) close(fd);
@@ -82,29 +91,36 @@ void LoopbackExchange(benchmark::State& state) {
   }
   std::vector<char> a_source(bytes, 1), a_destination(bytes), b_source(bytes, 2),
       b_destination(bytes);
+  // Each side ends its streams when it fails, so that the other does not wait for the
+  // rest of its exchanges.
+  auto end_streams = [](int out, int in) {
+    for (int fd : {out, in}) shutdown(fd, SHUT_RDWR);
+  };
   bool peer_ok = true;
-  std::thread peer([&] {
-    for (int i = 0; i < kIterations && peer_ok; ++i) {
+  std::thread peer([&, rounds = state.max_iterations] {
+    for (benchmark::IterationCount i = 0; i < rounds && peer_ok; ++i) {
       peer_ok = Exchange(b_out, b_in, b_source, b_destination);
     }
+    if (!peer_ok) end_streams(b_out, b_in);
   });
   bool ok = true;
   for (auto _ : state) {
-    if (ok) ok = Exchange(a_out, a_in, a_source, a_destination);
-  }
-  if (!ok) {
-    // The peer would wait for the rest of its exchanges: end its streams.
-    for (int fd : {a_out, a_in}) shutdown(fd, SHUT_RDWR);
+    ok = Exchange(a_out, a_in, a_source, a_destination);
+    if (!ok) {
+      end_streams(a_out, a_in);
+      state.SkipWithError("the exchange broke");
+      break;
+    }
   }
   peer.join();
-  if (!ok || !peer_ok) state.SkipWithError("the exchange broke");
+  if (ok && !peer_ok) state.SkipWithError("the exchange broke");
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
   close_all();
 }
 
 BENCHMARK(LoopbackExchange)
     ->ArgNames({"bytes", "connections"})
-    ->ArgsProduct({{64 << 10, 256 << 10, 1 << 20, 4 << 20}, {1, 2}})
+    ->ArgsProduct({{64 << 10, 256 << 10, 1040384, 1 << 20, 2 << 20, 4 << 20}, {1, 2}})
     ->Iterations(kIterations)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
