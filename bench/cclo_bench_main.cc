@@ -99,6 +99,9 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
       ->capture_default_str();
   app.add_option("--runtime-dirs", arguments.runtime_dirs,
                  "comma-separated runtime dirs of running daemons to use instead");
+  app.add_option("--data-tcp-congestion", arguments.data_tcp_congestion,
+                 "TCP congestion control of the started daemons' data sessions (their "
+                 "data_tcp_congestion); default: the host's, as every other stack's");
   app.add_option("--warmup", arguments.warmup, "untimed iterations per size")
       ->capture_default_str();
   app.add_option("--iters", arguments.iters, "timed iterations per size")->capture_default_str();
@@ -123,7 +126,10 @@ absl::StatusOr<CcloResults> RunOurs(const BenchOptions& options, const std::stri
   std::vector<std::unique_ptr<testing::Daemon>> started;
   std::vector<std::string> runtime_dirs = options.runtime_dirs;
   for (uint32_t i = 0; options.runtime_dirs.empty() && i < options.daemons; ++i) {
-    started.push_back(std::make_unique<testing::Daemon>());
+    started.push_back(std::make_unique<testing::Daemon>(
+        options.data_tcp_congestion.empty()
+            ? ""
+            : absl::StrCat("data_tcp_congestion: ", options.data_tcp_congestion, "\n")));
     // The harness starts daemons logging at debug level, a log line per op and segment.
     testing::ProcessResult quiet = testing::Ccloctl(*started.back(), {"log-level", "info"});
     if (quiet.exit_code != 0) {
@@ -178,8 +184,15 @@ int Main(int argc, char** argv) {
   std::printf(
       "times: the slowest rank's per iteration; bandwidths from p50 (GB = 1e9 bytes); "
       "x<stack>: their p50 / ours (above 1: cclod is faster)\n");
-  std::printf("tcp congestion control: %s (net.ipv4.tcp_congestion_control, every stack's)\n",
-              CongestionControl().c_str());
+  if (options->data_tcp_congestion.empty()) {
+    std::printf("tcp congestion control: %s (net.ipv4.tcp_congestion_control, every stack's)\n",
+                CongestionControl().c_str());
+  } else {
+    std::printf(
+        "tcp congestion control: cclod's data sessions %s (--data-tcp-congestion); every other "
+        "socket %s (net.ipv4.tcp_congestion_control)\n",
+        options->data_tcp_congestion.c_str(), CongestionControl().c_str());
+  }
   if (measurements.link.one_way > 0) {
     std::printf(
         "link: iperf3 on loopback, 1 MiB writes: one stream %.3f GB/s; one stream each way "

@@ -88,6 +88,12 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
   }
   options.daemons = daemons;
   options.ranks_per_daemon = arguments.ranks_per_daemon;
+  if (!arguments.data_tcp_congestion.empty() && !options.runtime_dirs.empty()) {
+    return absl::InvalidArgumentError(
+        "--data-tcp-congestion applies to the daemons the bench starts; running daemons "
+        "(--runtime-dirs) take data_tcp_congestion from their config");
+  }
+  options.data_tcp_congestion = arguments.data_tcp_congestion;
   for (Op op : {Op::kSendRecv, Op::kSend}) {
     if (options.ranks() < 2 &&
         std::find(options.ops.begin(), options.ops.end(), op) != options.ops.end()) {

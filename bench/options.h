@@ -29,6 +29,8 @@ struct BenchOptions {
   uint32_t ranks_per_daemon = 1;
   /// Running daemons to join; empty: start `daemons` daemons on loopback.
   std::vector<std::string> runtime_dirs;
+  /// data_tcp_congestion of the daemons started here; empty: the host's.
+  std::string data_tcp_congestion;
   uint32_t warmup = 5;
   uint32_t iters = 20;
   bool check = false;
@@ -51,6 +53,7 @@ struct BenchArguments {
   int64_t daemons = -1;  ///< -1: 2, or as many as --runtime-dirs names
   int64_t ranks_per_daemon = 1;
   std::string runtime_dirs;
+  std::string data_tcp_congestion;
   int64_t warmup = 5;
   int64_t iters = 20;
   bool check = false;

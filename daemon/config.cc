@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/policy.h"
@@ -209,6 +210,7 @@ const std::map<std::string, Setter>& Setters() {
       {"eager_max_bytes", Number(&Config::eager_max_bytes, 0, hw::poe::kMaxSegmentBytes)},
       {"credits_per_peer", Number(&Config::credits_per_peer, 0, hw::poe::kMaxCredits)},
       {"data_link_gbps", Number(&Config::data_link_gbps, 0, 100000)},
+      {"data_tcp_congestion", String(&Config::data_tcp_congestion)},
       {"max_buffer_bytes", Number(&Config::max_buffer_bytes, 4096, 1ull << 40)},
       {"op_deadline_ms", Millis(&Config::op_deadline)},
       {"join_timeout_ms", Millis(&Config::join_timeout)},
@@ -251,6 +253,19 @@ absl::Status CheckPeerTls(const Config& config) {
       "together; ",
       absl::StrJoin(set, ", "), " but ", absl::StrJoin(unset, " and "),
       unset.size() == 1 ? " is" : " are", " not set"));
+}
+
+/// A congestion control's name as the kernel takes it: up to 15 letters, digits or '_'
+/// (TCP_CA_NAME_MAX), or empty for the host's. Whether the kernel offers it shows when
+/// the data port opens.
+absl::Status CheckCongestionName(const std::string& name) {
+  constexpr size_t kMaxName = 15;
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+  if (plain && name.size() <= kMaxName) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", name, "' is not a congestion control name (up to 15 letters, digits or '_')"));
 }
 
 }  // namespace
@@ -328,6 +343,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
                      config.segment_bytes, " (an eager message travels as one segment)"));
   }
   if (absl::Status tls = CheckPeerTls(config); !tls.ok()) return tls;
+  if (absl::Status congestion = CheckCongestionName(config.data_tcp_congestion); !congestion.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key 'data_tcp_congestion': ", congestion.message()));
+  }
   if (config.scheduler != "drr" && config.scheduler != "fifo") {
     return absl::InvalidArgumentError(
         absl::StrCat("config key 'scheduler': '", config.scheduler, "' is not one of drr, fifo"));

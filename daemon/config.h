@@ -55,6 +55,9 @@ struct Config {
   /// product exceeds the kernel's TCP autotuning send limit size their send buffer to it.
   /// 0: socket buffers are always left to the kernel.
   uint64_t data_link_gbps = 100;
+  /// TCP congestion control of the data sessions (as net.ipv4.tcp_congestion_control
+  /// names them, e.g. cubic); empty: the host's. The kernel must offer it.
+  std::string data_tcp_congestion;
   /// Largest single buffer a client may allocate.
   uint64_t max_buffer_bytes = 1ull << 30;
   /// Default op deadline; a request may ask for another.

@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   emu.eager_max_bytes = config.eager_max_bytes;
   emu.credits_per_peer = config.credits_per_peer;
   emu.link_bytes_per_second = config.data_link_gbps * 125'000'000;
+  emu.tcp_congestion = config.data_tcp_congestion;
   absl::StatusOr<std::optional<PeerTls>> peer_tls = LoadPeerTls(config);
   if (!peer_tls.ok()) return peer_tls.status();
   absl::StatusOr<hw::DevicePtr> device = hw::emu::CreateEmuDevice(emu);
@@ -226,6 +227,7 @@ absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
   keep("eager_max_bytes", config.eager_max_bytes == config_.eager_max_bytes);
   keep("credits_per_peer", config.credits_per_peer == config_.credits_per_peer);
   keep("data_link_gbps", config.data_link_gbps == config_.data_link_gbps);
+  keep("data_tcp_congestion", config.data_tcp_congestion == config_.data_tcp_congestion);
   keep("max_buffer_bytes", config.max_buffer_bytes == config_.max_buffer_bytes);
   keep("op_deadline_ms", config.op_deadline == config_.op_deadline);
   keep("join_timeout_ms", config.join_timeout == config_.join_timeout);

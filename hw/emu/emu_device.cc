@@ -77,7 +77,8 @@ absl::Status EmuDevice::Start() {
                                           .segment_bytes = config_.segment_bytes,
                                           .eager_bytes = config_.eager_max_bytes,
                                           .handshake_timeout = config_.handshake_timeout,
-                                          .link_bytes_per_second = config_.link_bytes_per_second};
+                                          .link_bytes_per_second = config_.link_bytes_per_second,
+                                          .congestion = config_.tcp_congestion};
   absl::StatusOr<poe::EnginePtr> engine = poe::tcp::CreateTcpEngine(engine_config, this);
   if (!engine.ok()) return engine.status();
   engine_ = std::move(*engine);

@@ -70,6 +70,8 @@ struct EmuConfig {
   /// The network's link rate: data sessions size their send buffer to its product with
   /// their round trip where the kernel's autotuning falls short. 0: always left to it.
   uint64_t link_bytes_per_second = 0;
+  /// TCP congestion control of the data sessions; empty: the host's.
+  std::string tcp_congestion;
 };
 
 /// Creates the device and binds its data port: UNAVAILABLE if the port is taken,

@@ -76,6 +76,21 @@ TEST(CcloBenchTest, ForcedAlgorithmIsUsedAndRight) {
       << result.output;
 }
 
+TEST(CcloBenchTest, StartedDaemonsTakeTheGivenCongestionControl) {
+  ProcessResult result =
+      Bench({"--check", "--ops", "sendrecv,allreduce", "--max-bytes", "64K", "--step-factor", "4",
+             "--iters", "2", "--data-tcp-congestion", "reno"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(absl::StrContains(
+      result.output, "tcp congestion control: cclod's data sessions reno (--data-tcp-congestion)"))
+      << result.output;
+  // A name the kernel lacks: the daemons do not start, and say so.
+  result = Bench({"--ops", "allreduce", "--max-bytes", "8", "--data-tcp-congestion", "no_such_cc"});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(result.output, "TCP congestion control 'no_such_cc'"))
+      << result.output;
+}
+
 TEST(CcloBenchTest, LinkIsMeasuredOneWayAndBothWaysAtOnce) {
   ProcessResult result = Bench({"--ops", "sendrecv", "--min-bytes", "1M", "--max-bytes", "1M",
                                 "--iters", "2", "--baseline", "link", "--link-seconds", "1"});
@@ -121,6 +136,8 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--daemons", "1", "--ops", "allreduce,send"}, "send needs at least 2 ranks"},
       {{"--iters", "0"}, "--iters 0 is outside 1 to"},
       {{"--algorithm", "Ring"}, "--algorithm 'Ring' is not an algorithm name (a-z, 0-9, _)"},
+      {{"--runtime-dirs", "/a,/b", "--data-tcp-congestion", "cubic"},
+       "--data-tcp-congestion applies to the daemons the bench starts"},
   };
   for (const auto& [args, message] : cases) {
     ProcessResult result = Bench(args);

@@ -13,6 +13,7 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
   EXPECT_EQ(config->metrics_port, 9464);
   EXPECT_EQ(config->op_deadline, absl::Seconds(60));
   EXPECT_EQ(config->eager_max_bytes, 262144u);
+  EXPECT_EQ(config->data_tcp_congestion, "");  // the host's
   EXPECT_EQ(config->rx_pool_bytes, 256ull << 20);
   EXPECT_EQ(config->credits_per_peer, 8u);
 }
@@ -38,6 +39,7 @@ segment_bytes: 65536
 eager_max_bytes: 16384
 credits_per_peer: 3
 data_link_gbps: 25
+data_tcp_congestion: cubic
 max_buffer_bytes: 8192
 op_deadline_ms: 1500
 join_timeout_ms: 2000
@@ -59,6 +61,7 @@ policy:
   EXPECT_EQ(config->eager_max_bytes, 16384u);
   EXPECT_EQ(config->credits_per_peer, 3u);
   EXPECT_EQ(config->data_link_gbps, 25u);
+  EXPECT_EQ(config->data_tcp_congestion, "cubic");
   EXPECT_EQ(config->max_buffer_bytes, 8192u);
   EXPECT_EQ(config->op_deadline, absl::Milliseconds(1500));
   EXPECT_EQ(config->join_timeout, absl::Seconds(2));
@@ -156,6 +159,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"data_link_gbps: 100001",
                   "config key 'data_link_gbps': '100001' is not a whole number in [0, 100000]"},
         BadConfig{"data_link_gbps: 2.5", "'2.5' is not a whole number in [0, 100000]"},
+        BadConfig{"data_tcp_congestion: 'cubic; reno'",
+                  "config key 'data_tcp_congestion': 'cubic; reno' is not a congestion control "
+                  "name (up to 15 letters, digits or '_')"},
+        BadConfig{"data_tcp_congestion: abcdefghijklmnop",
+                  "'abcdefghijklmnop' is not a congestion control name"},
         BadConfig{"tenants: []", "config key 'tenants': expected a non-empty list of tenants"},
         BadConfig{"tenants: [{name: Big}]",
                   "tenant 0: tenant name 'Big' is not 1 to 32 characters of a-z, 0-9, _ and -"},

@@ -197,6 +197,19 @@ Daemon::~Daemon() {
   std::filesystem::remove_all(std::string(absl::StripSuffix(dir_, "/run")), ignored);
 }
 
+ProcessResult RunCclod(const std::string& extra_config) {
+  char dir[] = "/tmp/cclo.XXXXXX";
+  if (mkdtemp(dir) == nullptr) std::abort();
+  const std::string config = std::string(dir) + "/cclod.yaml";
+  std::ofstream(config) << "runtime_dir: " << dir << "/run\npeer_port: 0\ndata_port: 0\n"
+                        << "metrics_port: 0\n"
+                        << extra_config;
+  ProcessResult result =
+      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
 ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args) {
   std::vector<std::string> command = {Runfile("client/ccloctl"), "--runtime-dir",
                                       daemon.runtime_dir()};

@@ -85,6 +85,10 @@ class Daemon {
   std::unique_ptr<Process> process_;
 };
 
+/// Runs cclod with a config of `extra_config` YAML lines after a fresh runtime dir and free
+/// ports, until it exits (at most 30 s), for configs it must refuse to start with.
+ProcessResult RunCclod(const std::string& extra_config);
+
 /// Runs `ccloctl --runtime-dir <daemon's> args...` and returns what it left behind.
 ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args);
 

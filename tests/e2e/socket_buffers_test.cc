@@ -1,13 +1,16 @@
 // Socket buffers of data sessions between real daemons: left to the kernel on a path its
 // autotuning covers (loopback at the default link rate), set to twice the bandwidth-delay
 // product where it does not (loopback at a fictitious 100 Tb/s). What the kernel then
-// holds is checked on sockets of its own by tests/hw/poe/tcp:socket_buffers_test.
+// holds is checked on sockets of its own by tests/hw/poe/tcp:socket_buffers_test. Their
+// congestion control: the one data_tcp_congestion names (checked on the sockets by
+// tests/hw/poe/tcp:congestion_test), and no start with one the kernel lacks.
 #include <gtest/gtest.h>
 
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tests/e2e/cluster.h"
@@ -73,6 +76,20 @@ TEST(SocketBuffersTest, APathBeyondTheSendLimitIsSizedOnBothDaemons) {
   RunPair(a, b);
   ExpectSized(a);
   ExpectSized(b);
+}
+
+TEST(SocketBuffersTest, DaemonsWithTheirOwnCongestionControlExchangeData) {
+  Daemon a("data_tcp_congestion: reno\n"), b("data_tcp_congestion: reno\n");
+  RunPair(a, b);
+}
+
+TEST(SocketBuffersTest, ACongestionControlTheKernelLacksStopsTheStart) {
+  ProcessResult result = RunCclod("data_tcp_congestion: no_such_cc\n");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(
+      absl::StrContains(result.output, "cclod cannot start: TCP congestion control 'no_such_cc': "))
+      << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "(this kernel offers: ")) << result.output;
 }
 
 }  // namespace

@@ -5,8 +5,6 @@
 #include <grp.h>
 #include <sys/stat.h>
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -125,8 +123,8 @@ TEST(TenantsTest, AnotherTenantIsRefusedEveryIdOfTheFirstAndItsDataStays) {
       {"ring_own", absl::StatusCode::kOk},
   };
   // A ring command is refused exactly as the Submit RPC: same code, same words.
-  for (const std::string target : {"their_handle", "their_buffer", "their_recv_buffer",
-                                   "after_their_op"}) {
+  for (const std::string target :
+       {"their_handle", "their_buffer", "their_recv_buffer", "after_their_op"}) {
     EXPECT_EQ(steps["ring_" + target], steps["submit_" + target]) << target;
   }
   for (const auto& [step, code] : expected) {
@@ -229,14 +227,7 @@ TEST(TenantsTest, AdminSocketIsForTheAdminGroupOnly) {
   EXPECT_EQ(socket_stat.st_gid, nogroup->gr_gid);
   EXPECT_EQ(socket_stat.st_mode & 0777, 0660u);
 
-  char dir[] = "/tmp/cclo.XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string config = std::string(dir) + "/cclod.yaml";
-  std::ofstream(config) << "runtime_dir: " << dir << "/run\npeer_port: 0\ndata_port: 0\n"
-                        << "metrics_port: 0\nadmin_group: no-such-group\n";
-  ProcessResult result =
-      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
-  std::filesystem::remove_all(dir);
+  ProcessResult result = RunCclod("admin_group: no-such-group\n");
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_TRUE(absl::StrContains(result.output,
                                 "cclod cannot start: config key 'admin_group': no group named "

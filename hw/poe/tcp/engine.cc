@@ -13,6 +13,7 @@
 
 #include <climits>
 #include <cstring>
+#include <fstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -78,6 +79,20 @@ int SetNoDelay(int fd) {
   return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/// Gives `fd` the congestion control `name`, unless it is empty (the host's then stays).
+int SetCongestion(int fd, const std::string& name) {
+  if (name.empty()) return 0;
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size());
+}
+
+/// The congestion controls this kernel offers, as it lists them.
+std::string AvailableCongestion() {
+  std::ifstream file("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::string names;
+  std::getline(file, names);
+  return names.empty() ? "unknown" : names;
+}
+
 }  // namespace
 
 absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineHandler* handler) {
@@ -106,6 +121,14 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
   if (!error.empty()) {
     if (listen_fd >= 0) close(listen_fd);
     return absl::UnavailableError(absl::StrCat("data port: ", error));
+  }
+  // Accepted sessions inherit the listener's; outgoing ones get it as they connect.
+  if (SetCongestion(listen_fd, config.congestion) != 0) {
+    const std::string refused = std::strerror(errno);
+    close(listen_fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("TCP congestion control '", config.congestion, "': ", refused,
+                     " (this kernel offers: ", AvailableCongestion(), ")"));
   }
   const uint16_t port =
       ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
@@ -337,6 +360,14 @@ void TcpEngine::Accept() {
   }
 }
 
+void TcpEngine::SetSessionCongestion(int fd) const {
+  // The listener took it when the engine was made, so only a kernel that changed since
+  // (a module removed) refuses it; the session then keeps the host's.
+  if (SetCongestion(fd, config_.congestion) != 0) {
+    spdlog::warn("{}", Errno(absl::StrCat("TCP congestion control '", config_.congestion, "'")));
+  }
+}
+
 void TcpEngine::WatchListener(bool watch) {
   epoll_event accept{.events = watch ? uint32_t{EPOLLIN} : 0u, .data = {.u64 = kListenId}};
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &accept);
@@ -360,6 +391,7 @@ absl::StatusOr<Session*> TcpEngine::Connect(const CommId& comm, const CommSecret
     return absl::UnavailableError(error);
   }
   SetNoDelay(fd);
+  SetSessionCongestion(fd);
   const uint64_t id = next_id_++;
   auto session = std::make_unique<TcpSession>(*this, id, fd, comm, secret, peer_address);
   Session* raw = session.get();

@@ -35,9 +35,13 @@ struct TcpEngineConfig {
   absl::Duration handshake_timeout = absl::Seconds(10);
   /// Link rate for socket buffer sizing (socket_buffers.h); 0: buffers left to the kernel.
   uint64_t link_bytes_per_second = 0;
+  /// TCP congestion control of every session, outgoing and accepted (TCP_CONGESTION);
+  /// empty: the host's (net.ipv4.tcp_congestion_control).
+  std::string congestion;
 };
 
-/// Binds and listens (fails if the port is taken); call Start() to run the loop.
+/// Binds and listens (fails if the port is taken, or if the kernel does not offer
+/// config.congestion); call Start() to run the loop.
 absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineHandler* handler);
 
 class TcpEngine final : public Engine {
@@ -88,6 +92,9 @@ class TcpEngine final : public Engine {
   /// Stops (or resumes) watching the listening socket; used to back off while the
   /// process is out of descriptors, instead of spinning on a socket that stays readable.
   void WatchListener(bool watch);
+  /// Gives an outgoing session's socket the configured congestion control (accepted ones
+  /// inherit the listener's).
+  void SetSessionCongestion(int fd) const;
   /// Registers a new session's socket and handshake deadline.
   void Adopt(std::unique_ptr<TcpSession> session, bool write);
   void RunDeferred();
