@@ -32,7 +32,8 @@ namespace cclo::bench {
 namespace {
 
 // The kernel's TCP congestion control, which the sockets of every stack measured here use
-// (BBR's pacing slows loopback transfers: docs/performance.md).
+// but cclod's data sessions under --data-tcp-congestion (BBR's pacing slows loopback
+// transfers: docs/performance.md).
 std::string CongestionControl() {
   std::ifstream file("/proc/sys/net/ipv4/tcp_congestion_control");
   std::string name;

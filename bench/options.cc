@@ -1,6 +1,13 @@
 #include "bench/options.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -27,6 +34,22 @@ absl::Status InRange(const std::string& flag, int64_t value, int64_t low, int64_
   if (value >= low && value <= high) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(flag, " ", value, " is outside ", low, " to ", high));
+}
+
+/// Whether this kernel lets a socket of this process take congestion control `name`, as
+/// the daemons' data sessions would (they run here, as the same user).
+absl::Status CheckCongestion(const std::string& name) {
+  const bool plain =
+      name.size() <= 15 &&
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+  const int fd = plain ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+  const bool taken =
+      fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size()) == 0;
+  const std::string reason =
+      !plain ? "not a congestion control name (a-z, 0-9, _; up to 15)" : std::strerror(errno);
+  if (fd >= 0) close(fd);
+  if (taken) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--data-tcp-congestion '", name, "': ", reason));
 }
 
 }  // namespace
@@ -92,6 +115,11 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
     return absl::InvalidArgumentError(
         "--data-tcp-congestion applies to the daemons the bench starts; running daemons "
         "(--runtime-dirs) take data_tcp_congestion from their config");
+  }
+  if (!arguments.data_tcp_congestion.empty()) {
+    if (absl::Status status = CheckCongestion(arguments.data_tcp_congestion); !status.ok()) {
+      return status;
+    }
   }
   options.data_tcp_congestion = arguments.data_tcp_congestion;
   for (Op op : {Op::kSendRecv, Op::kSend}) {

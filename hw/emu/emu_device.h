@@ -77,7 +77,8 @@ struct EmuConfig {
 /// Creates the device and binds its data port: UNAVAILABLE if the port is taken,
 /// INVALID_ARGUMENT for a bad config (segment_bytes a multiple of 8 in [4 KiB, 16 MiB],
 /// rx_pool_bytes at least one segment, eager_max_bytes at most segment_bytes,
-/// credits_per_peer at most poe::kMaxCredits, handshake_timeout positive).
+/// credits_per_peer at most poe::kMaxCredits, handshake_timeout positive, a
+/// tcp_congestion the kernel takes).
 absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
 
 /// The engine's unit of scheduled work and the scheduler's quantum: 256 KiB, or a segment

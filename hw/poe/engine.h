@@ -101,7 +101,8 @@ class Engine {
 
   /// Engine thread: opens an outgoing session for `comm` to the engine at `peer_address`
   /// and authenticates it with `secret`. The handler hears OnSessionUp or
-  /// OnSessionClosed. Fails at once only if the address cannot be used.
+  /// OnSessionClosed. Fails at once only if the address cannot be used (or, TCP, the
+  /// kernel no longer allows the engine's congestion control).
   virtual absl::StatusOr<Session*> Connect(const CommId& comm, const CommSecret& secret,
                                            const std::string& peer_address) = 0;
 

@@ -30,6 +30,7 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(shipped->eager_max_bytes, defaults.eager_max_bytes);
   EXPECT_EQ(shipped->credits_per_peer, defaults.credits_per_peer);
   EXPECT_EQ(shipped->data_link_gbps, defaults.data_link_gbps);
+  EXPECT_EQ(shipped->data_tcp_congestion, defaults.data_tcp_congestion);
   EXPECT_EQ(shipped->max_buffer_bytes, defaults.max_buffer_bytes);
   EXPECT_EQ(shipped->op_deadline, defaults.op_deadline);
   EXPECT_EQ(shipped->join_timeout, defaults.join_timeout);

@@ -85,12 +85,27 @@ int SetCongestion(int fd, const std::string& name) {
   return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size());
 }
 
-/// The congestion controls this kernel offers, as it lists them.
-std::string AvailableCongestion() {
-  std::ifstream file("/proc/sys/net/ipv4/tcp_available_congestion_control");
-  std::string names;
-  std::getline(file, names);
-  return names.empty() ? "unknown" : names;
+/// The first line of /proc/sys/net/ipv4/`name`, e.g. the congestion controls it lists.
+std::string Ipv4Setting(const std::string& name) {
+  std::ifstream file("/proc/sys/net/ipv4/" + name);
+  std::string line;
+  std::getline(file, line);
+  return line.empty() ? "unknown" : line;
+}
+
+/// Why the kernel refused congestion control `name`, from errno after the setsockopt.
+std::string CongestionRefusal(const std::string& name) {
+  const int error = errno;
+  const std::string what = absl::StrCat("TCP congestion control '", name, "': ");
+  if (error == EPERM) {
+    return absl::StrCat(what, "not allowed without CAP_NET_ADMIN (allowed: ",
+                        Ipv4Setting("tcp_allowed_congestion_control"), ")");
+  }
+  if (error == ENOENT) {
+    return absl::StrCat(what, "this kernel does not offer it (not built in or not loaded; ",
+                        "it offers: ", Ipv4Setting("tcp_available_congestion_control"), ")");
+  }
+  return absl::StrCat(what, std::strerror(error));
 }
 
 }  // namespace
@@ -102,9 +117,12 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
   addrinfo* ai = *resolved;
   const int listen_fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
-  std::string error;
+  std::string error, refused;
   if (listen_fd < 0) {
     error = Errno("socket");
+  } else if (SetCongestion(listen_fd, config.congestion) != 0) {
+    // Set before it listens: accepted sessions inherit the listener's.
+    refused = CongestionRefusal(config.congestion);
   } else if (setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
              bind(listen_fd, ai->ai_addr, ai->ai_addrlen) != 0) {
     error = Errno(absl::StrCat("bind ", config.listen_host, ":", config.port));
@@ -112,6 +130,10 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
     error = Errno("listen");
   }
   freeaddrinfo(ai);
+  if (!refused.empty()) {
+    close(listen_fd);
+    return absl::InvalidArgumentError(refused);
+  }
   sockaddr_storage bound{};
   socklen_t bound_size = sizeof(bound);
   if (error.empty() &&
@@ -121,14 +143,6 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
   if (!error.empty()) {
     if (listen_fd >= 0) close(listen_fd);
     return absl::UnavailableError(absl::StrCat("data port: ", error));
-  }
-  // Accepted sessions inherit the listener's; outgoing ones get it as they connect.
-  if (SetCongestion(listen_fd, config.congestion) != 0) {
-    const std::string refused = std::strerror(errno);
-    close(listen_fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("TCP congestion control '", config.congestion, "': ", refused,
-                     " (this kernel offers: ", AvailableCongestion(), ")"));
   }
   const uint16_t port =
       ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
@@ -360,14 +374,6 @@ void TcpEngine::Accept() {
   }
 }
 
-void TcpEngine::SetSessionCongestion(int fd) const {
-  // The listener took it when the engine was made, so only a kernel that changed since
-  // (a module removed) refuses it; the session then keeps the host's.
-  if (SetCongestion(fd, config_.congestion) != 0) {
-    spdlog::warn("{}", Errno(absl::StrCat("TCP congestion control '", config_.congestion, "'")));
-  }
-}
-
 void TcpEngine::WatchListener(bool watch) {
   epoll_event accept{.events = watch ? uint32_t{EPOLLIN} : 0u, .data = {.u64 = kListenId}};
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &accept);
@@ -383,6 +389,14 @@ absl::StatusOr<Session*> TcpEngine::Connect(const CommId& comm, const CommSecret
   if (!resolved.ok()) return resolved.status();
   addrinfo* ai = *resolved;
   const int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  // Before connecting, so that the SYN asks for what the congestion control needs (ECN).
+  // The listener took the same name, so only a narrowed allowed list refuses it now.
+  if (fd >= 0 && SetCongestion(fd, config_.congestion) != 0) {
+    const std::string refused = CongestionRefusal(config_.congestion);
+    freeaddrinfo(ai);
+    close(fd);
+    return absl::FailedPreconditionError(refused);
+  }
   int rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
   freeaddrinfo(ai);
   if (fd < 0 || (rc != 0 && errno != EINPROGRESS)) {
@@ -391,7 +405,6 @@ absl::StatusOr<Session*> TcpEngine::Connect(const CommId& comm, const CommSecret
     return absl::UnavailableError(error);
   }
   SetNoDelay(fd);
-  SetSessionCongestion(fd);
   const uint64_t id = next_id_++;
   auto session = std::make_unique<TcpSession>(*this, id, fd, comm, secret, peer_address);
   Session* raw = session.get();

@@ -40,8 +40,9 @@ struct TcpEngineConfig {
   std::string congestion;
 };
 
-/// Binds and listens (fails if the port is taken, or if the kernel does not offer
-/// config.congestion); call Start() to run the loop.
+/// Binds and listens: UNAVAILABLE if the port is taken, INVALID_ARGUMENT if the kernel
+/// refuses config.congestion (not offered, or not allowed without CAP_NET_ADMIN). Call
+/// Start() to run the loop.
 absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineHandler* handler);
 
 class TcpEngine final : public Engine {
@@ -92,9 +93,6 @@ class TcpEngine final : public Engine {
   /// Stops (or resumes) watching the listening socket; used to back off while the
   /// process is out of descriptors, instead of spinning on a socket that stays readable.
   void WatchListener(bool watch);
-  /// Gives an outgoing session's socket the configured congestion control (accepted ones
-  /// inherit the listener's).
-  void SetSessionCongestion(int fd) const;
   /// Registers a new session's socket and handshake deadline.
   void Adopt(std::unique_ptr<TcpSession> session, bool write);
   void RunDeferred();

@@ -128,13 +128,19 @@ TEST(TcpSessionTest, ReadsAtMostTheTurnBytesSetOnTheEngine) {
   constexpr uint64_t turn_bytes = 64 << 10;
   UpSession up(1);
   ASSERT_NO_FATAL_FAILURE(up.Start({.segment_bytes = kBytes}));
-  up.engine->Post([&up] { up.engine->SetTurnBytes(turn_bytes); });
 
-  // The engine waits while the segment is written (as far as the socket takes it, for at
-  // most a few seconds), so much more than a turn's worth is readable at once.
-  std::promise<void> written;
+  // The engine takes the turn bytes, then waits while the segment is written (as far as
+  // the socket takes it, for at most a few seconds), so much more than a turn's worth is
+  // readable at once. Writing starts only once it waits: a read before the new turn bytes
+  // took effect would take the whole segment.
+  std::promise<void> written, waiting;
   std::shared_future<void> done_writing = written.get_future().share();
-  up.engine->Post([done_writing] { done_writing.wait_for(std::chrono::seconds(3)); });
+  up.engine->Post([&up, &waiting, done_writing] {
+    up.engine->SetTurnBytes(turn_bytes);
+    waiting.set_value();
+    done_writing.wait_for(std::chrono::seconds(3));
+  });
+  waiting.get_future().wait();
   std::thread writer([&] {
     up.peer->SendSegment(up.peer->Message(SegmentType::kRendezvousData, kBytes),
                          Pattern(kBytes, 1));
