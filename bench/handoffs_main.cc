@@ -1,0 +1,213 @@
+// handoffs: what it costs on this machine to hand work from one process to another, the
+// floor under a small op's latency: a client and its daemon are two processes, and a
+// collective between two daemons involves two more. docs/performance.md.
+//
+//   SystemCall            entering the kernel and back (getppid)
+//   Handoff/vcpus/yield   a round trip between two processes through shared memory, each
+//                         waiting by sched_yield (yield:1) or by spinning (yield:0), on one
+//                         vCPU or two
+//   EventfdWake/vcpus/idle_us
+//                         a process blocked in ppoll on an eventfd, woken by a write from
+//                         one on the same vCPU or another, after idle_us of nothing to do;
+//                         the time is the wake-up latency, write_us the writer's system call
+//
+//   bazel build //bench:handoffs && bazel-bin/bench/handoffs
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+
+namespace cclo::bench {
+namespace {
+
+/// What the two processes share.
+struct Shared {
+  std::atomic<uint64_t> turn;
+  std::atomic<int64_t> woke_ns;
+};
+
+int64_t NowNs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+/// The first two vCPUs this process may run on, or an empty vector.
+std::vector<int> TwoCpus() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  return cpus.size() == 2 ? cpus : std::vector<int>{};
+}
+
+bool Pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+/// Runs `work` in a child process pinned to `cpu` (killed if this process dies); its pid,
+/// or -1.
+pid_t StartChild(int cpu, const std::function<void()>& work) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (Pin(cpu)) work();
+  _exit(0);
+}
+
+/// Pins this process to the first vCPU and the child to the first or second, runs the
+/// benchmark, and undoes it all; skips without two vCPUs.
+void WithChild(benchmark::State& state, bool same_vcpu, const std::function<void()>& child,
+               const std::function<void()>& parent) {
+  const std::vector<int> cpus = TwoCpus();
+  cpu_set_t before;
+  if (cpus.empty() || sched_getaffinity(0, sizeof(before), &before) != 0) {
+    state.SkipWithError("needs two vCPUs");
+    return;
+  }
+  if (!Pin(cpus[0])) {
+    state.SkipWithError("cannot pin this process");
+    return;
+  }
+  const pid_t pid = StartChild(same_vcpu ? cpus[0] : cpus[1], child);
+  if (pid < 0) {
+    state.SkipWithError("fork failed");
+  } else {
+    parent();
+    kill(pid, SIGKILL);  // it is done, or stuck after a failure here
+    waitpid(pid, nullptr, 0);
+  }
+  sched_setaffinity(0, sizeof(before), &before);
+}
+
+Shared* MapShared() {
+  void* memory =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return memory == MAP_FAILED ? nullptr : new (memory) Shared{};
+}
+
+void SystemCall(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(syscall(SYS_getppid));
+}
+BENCHMARK(SystemCall)->Unit(benchmark::kMicrosecond);
+
+void Handoff(benchmark::State& state) {
+  const bool same_vcpu = state.range(0) == 1, yield = state.range(1) == 1;
+  Shared* shared = MapShared();
+  if (shared == nullptr) return state.SkipWithError("mmap failed");
+  auto await = [&](uint64_t turn) {
+    while (shared->turn.load(std::memory_order_acquire) != turn) {
+      if (yield) {
+        sched_yield();
+      } else {
+        __builtin_ia32_pause();
+      }
+    }
+  };
+  const benchmark::IterationCount rounds = state.max_iterations;
+  WithChild(
+      state, same_vcpu,
+      [&] {
+        for (benchmark::IterationCount i = 0; i < rounds; ++i) {
+          await(2 * static_cast<uint64_t>(i) + 1);
+          shared->turn.store(2 * static_cast<uint64_t>(i) + 2, std::memory_order_release);
+        }
+      },
+      [&] {
+        uint64_t i = 0;
+        for (auto _ : state) {
+          shared->turn.store(2 * i + 1, std::memory_order_release);
+          await(2 * i + 2);
+          ++i;
+        }
+      });
+  munmap(shared, sizeof(Shared));
+}
+// Spinning on one vCPU would wait out the scheduler's time slices: not measured.
+BENCHMARK(Handoff)
+    ->ArgNames({"vcpus", "yield"})
+    ->Args({1, 1})
+    ->Args({2, 1})
+    ->Args({2, 0})
+    ->Iterations(20000)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+void EventfdWake(benchmark::State& state) {
+  const bool same_vcpu = state.range(0) == 1;
+  const int idle_us = static_cast<int>(state.range(1));
+  Shared* shared = MapShared();
+  const int doorbell = eventfd(0, 0), answer = eventfd(0, 0);
+  if (shared == nullptr || doorbell < 0 || answer < 0) {
+    state.SkipWithError("mmap or eventfd failed");
+  } else {
+    const benchmark::IterationCount rounds = state.max_iterations;
+    int64_t write_ns = 0;
+    WithChild(
+        state, same_vcpu,
+        [&] {
+          uint64_t count = 0;
+          const uint64_t one = 1;
+          for (benchmark::IterationCount i = 0; i < rounds; ++i) {
+            pollfd ready{doorbell, POLLIN, 0};
+            if (ppoll(&ready, 1, nullptr, nullptr) != 1) return;
+            shared->woke_ns.store(NowNs());
+            if (read(doorbell, &count, sizeof(count)) != sizeof(count) ||
+                write(answer, &one, sizeof(one)) != sizeof(one)) {
+              return;
+            }
+          }
+        },
+        [&] {
+          uint64_t count = 0;
+          const uint64_t one = 1;
+          for (auto _ : state) {
+            usleep(idle_us);
+            const int64_t start = NowNs();
+            const bool rang = write(doorbell, &one, sizeof(one)) == sizeof(one);
+            write_ns += NowNs() - start;
+            if (!rang || read(answer, &count, sizeof(count)) != sizeof(count)) {
+              return state.SkipWithError("the doorbell broke");
+            }
+            state.SetIterationTime(static_cast<double>(shared->woke_ns.load() - start) * 1e-9);
+          }
+        });
+    if (state.iterations() > 0) {
+      state.counters["write_us"] = benchmark::Counter(static_cast<double>(write_ns) * 1e-3 /
+                                                      static_cast<double>(state.iterations()));
+    }
+  }
+  for (int fd : {doorbell, answer}) {
+    if (fd >= 0) close(fd);
+  }
+  if (shared != nullptr) munmap(shared, sizeof(Shared));
+}
+BENCHMARK(EventfdWake)
+    ->ArgNames({"vcpus", "idle_us"})
+    ->ArgsProduct({{1, 2}, {0, 100}})
+    ->Iterations(2000)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseManualTime();
+
+}  // namespace
+}  // namespace cclo::bench
+
+BENCHMARK_MAIN();
