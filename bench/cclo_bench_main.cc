@@ -106,6 +106,10 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
   app.add_option("--warmup", arguments.warmup, "untimed iterations per size")
       ->capture_default_str();
   app.add_option("--iters", arguments.iters, "timed iterations per size")->capture_default_str();
+  app.add_option("--rounds", arguments.rounds,
+                 "run every stack's sweep this many times, the stacks in turn, and pool the "
+                 "timed iterations (this machine's speed drifts over minutes)")
+      ->capture_default_str();
   app.add_flag("--check", arguments.check, "check every result (fills and checks are not timed)");
   app.add_option("--algorithm", arguments.algorithm,
                  "force this algorithm on every collective op (docs/algorithms.md); default: "
@@ -159,28 +163,39 @@ int Main(int argc, char** argv) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe");
   setenv("TEST_SRCDIR", (self + ".runfiles").c_str(), 0);  // where cluster.h finds cclod
   Measurements measurements;
-  absl::StatusOr<CcloResults> ours = RunOurs(*options, self);
-  if (!ours.ok()) return Fail(ours.status());
-  measurements.cclo = *std::move(ours);
-  // A baseline that fails is reported and left out; the others and ours still print.
+  // A baseline that fails is reported and left out of its round; ours still prints.
   bool baselines_ok = true;
-  for (Baseline baseline : options->baselines) {
-    if (baseline == Baseline::kLink) {
-      absl::StatusOr<LinkRates> link = RunLink(options->link_seconds);
-      if (link.ok()) measurements.link = *link;
-      baselines_ok = Fail(link.status()) == 0 && baselines_ok;
-      continue;
+  for (uint32_t i = 0; i < options->rounds; ++i) {
+    Measurements round;
+    absl::StatusOr<CcloResults> ours = RunOurs(*options, self);
+    if (!ours.ok()) return Fail(ours.status());
+    round.cclo = *std::move(ours);
+    for (Baseline baseline : options->baselines) {
+      if (baseline == Baseline::kLink) {
+        absl::StatusOr<LinkRates> link = RunLink(options->link_seconds);
+        if (link.ok()) {
+          round.link = *link;
+          round.link_runs = 1;
+        }
+        baselines_ok = Fail(link.status()) == 0 && baselines_ok;
+        continue;
+      }
+      absl::StatusOr<Timings> theirs =
+          baseline == Baseline::kMpi ? RunMpiSweep(*options) : RunGlooSweep(*options);
+      if (theirs.ok()) round.stacks[baseline] = *std::move(theirs);
+      baselines_ok = Fail(theirs.status()) == 0 && baselines_ok;
     }
-    absl::StatusOr<Timings> theirs =
-        baseline == Baseline::kMpi ? RunMpiSweep(*options) : RunGlooSweep(*options);
-    if (theirs.ok()) measurements.stacks[baseline] = *std::move(theirs);
-    baselines_ok = Fail(theirs.status()) == 0 && baselines_ok;
+    Pool(measurements, std::move(round));
   }
   std::printf(
       "cclo-bench: %u ranks on %u daemons (%u per daemon), loopback, float32 sum; "
-      "%u warm-up and %u timed iterations per size; algorithm: %s\n",
+      "%u warm-up and %u timed iterations per size%s; algorithm: %s\n",
       options->ranks(), options->daemons, options->ranks_per_daemon, options->warmup,
       options->iters,
+      options->rounds == 1 ? ""
+                           : absl::StrCat(" in each of ", options->rounds,
+                                          " rounds (the stacks' sweeps in turn, iterations pooled)")
+                                 .c_str(),
       options->algorithm.empty() ? "the daemons' choice" : options->algorithm.c_str());
   std::printf(
       "times: the slowest rank's per iteration; bandwidths from p50 (GB = 1e9 bytes); "
@@ -197,8 +212,11 @@ int Main(int argc, char** argv) {
   if (measurements.link.one_way > 0) {
     std::printf(
         "link: iperf3 on loopback, 1 MiB writes: one stream %.3f GB/s; one stream each way "
-        "at once (--bidir) %.3f GB/s per direction\n",
-        measurements.link.one_way / 1e9, measurements.link.duplex / 1e9);
+        "at once (--bidir) %.3f GB/s per direction%s\n",
+        measurements.link.one_way / 1e9, measurements.link.duplex / 1e9,
+        measurements.link_runs == 1
+            ? ""
+            : absl::StrCat(" (the mean of ", measurements.link_runs, " runs)").c_str());
   }
   std::printf("\n%s", RenderReport(*options, measurements).c_str());
   for (const auto& [key, check] : measurements.cclo.checks) {

@@ -134,8 +134,12 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
   if (absl::Status status = InRange("--iters", arguments.iters, 1, 1000000); !status.ok()) {
     return status;
   }
+  if (absl::Status status = InRange("--rounds", arguments.rounds, 1, 100); !status.ok()) {
+    return status;
+  }
   options.warmup = arguments.warmup;
   options.iters = arguments.iters;
+  options.rounds = arguments.rounds;
   options.check = arguments.check;
   // The daemons name the algorithms there are; here only what cannot be a name.
   if (arguments.algorithm.size() > 31 ||

@@ -33,6 +33,9 @@ struct BenchOptions {
   std::string data_tcp_congestion;
   uint32_t warmup = 5;
   uint32_t iters = 20;
+  /// Each stack's sweep runs this many times, the stacks in turn (ours, then each
+  /// baseline); the timed iterations of every round are pooled.
+  uint32_t rounds = 1;
   bool check = false;
   /// Forced on every collective op (bcast to alltoall); empty: the daemons' choice.
   std::string algorithm;
@@ -56,6 +59,7 @@ struct BenchArguments {
   std::string data_tcp_congestion;
   int64_t warmup = 5;
   int64_t iters = 20;
+  int64_t rounds = 1;
   bool check = false;
   std::string algorithm;
   std::vector<std::string> baselines;

@@ -17,6 +17,28 @@ std::string Fixed(double value, int digits) { return absl::StrFormat("%.*f", dig
 
 }  // namespace
 
+void Pool(Measurements& into, Measurements round) {
+  auto append = [](Timings& to, Timings& from) {
+    for (auto& [key, micros] : from) {
+      std::vector<double>& pooled = to[key];
+      pooled.insert(pooled.end(), micros.begin(), micros.end());
+    }
+  };
+  append(into.cclo.timings, round.cclo.timings);
+  for (const auto& [key, seconds] : round.cclo.cpu_seconds) into.cclo.cpu_seconds[key] += seconds;
+  for (auto& [key, check] : round.cclo.checks) {
+    std::string& kept = into.cclo.checks[key];
+    if (kept.empty() || kept == "ok") kept = std::move(check);
+  }
+  for (auto& [stack, timings] : round.stacks) append(into.stacks[stack], timings);
+  if (round.link_runs > 0) {
+    const double before = into.link_runs, after = into.link_runs + round.link_runs;
+    into.link.one_way = (into.link.one_way * before + round.link.one_way * round.link_runs) / after;
+    into.link.duplex = (into.link.duplex * before + round.link.duplex * round.link_runs) / after;
+    into.link_runs += round.link_runs;
+  }
+}
+
 std::string RenderReport(const BenchOptions& options, const Measurements& measurements) {
   std::vector<std::string> header = {"op",         "size",       "p50_us",   "p99_us",
                                      "algbw_GB/s", "busbw_GB/s", "cpu_s/GiB"};
@@ -40,7 +62,8 @@ std::string RenderReport(const BenchOptions& options, const Measurements& measur
     row.push_back(moves ? Fixed(algbw, 3) : "-");
     row.push_back(moves ? Fixed(busbw, 3) : "-");
     auto cpu = measurements.cclo.cpu_seconds.find(key);
-    const double moved = static_cast<double>(size) * options.ranks() * options.iters / kGiB;
+    const double moved =
+        static_cast<double>(size) * options.ranks() * options.iters * options.rounds / kGiB;
     const bool measurable =
         moves && cpu != measurements.cclo.cpu_seconds.end() && cpu->second >= kLeastCpuSeconds;
     row.push_back(measurable ? Fixed(cpu->second / moved, 2) : "-");

@@ -11,18 +11,23 @@
 
 namespace cclo::bench {
 
-/// Everything one run measured.
+/// Everything a run measured, over one round or pooled over several.
 struct Measurements {
   CcloResults cclo;
   std::map<Baseline, Timings> stacks;  ///< mpi and gloo, where asked for
-  LinkRates link;                      ///< iperf3's, where asked for (else zeros)
+  LinkRates link;                      ///< iperf3's mean, where asked for (else zeros)
+  uint32_t link_runs = 0;              ///< how many iperf3 runs `link` is the mean of
 };
 
+/// Adds one round to `into`: each stack's iteration times appended to its own, daemon CPU
+/// seconds summed, a failed check kept over "ok", the link rates averaged.
+void Pool(Measurements& into, Measurements round);
+
 /// One row per op and size we ran: size, p50 and p99 time (us), algbw and busbw (GB/s,
-/// from the p50 time), daemon CPU seconds per GiB moved (size x ranks x iterations; "-" below 0.1 s
-/// of CPU), the check's verdict with --check; per stack baseline its p50 and their p50 / our p50
-/// (above 1: we are faster; the same as our busbw / theirs); with the link, our busbw / iperf3's
-/// one-stream rate and / its per-direction rate with both directions at once.
+/// from the p50 time), daemon CPU seconds per GiB moved (size x ranks x iterations x rounds;
+/// "-" below 0.1 s of CPU), the check's verdict with --check; per stack baseline its p50 and their
+/// p50 / our p50 (above 1: we are faster; the same as our busbw / theirs); with the link, our busbw
+/// / iperf3's one-stream rate and / its per-direction rate with both directions at once.
 std::string RenderReport(const BenchOptions& options, const Measurements& measurements);
 
 }  // namespace cclo::bench

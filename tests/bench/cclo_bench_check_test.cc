@@ -76,6 +76,24 @@ TEST(CcloBenchTest, ForcedAlgorithmIsUsedAndRight) {
       << result.output;
 }
 
+TEST(CcloBenchTest, RoundsRunEachSweepAgainAndSayHowMany) {
+  ProcessResult result = Bench({"--check", "--ops", "allreduce,nop", "--max-bytes", "1K",
+                                "--step-factor", "4", "--iters", "2", "--rounds", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output,
+                                "2 timed iterations per size in each of 2 rounds (the stacks' "
+                                "sweeps in turn, iterations pooled)"))
+      << result.output;
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
+    std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (cells.empty() || (cells[0] != "allreduce" && cells[0] != "nop")) continue;
+    ++rows;
+    EXPECT_EQ(cells.back(), "ok") << line;
+  }
+  EXPECT_EQ(rows, 4 + 1) << result.output;  // allreduce at 8 B to 512 B in steps of 4; nop
+}
+
 TEST(CcloBenchTest, StartedDaemonsTakeTheGivenCongestionControl) {
   ProcessResult result =
       Bench({"--check", "--ops", "sendrecv,allreduce", "--max-bytes", "64K", "--step-factor", "4",
@@ -130,6 +148,7 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--daemons", "1", "--ops", "sendrecv"}, "sendrecv needs at least 2 ranks"},
       {{"--daemons", "1", "--ops", "allreduce,send"}, "send needs at least 2 ranks"},
       {{"--iters", "0"}, "--iters 0 is outside 1 to"},
+      {{"--rounds", "0"}, "--rounds 0 is outside 1 to 100"},
       {{"--algorithm", "Ring"}, "--algorithm 'Ring' is not an algorithm name (a-z, 0-9, _)"},
       {{"--runtime-dirs", "/a,/b", "--data-tcp-congestion", "cubic"},
        "--data-tcp-congestion applies to the daemons the bench starts"},

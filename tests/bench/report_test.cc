@@ -1,0 +1,78 @@
+// cclo-bench's pooling of rounds and its table: what several rounds add up to, and the CPU
+// figure divided by every round's bytes.
+#include "bench/report.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+
+namespace cclo::bench {
+namespace {
+
+const std::pair<Op, uint64_t> kKey = {Op::kAllreduce, 1 << 20};
+
+Measurements Round(std::vector<double> ours, std::vector<double> mpi, double cpu_seconds,
+                   const std::string& check) {
+  Measurements round;
+  round.cclo.timings[kKey] = std::move(ours);
+  round.cclo.cpu_seconds[kKey] = cpu_seconds;
+  round.cclo.checks[kKey] = check;
+  round.stacks[Baseline::kMpi][kKey] = std::move(mpi);
+  return round;
+}
+
+TEST(PoolTest, RoundsAddUp) {
+  Measurements pooled;
+  Pool(pooled, Round({10, 10}, {40, 40}, 0.25, "ok"));
+  Pool(pooled, Round({30, 30, 30}, {50}, 0.5, "rank 1 index 3 expected 2 got 0"));
+  Pool(pooled, Round({20}, {60}, 0.25, "ok"));
+  EXPECT_EQ(pooled.cclo.timings[kKey], (std::vector<double>{10, 10, 30, 30, 30, 20}));
+  EXPECT_EQ(pooled.stacks[Baseline::kMpi][kKey], (std::vector<double>{40, 40, 50, 60}));
+  EXPECT_DOUBLE_EQ(pooled.cclo.cpu_seconds[kKey], 1.0);
+  EXPECT_EQ(pooled.cclo.checks[kKey], "rank 1 index 3 expected 2 got 0");  // not "ok" again
+}
+
+TEST(PoolTest, LinkIsTheMeanOfTheRunsThereWere) {
+  Measurements pooled;
+  Measurements round;
+  round.link = {.one_way = 3e9, .duplex = 1e9};
+  round.link_runs = 1;
+  Pool(pooled, round);
+  Pool(pooled, Measurements{});  // iperf3 failed in this round
+  round.link = {.one_way = 5e9, .duplex = 2e9};
+  Pool(pooled, round);
+  EXPECT_EQ(pooled.link_runs, 2u);
+  EXPECT_DOUBLE_EQ(pooled.link.one_way, 4e9);
+  EXPECT_DOUBLE_EQ(pooled.link.duplex, 1.5e9);
+}
+
+TEST(RenderReportTest, FiguresComeFromEveryRound) {
+  BenchOptions options;
+  options.daemons = 2;
+  options.iters = 2;
+  options.rounds = 2;
+  options.baselines = {Baseline::kMpi};
+  Measurements pooled;
+  Pool(pooled, Round({10, 10}, {40, 40}, 0.4, "ok"));
+  Pool(pooled, Round({30, 30}, {80, 80}, 0.4, "ok"));
+  const std::string table = RenderReport(options, pooled);
+  std::vector<std::string> row;
+  for (absl::string_view line : absl::StrSplit(table, '\n')) {
+    if (absl::StartsWith(line, "allreduce"))
+      row = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+  }
+  // op size p50 p99 algbw busbw cpu_s/GiB mpi_p50 xmpi
+  ASSERT_EQ(row.size(), 9u) << table;
+  EXPECT_EQ(row[2], "30.0");  // of 10, 10, 30, 30: 10 from the first round alone
+  EXPECT_EQ(row[3], "30.0");
+  // 0.8 s over 1 MiB x 2 ranks x 2 iterations x 2 rounds = 8 MiB.
+  EXPECT_EQ(row[6], "102.40");
+  EXPECT_EQ(row[7], "80.0");
+  EXPECT_EQ(row[8], "2.67");
+}
+
+}  // namespace
+}  // namespace cclo::bench
