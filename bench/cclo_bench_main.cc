@@ -209,6 +209,12 @@ int Main(int argc, char** argv) {
         "socket %s (net.ipv4.tcp_congestion_control)\n",
         options->data_tcp_congestion.c_str(), CongestionControl().c_str());
   }
+  for (const auto& [stack, ran] : measurements.stack_rounds) {
+    if (ran < options->rounds) {
+      std::printf("%s: pooled over %u of %u rounds (its sweep failed in the others)\n",
+                  BaselineName(stack).c_str(), ran, options->rounds);
+    }
+  }
   if (measurements.link.one_way > 0) {
     std::printf(
         "link: iperf3 on loopback, 1 MiB writes: one stream %.3f GB/s; one stream each way "

@@ -33,14 +33,18 @@ absl::Status AddReports(const std::string& output, CcloResults& results) {
     const std::pair<Op, uint64_t> key = {op->front(), size};
     if (cpu) {
       results.cpu_seconds[key] = seconds;
-    } else if (std::string& check = results.checks[key]; check.empty() || check == "ok") {
-      check = std::string(words[3]);
+    } else {
+      KeepCheck(results.checks[key], std::string(words[3]));
     }
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+void KeepCheck(std::string& kept, std::string check) {
+  if (kept.empty() || kept == "ok") kept = std::move(check);
+}
 
 absl::StatusOr<CcloResults> RunCcloSweep(const BenchOptions& options,
                                          const std::vector<std::string>& runtime_dirs,

@@ -22,6 +22,10 @@ struct CcloResults {
   std::map<std::pair<Op, uint64_t>, std::string> checks;  ///< "ok" or the first mismatch
 };
 
+/// Records a check's verdict ("ok" or the first mismatch) in `kept` unless `kept` already
+/// holds a mismatch: the first failure stays.
+void KeepCheck(std::string& kept, std::string check);
+
 /// Makes a communicator with the daemon of runtime_dirs[0] as root, runs rank r of it on
 /// the daemon of runtime_dirs[r / options.ranks_per_daemon] as `worker_binary worker ...`
 /// (every rank at once, killed past options.deadline) and gathers their lines.

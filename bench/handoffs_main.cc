@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -33,11 +34,19 @@
 namespace cclo::bench {
 namespace {
 
+/// Longest one process waits for the other before the benchmark gives up.
+constexpr int64_t kPatienceNs = 10'000'000'000;
+
 /// What the two processes share.
 struct Shared {
   std::atomic<uint64_t> turn;
   std::atomic<int64_t> woke_ns;
+  std::atomic<bool> child_failed;  ///< the child could not pin itself or do its part
 };
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<int64_t>::is_always_lock_free &&
+                  std::atomic<bool>::is_always_lock_free,
+              "atomics shared between processes must not hide a lock");
 
 int64_t NowNs() {
   timespec now{};
@@ -45,15 +54,15 @@ int64_t NowNs() {
   return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
 }
 
-/// The first two vCPUs this process may run on, or an empty vector.
-std::vector<int> TwoCpus() {
+/// The first `count` vCPUs this process may run on (fewer if it has fewer).
+std::vector<int> AllowedCpus(size_t count) {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
   std::vector<int> cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu) {
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < count; ++cpu) {
     if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
   }
-  return cpus.size() == 2 ? cpus : std::vector<int>{};
+  return cpus;
 }
 
 bool Pin(int cpu) {
@@ -63,31 +72,28 @@ bool Pin(int cpu) {
   return sched_setaffinity(0, sizeof(set), &set) == 0;
 }
 
-/// Runs `work` in a child process pinned to `cpu` (killed if this process dies); its pid,
-/// or -1.
-pid_t StartChild(int cpu, const std::function<void()>& work) {
+/// Runs `work` in a child process pinned to `cpu`, which dies with this process; its pid,
+/// or -1. A child that cannot pin itself or whose `work` fails says so in `shared`.
+pid_t StartChild(int cpu, Shared& shared, const std::function<bool()>& work) {
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid != 0) return pid;
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (Pin(cpu)) work();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);  // orphaned
+  if (!Pin(cpu) || !work()) shared.child_failed.store(true);
   _exit(0);
 }
 
-/// Pins this process to the first vCPU and the child to the first or second, runs the
-/// benchmark, and undoes it all; skips without two vCPUs.
-void WithChild(benchmark::State& state, bool same_vcpu, const std::function<void()>& child,
-               const std::function<void()>& parent) {
-  const std::vector<int> cpus = TwoCpus();
+/// Pins this process to a vCPU and the child to the same one or another, runs `parent`
+/// (the timed loop), then ends the child and undoes the pinning.
+void WithChild(benchmark::State& state, bool same_vcpu, Shared& shared,
+               const std::function<bool()>& child, const std::function<void()>& parent) {
+  const std::vector<int> cpus = AllowedCpus(same_vcpu ? 1 : 2);
   cpu_set_t before;
-  if (cpus.empty() || sched_getaffinity(0, sizeof(before), &before) != 0) {
-    state.SkipWithError("needs two vCPUs");
-    return;
+  if (cpus.size() < (same_vcpu ? 1u : 2u) || sched_getaffinity(0, sizeof(before), &before) != 0) {
+    return state.SkipWithError(same_vcpu ? "no vCPU to pin to" : "needs two vCPUs");
   }
-  if (!Pin(cpus[0])) {
-    state.SkipWithError("cannot pin this process");
-    return;
-  }
-  const pid_t pid = StartChild(same_vcpu ? cpus[0] : cpus[1], child);
+  if (!Pin(cpus[0])) return state.SkipWithError("cannot pin this process");
+  const pid_t pid = StartChild(cpus.back(), shared, child);
   if (pid < 0) {
     state.SkipWithError("fork failed");
   } else {
@@ -104,6 +110,20 @@ Shared* MapShared() {
   return memory == MAP_FAILED ? nullptr : new (memory) Shared{};
 }
 
+/// Whether the child wrote `answer` (which is then read) before it failed or kPatienceNs
+/// passed.
+bool Answered(int answer, const Shared& shared) {
+  const int64_t give_up = NowNs() + kPatienceNs;
+  while (!shared.child_failed.load() && NowNs() < give_up) {
+    pollfd ready{answer, POLLIN, 0};
+    if (poll(&ready, 1, 100) == 1) {
+      uint64_t count = 0;
+      return read(answer, &count, sizeof(count)) == sizeof(count);
+    }
+  }
+  return false;
+}
+
 void SystemCall(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(syscall(SYS_getppid));
 }
@@ -113,29 +133,34 @@ void Handoff(benchmark::State& state) {
   const bool same_vcpu = state.range(0) == 1, yield = state.range(1) == 1;
   Shared* shared = MapShared();
   if (shared == nullptr) return state.SkipWithError("mmap failed");
+  // Waits for `turn`; false once the child failed or kPatienceNs passed.
   auto await = [&](uint64_t turn) {
-    while (shared->turn.load(std::memory_order_acquire) != turn) {
+    const int64_t give_up = NowNs() + kPatienceNs;
+    for (uint32_t spins = 1; shared->turn.load(std::memory_order_acquire) != turn; ++spins) {
       if (yield) {
         sched_yield();
       } else {
         __builtin_ia32_pause();
       }
+      if (spins % 1024 == 0 && (shared->child_failed.load() || NowNs() > give_up)) return false;
     }
+    return true;
   };
   const benchmark::IterationCount rounds = state.max_iterations;
   WithChild(
-      state, same_vcpu,
+      state, same_vcpu, *shared,
       [&] {
         for (benchmark::IterationCount i = 0; i < rounds; ++i) {
-          await(2 * static_cast<uint64_t>(i) + 1);
+          if (!await(2 * static_cast<uint64_t>(i) + 1)) return false;
           shared->turn.store(2 * static_cast<uint64_t>(i) + 2, std::memory_order_release);
         }
+        return true;
       },
       [&] {
         uint64_t i = 0;
         for (auto _ : state) {
           shared->turn.store(2 * i + 1, std::memory_order_release);
-          await(2 * i + 2);
+          if (!await(2 * i + 2)) return state.SkipWithError("the other process stopped answering");
           ++i;
         }
       });
@@ -162,38 +187,36 @@ void EventfdWake(benchmark::State& state) {
     const benchmark::IterationCount rounds = state.max_iterations;
     int64_t write_ns = 0;
     WithChild(
-        state, same_vcpu,
+        state, same_vcpu, *shared,
         [&] {
           uint64_t count = 0;
           const uint64_t one = 1;
           for (benchmark::IterationCount i = 0; i < rounds; ++i) {
             pollfd ready{doorbell, POLLIN, 0};
-            if (ppoll(&ready, 1, nullptr, nullptr) != 1) return;
+            if (ppoll(&ready, 1, nullptr, nullptr) != 1) return false;
             shared->woke_ns.store(NowNs());
             if (read(doorbell, &count, sizeof(count)) != sizeof(count) ||
                 write(answer, &one, sizeof(one)) != sizeof(one)) {
-              return;
+              return false;
             }
           }
+          return true;
         },
         [&] {
-          uint64_t count = 0;
           const uint64_t one = 1;
           for (auto _ : state) {
             usleep(idle_us);
             const int64_t start = NowNs();
             const bool rang = write(doorbell, &one, sizeof(one)) == sizeof(one);
             write_ns += NowNs() - start;
-            if (!rang || read(answer, &count, sizeof(count)) != sizeof(count)) {
-              return state.SkipWithError("the doorbell broke");
+            if (!rang || !Answered(answer, *shared)) {
+              return state.SkipWithError("the other process stopped answering");
             }
             state.SetIterationTime(static_cast<double>(shared->woke_ns.load() - start) * 1e-9);
           }
         });
-    if (state.iterations() > 0) {
-      state.counters["write_us"] = benchmark::Counter(static_cast<double>(write_ns) * 1e-3 /
-                                                      static_cast<double>(state.iterations()));
-    }
+    state.counters["write_us"] = benchmark::Counter(static_cast<double>(write_ns) * 1e-3,
+                                                    benchmark::Counter::kAvgIterations);
   }
   for (int fd : {doorbell, answer}) {
     if (fd >= 0) close(fd);

@@ -26,11 +26,11 @@ void Pool(Measurements& into, Measurements round) {
   };
   append(into.cclo.timings, round.cclo.timings);
   for (const auto& [key, seconds] : round.cclo.cpu_seconds) into.cclo.cpu_seconds[key] += seconds;
-  for (auto& [key, check] : round.cclo.checks) {
-    std::string& kept = into.cclo.checks[key];
-    if (kept.empty() || kept == "ok") kept = std::move(check);
+  for (auto& [key, check] : round.cclo.checks) KeepCheck(into.cclo.checks[key], std::move(check));
+  for (auto& [stack, timings] : round.stacks) {
+    append(into.stacks[stack], timings);
+    ++into.stack_rounds[stack];
   }
-  for (auto& [stack, timings] : round.stacks) append(into.stacks[stack], timings);
   if (round.link_runs > 0) {
     const double before = into.link_runs, after = into.link_runs + round.link_runs;
     into.link.one_way = (into.link.one_way * before + round.link.one_way * round.link_runs) / after;

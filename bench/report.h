@@ -14,13 +14,15 @@ namespace cclo::bench {
 /// Everything a run measured, over one round or pooled over several.
 struct Measurements {
   CcloResults cclo;
-  std::map<Baseline, Timings> stacks;  ///< mpi and gloo, where asked for
-  LinkRates link;                      ///< iperf3's mean, where asked for (else zeros)
-  uint32_t link_runs = 0;              ///< how many iperf3 runs `link` is the mean of
+  std::map<Baseline, Timings> stacks;         ///< mpi and gloo, where asked for
+  std::map<Baseline, uint32_t> stack_rounds;  ///< how many rounds each of `stacks` ran in
+  LinkRates link;                             ///< iperf3's mean, where asked for (else zeros)
+  uint32_t link_runs = 0;                     ///< how many iperf3 runs `link` is the mean of
 };
 
-/// Adds one round to `into`: each stack's iteration times appended to its own, daemon CPU
-/// seconds summed, a failed check kept over "ok", the link rates averaged.
+/// Adds one round to `into`: each stack's iteration times appended to its own (and its
+/// rounds counted), daemon CPU seconds summed, a failed check kept over "ok", the link
+/// rates averaged.
 void Pool(Measurements& into, Measurements round);
 
 /// One row per op and size we ran: size, p50 and p99 time (us), algbw and busbw (GB/s,

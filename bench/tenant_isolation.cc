@@ -94,8 +94,8 @@ int Worker(const std::map<std::string, std::string>& flags) {
       input[0] = kStopMark;
     }
     const absl::Time before = absl::Now();
-    absl::Status status = (*comm)->Allreduce(*send, *recv, count, DataType::kFloat32,
-                                             ReduceOp::kSum);
+    absl::Status status =
+        (*comm)->Allreduce(*send, *recv, count, DataType::kFloat32, ReduceOp::kSum);
     if (!status.ok()) return fail(status);
     latencies.push_back(absl::ToDoubleMicroseconds(absl::Now() - before));
     if (++ops == 1) {
@@ -198,9 +198,10 @@ class Bench {
 /// Two daemons scheduling in `mode` ("drr" or "fifo") between tenant "big" (uid 0) and
 /// tenant "small" (uid nobody), their runtime dirs open to every uid.
 std::vector<std::unique_ptr<Daemon>> StartDaemons(const std::string& mode) {
-  const std::string config = absl::StrCat(
-      "scheduler: ", mode, "\n",
-      "default_tenant: big\ntenants:\n  - {name: big, uids: [0]}\n  - {name: small, uids: [65534]}\n");
+  const std::string config = absl::StrCat("scheduler: ", mode,
+                                          "\ndefault_tenant: big\ntenants:\n"
+                                          "  - {name: big, uids: [0]}\n"
+                                          "  - {name: small, uids: [65534]}\n");
   std::vector<std::unique_ptr<Daemon>> daemons;
   for (int i = 0; i < 2; ++i) {
     daemons.push_back(std::make_unique<Daemon>(config));
@@ -252,9 +253,10 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("tenant B: %lu-byte float32 allreduces; tenant A: %lu-byte float32 allreduces;\n"
-              "2 daemons on loopback, one rank of each tenant on each\n\n",
-              static_cast<unsigned long>(small_bytes), static_cast<unsigned long>(big_bytes));
+  std::printf(
+      "tenant B: %lu-byte float32 allreduces; tenant A: %lu-byte float32 allreduces;\n"
+      "2 daemons on loopback, one rank of each tenant on each\n\n",
+      static_cast<unsigned long>(small_bytes), static_cast<unsigned long>(big_bytes));
   std::printf("%-18s %12s %12s %16s\n", "run", "B p50 (us)", "B p99 (us)", "A allreduce/s");
   auto row = [](const char* name, const Outcome& outcome) {
     std::printf("%-18s %12.1f %12.1f %16.2f\n", name, outcome.p50_us, outcome.p99_us,

@@ -76,20 +76,24 @@ TEST(CcloBenchTest, ForcedAlgorithmIsUsedAndRight) {
       << result.output;
 }
 
-TEST(CcloBenchTest, RoundsRunEachSweepAgainAndSayHowMany) {
-  ProcessResult result = Bench({"--check", "--ops", "allreduce,nop", "--max-bytes", "1K",
-                                "--step-factor", "4", "--iters", "2", "--rounds", "2"});
+TEST(CcloBenchTest, RoundsRunEveryStackAgainAndPoolThem) {
+  ProcessResult result =
+      Bench({"--check", "--ops", "allreduce,nop", "--max-bytes", "1K", "--step-factor", "4",
+             "--iters", "2", "--rounds", "2", "--baseline", "link", "--link-seconds", "1"});
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(absl::StrContains(result.output,
                                 "2 timed iterations per size in each of 2 rounds (the stacks' "
                                 "sweeps in turn, iterations pooled)"))
+      << result.output;
+  // iperf3 ran in each round: the link line gives the mean of both.
+  EXPECT_TRUE(absl::StrContains(result.output, " per direction (the mean of 2 runs)\n"))
       << result.output;
   int rows = 0;
   for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
     std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     if (cells.empty() || (cells[0] != "allreduce" && cells[0] != "nop")) continue;
     ++rows;
-    EXPECT_EQ(cells.back(), "ok") << line;
+    EXPECT_EQ(cells[7], "ok") << line;
   }
   EXPECT_EQ(rows, 4 + 1) << result.output;  // allreduce at 8 B to 512 B in steps of 4; nop
 }

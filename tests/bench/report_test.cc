@@ -31,6 +31,11 @@ TEST(PoolTest, RoundsAddUp) {
   Pool(pooled, Round({20}, {60}, 0.25, "ok"));
   EXPECT_EQ(pooled.cclo.timings[kKey], (std::vector<double>{10, 10, 30, 30, 30, 20}));
   EXPECT_EQ(pooled.stacks[Baseline::kMpi][kKey], (std::vector<double>{40, 40, 50, 60}));
+  Measurements without_mpi = Round({40}, {}, 0, "ok");
+  without_mpi.stacks.clear();  // its sweep failed in this round
+  Pool(pooled, without_mpi);
+  EXPECT_EQ(pooled.stack_rounds[Baseline::kMpi], 3u);
+  EXPECT_EQ(pooled.cclo.timings[kKey].size(), 7u);
   EXPECT_DOUBLE_EQ(pooled.cclo.cpu_seconds[kKey], 1.0);
   EXPECT_EQ(pooled.cclo.checks[kKey], "rank 1 index 3 expected 2 got 0");  // not "ok" again
 }
