@@ -209,20 +209,34 @@ int Main(int argc, char** argv) {
         "socket %s (net.ipv4.tcp_congestion_control)\n",
         options->data_tcp_congestion.c_str(), CongestionControl().c_str());
   }
-  for (const auto& [stack, ran] : measurements.stack_rounds) {
-    if (ran < options->rounds) {
+  for (Baseline baseline : options->baselines) {
+    auto ran = measurements.stack_rounds.find(baseline);
+    if (baseline == Baseline::kLink ||
+        (ran != measurements.stack_rounds.end() && ran->second == options->rounds)) {
+      continue;
+    }
+    if (ran == measurements.stack_rounds.end()) {
+      std::printf("%s: its sweep failed in every round\n", BaselineName(baseline).c_str());
+    } else {
       std::printf("%s: pooled over %u of %u rounds (its sweep failed in the others)\n",
-                  BaselineName(stack).c_str(), ran, options->rounds);
+                  BaselineName(baseline).c_str(), ran->second, options->rounds);
     }
   }
   if (measurements.link.one_way > 0) {
+    std::string runs;
+    if (options->rounds > 1) {
+      const uint32_t failed = options->rounds - measurements.link_runs;
+      runs = absl::StrCat(" (the mean of ", measurements.link_runs, " runs",
+                          failed == 0 ? "" : absl::StrCat("; iperf3 failed in ", failed, " more"),
+                          ")");
+    }
     std::printf(
         "link: iperf3 on loopback, 1 MiB writes: one stream %.3f GB/s; one stream each way "
         "at once (--bidir) %.3f GB/s per direction%s\n",
-        measurements.link.one_way / 1e9, measurements.link.duplex / 1e9,
-        measurements.link_runs == 1
-            ? ""
-            : absl::StrCat(" (the mean of ", measurements.link_runs, " runs)").c_str());
+        measurements.link.one_way / 1e9, measurements.link.duplex / 1e9, runs.c_str());
+  } else if (std::find(options->baselines.begin(), options->baselines.end(), Baseline::kLink) !=
+             options->baselines.end()) {
+    std::printf("link: iperf3 failed in every round\n");
   }
   std::printf("\n%s", RenderReport(*options, measurements).c_str());
   for (const auto& [key, check] : measurements.cclo.checks) {
