@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "hw/poe/tcp/engine.h"
 #include "hw/types.h"
 
 namespace cclo::bench {
@@ -39,14 +40,13 @@ absl::Status InRange(const std::string& flag, int64_t value, int64_t low, int64_
 /// Whether this kernel lets a socket of this process take congestion control `name`, as
 /// the daemons' data sessions would (they run here, as the same user).
 absl::Status CheckCongestion(const std::string& name) {
-  const bool plain =
-      name.size() <= 15 &&
-      name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+  const bool plain = hw::poe::tcp::IsCongestionName(name);
   const int fd = plain ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
   const bool taken =
       fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size()) == 0;
-  const std::string reason =
-      !plain ? "not a congestion control name (a-z, 0-9, _; up to 15)" : std::strerror(errno);
+  const std::string reason = !plain
+                                 ? "not a congestion control name (up to 15 letters, digits or '_')"
+                                 : std::strerror(errno);
   if (fd >= 0) close(fd);
   if (taken) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("--data-tcp-congestion '", name, "': ", reason));

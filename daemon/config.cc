@@ -8,12 +8,12 @@
 #include <sstream>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/policy.h"
 #include "daemon/policy_yaml.h"
 #include "daemon/yaml_key.h"
+#include "hw/poe/tcp/engine.h"
 #include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
 #include "yaml-cpp/yaml.h"
@@ -255,15 +255,10 @@ absl::Status CheckPeerTls(const Config& config) {
       unset.size() == 1 ? " is" : " are", " not set"));
 }
 
-/// A congestion control's name as the kernel takes it: up to 15 letters, digits or '_'
-/// (TCP_CA_NAME_MAX), or empty for the host's. Whether the kernel offers it shows when
-/// the data port opens.
+/// A congestion control's name, or empty for the host's. Whether the kernel offers it
+/// shows when the data port opens.
 absl::Status CheckCongestionName(const std::string& name) {
-  constexpr size_t kMaxName = 15;
-  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-  if (plain && name.size() <= kMaxName) return absl::OkStatus();
+  if (name.empty() || hw::poe::tcp::IsCongestionName(name)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name, "' is not a congestion control name (up to 15 letters, digits or '_')"));
 }

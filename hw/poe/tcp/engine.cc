@@ -11,12 +11,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <fstream>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -109,6 +111,14 @@ std::string CongestionRefusal(const std::string& name) {
 }
 
 }  // namespace
+
+bool IsCongestionName(const std::string& name) {
+  constexpr size_t kMaxName = 15;
+  return !name.empty() && name.size() <= kMaxName &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+         });
+}
 
 absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineHandler* handler) {
   absl::StatusOr<addrinfo*> resolved =

@@ -40,6 +40,10 @@ struct TcpEngineConfig {
   std::string congestion;
 };
 
+/// Whether `name` can name a TCP congestion control: 1 to 15 letters, digits or '_'
+/// (TCP_CA_NAME_MAX). Whether the kernel offers it shows when a socket takes it.
+bool IsCongestionName(const std::string& name);
+
 /// Binds and listens: UNAVAILABLE if the port is taken, INVALID_ARGUMENT if the kernel
 /// refuses config.congestion (not offered, or not allowed without CAP_NET_ADMIN). Call
 /// Start() to run the loop.

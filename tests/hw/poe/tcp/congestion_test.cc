@@ -96,5 +96,14 @@ TEST(CongestionTest, ANameTheKernelDoesNotOfferFailsTheEngine) {
   EXPECT_TRUE(absl::StrContains(engine.status().message(), "reno")) << engine.status();
 }
 
+TEST(CongestionTest, NamesAreWhatTheKernelCouldTake) {
+  for (const std::string name : {"cubic", "bbr", "dctcp", "Reno", "tcp_lp", "abcdefghijklmno"}) {
+    EXPECT_TRUE(IsCongestionName(name)) << name;
+  }
+  for (const std::string name : {"", "abcdefghijklmnop", "cubic; reno", "bbr\n", "../reno"}) {
+    EXPECT_FALSE(IsCongestionName(name)) << name;
+  }
+}
+
 }  // namespace
 }  // namespace cclo::hw::poe::tcp
