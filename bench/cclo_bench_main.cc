@@ -12,7 +12,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -26,6 +25,7 @@
 #include "bench/daemon_cpu.h"
 #include "bench/report.h"
 #include "client/cli.h"
+#include "hw/poe/tcp/engine.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo::bench {
@@ -34,11 +34,7 @@ namespace {
 // The kernel's TCP congestion control, which the sockets of every stack measured here use
 // but cclod's data sessions under --data-tcp-congestion (BBR's pacing slows loopback
 // transfers: docs/performance.md).
-std::string CongestionControl() {
-  std::ifstream file("/proc/sys/net/ipv4/tcp_congestion_control");
-  std::string name;
-  return std::getline(file, name) && !name.empty() ? name : "unknown";
-}
+std::string CongestionControl() { return hw::poe::tcp::Ipv4Setting("tcp_congestion_control"); }
 
 // Prints a failure's message; returns the exit code for it (0 for OK).
 int Fail(const absl::Status& status) {

@@ -87,14 +87,6 @@ int SetCongestion(int fd, const std::string& name) {
   return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size());
 }
 
-/// The first line of /proc/sys/net/ipv4/`name`, e.g. the congestion controls it lists.
-std::string Ipv4Setting(const std::string& name) {
-  std::ifstream file("/proc/sys/net/ipv4/" + name);
-  std::string line;
-  std::getline(file, line);
-  return line.empty() ? "unknown" : line;
-}
-
 /// Why the kernel refused congestion control `name`, from errno after the setsockopt.
 std::string CongestionRefusal(const std::string& name) {
   const int error = errno;
@@ -111,6 +103,13 @@ std::string CongestionRefusal(const std::string& name) {
 }
 
 }  // namespace
+
+std::string Ipv4Setting(const std::string& name) {
+  std::ifstream file("/proc/sys/net/ipv4/" + name);
+  std::string line;
+  std::getline(file, line);
+  return line.empty() ? "unknown" : line;
+}
 
 bool IsCongestionName(const std::string& name) {
   constexpr size_t kMaxName = 15;

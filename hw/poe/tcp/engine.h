@@ -40,6 +40,10 @@ struct TcpEngineConfig {
   std::string congestion;
 };
 
+/// The first line of /proc/sys/net/ipv4/`name` (e.g. tcp_congestion_control, the host's
+/// congestion control), or "unknown".
+std::string Ipv4Setting(const std::string& name);
+
 /// Whether `name` can name a TCP congestion control: 1 to 15 letters, digits or '_'
 /// (TCP_CA_NAME_MAX). Whether the kernel offers it shows when a socket takes it.
 bool IsCongestionName(const std::string& name);

@@ -140,7 +140,7 @@ TEST(TcpSessionTest, ReadsAtMostTheTurnBytesSetOnTheEngine) {
     waiting.set_value();
     done_writing.wait_for(std::chrono::seconds(3));
   });
-  waiting.get_future().wait();
+  ASSERT_EQ(waiting.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
   std::thread writer([&] {
     up.peer->SendSegment(up.peer->Message(SegmentType::kRendezvousData, kBytes),
                          Pattern(kBytes, 1));
