@@ -1,7 +1,8 @@
 #include "hw/emu/reduce.h"
 
+#include <immintrin.h>
+
 #include <bit>
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -18,16 +19,63 @@ struct Plain {
   static T Store(T value) { return value; }
 };
 
+// The conversions are inlined into every kernel (a plain call cannot be inlined into the
+// CPU-specific builds below), so that their loops vectorise.
+[[gnu::always_inline]] inline float HalfBitsToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1Fu;
+  const uint32_t mantissa = bits & 0x3FFu;
+  // Normal numbers: rebias the exponent from 15 to 127.
+  uint32_t magnitude = ((exponent + 112u) << 23) | (mantissa << 13);
+  // Infinity and NaN keep an all-ones exponent and their payload.
+  magnitude = exponent == 0x1Fu ? (0x7F800000u | (mantissa << 13)) : magnitude;
+  // Zero and subnormals are mantissa * 2^-24, exact in float.
+  magnitude =
+      exponent == 0 ? std::bit_cast<uint32_t>(static_cast<float>(mantissa) * 0x1p-24f) : magnitude;
+  return std::bit_cast<float>(sign | magnitude);
+}
+
+[[gnu::always_inline]] inline uint16_t FloatToHalfBits(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
+  const uint32_t magnitude = bits & 0x7FFFFFFFu;
+  // Normal results: rebias the exponent from 127 to 15 and round the 13 dropped mantissa
+  // bits to nearest even; a carry correctly moves into the exponent.
+  const uint32_t normal = (magnitude - 0x38000000u + 0xFFFu + ((magnitude >> 13) & 1u)) >> 13;
+  // Subnormal results (below 2^-14): adding 0.5f makes the float's last place worth 2^-24,
+  // the half subnormal step, so the FPU rounds to nearest even for us.
+  const uint32_t subnormal =
+      std::bit_cast<uint32_t>(std::bit_cast<float>(magnitude) + 0.5f) - 0x3F000000u;
+  uint32_t half = magnitude < 0x38800000u ? subnormal : normal;
+  // From 65520 (halfway past the largest half, 65504) on, the result is infinity.
+  half = magnitude >= 0x477FF000u ? 0x7C00u : half;
+  // NaN stays a quiet NaN with the top payload bits.
+  half = magnitude > 0x7F800000u ? (0x7E00u | ((magnitude >> 13) & 0x3FFu)) : half;
+  return static_cast<uint16_t>(sign | half);
+}
+
+[[gnu::always_inline]] inline float BfloatBitsToFloat(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+[[gnu::always_inline]] inline uint16_t FloatToBfloatBits(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  // Round the 16 dropped bits to nearest even; overflow carries into infinity.
+  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+  return static_cast<uint16_t>(nan ? ((bits >> 16) | 0x0040u) : rounded);
+}
+
 struct Half {
   using Storage = uint16_t;
-  static float Load(uint16_t bits) { return HalfToFloat(bits); }
-  static uint16_t Store(float value) { return FloatToHalf(value); }
+  [[gnu::always_inline]] static float Load(uint16_t bits) { return HalfBitsToFloat(bits); }
+  [[gnu::always_inline]] static uint16_t Store(float value) { return FloatToHalfBits(value); }
 };
 
 struct Bfloat {
   using Storage = uint16_t;
-  static float Load(uint16_t bits) { return BfloatToFloat(bits); }
-  static uint16_t Store(float value) { return FloatToBfloat(value); }
+  [[gnu::always_inline]] static float Load(uint16_t bits) { return BfloatBitsToFloat(bits); }
+  [[gnu::always_inline]] static uint16_t Store(float value) { return FloatToBfloatBits(value); }
 };
 
 // Ops. Integer sum and prod run in the unsigned type so that overflow wraps instead of
@@ -56,13 +104,15 @@ struct Prod {
   }
 };
 
+// Floats propagate a NaN: `a` when it is one (a != a), else `b` (the compare is false).
+// Written with | and ?: so that the same code serves 8 floats in a vector register.
 struct Max {
   template <typename T>
   T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return (a > b || std::isnan(a)) ? a : b;
-    } else {
+    if constexpr (std::is_integral_v<T>) {
       return a > b ? a : b;
+    } else {
+      return ((a > b) | (a != a)) ? a : b;
     }
   }
 };
@@ -70,10 +120,10 @@ struct Max {
 struct Min {
   template <typename T>
   T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return (a < b || std::isnan(a)) ? a : b;
-    } else {
+    if constexpr (std::is_integral_v<T>) {
       return a < b ? a : b;
+    } else {
+      return ((a < b) | (a != a)) ? a : b;
     }
   }
 };
@@ -127,20 +177,55 @@ struct Kernels {
   KernelFn streaming;
 };
 
+// float16 where the CPU has F16C (and AVX2): the hardware converts 8 elements per
+// instruction, rounding to nearest even as FloatToHalf does, where the portable
+// conversions take some twenty vector instructions each. Each 8 elements of `a` and `b`
+// are loaded before their result is stored, so `out` may be `a` or `b`; a NaN comes out
+// quiet either way. (16 elements at a time with AVX-512 was 1.7x faster in the cache and
+// no faster from memory: not built.)
+template <typename Op>
+__attribute__((target("avx2,f16c"))) void HalfF16cKernel(const std::byte* a, const std::byte* b,
+                                                         std::byte* out, uint64_t count) {
+  const Op op;
+  uint64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * i)));
+    const __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i),
+                     _mm256_cvtps_ph(op(x, y), _MM_FROUND_TO_NEAREST_INT));
+  }
+  Loop<Half, Op>(a + 2 * i, b + 2 * i, out + 2 * i, count - i);
+}
+
+bool HasF16c() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
 template <typename Codec, typename Op>
-constexpr Kernels kKernels = {&CachedKernel<Codec, Op>, &StreamingKernel<Codec, Op>};
+Kernels KernelsOf() {
+  if constexpr (std::is_same_v<Codec, Half>) {
+    if (HasF16c()) return {&HalfF16cKernel<Op>, &HalfF16cKernel<Op>};
+  }
+  // A kernel that converts is bound by its arithmetic, not by memory: the 512-bit build
+  // is the faster one at every size (bfloat16 sum from 1 MiB: 2.5x the 256-bit one).
+  if constexpr (!std::is_same_v<Codec, Plain<typename Codec::Storage>>) {
+    return {&CachedKernel<Codec, Op>, &CachedKernel<Codec, Op>};
+  }
+  return {&CachedKernel<Codec, Op>, &StreamingKernel<Codec, Op>};
+}
 
 template <typename Codec>
 Kernels ForOp(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-      return kKernels<Codec, Sum>;
+      return KernelsOf<Codec, Sum>();
     case ReduceOp::kProd:
-      return kKernels<Codec, Prod>;
+      return KernelsOf<Codec, Prod>();
     case ReduceOp::kMax:
-      return kKernels<Codec, Max>;
+      return KernelsOf<Codec, Max>();
     case ReduceOp::kMin:
-      return kKernels<Codec, Min>;
+      return KernelsOf<Codec, Min>();
   }
   return {};
 }
@@ -186,49 +271,12 @@ absl::Status Reduce(ReduceOp op, DataType type, const std::byte* a, const std::b
   return absl::OkStatus();
 }
 
-float HalfToFloat(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1Fu;
-  const uint32_t mantissa = bits & 0x3FFu;
-  // Normal numbers: rebias the exponent from 15 to 127.
-  uint32_t magnitude = ((exponent + 112u) << 23) | (mantissa << 13);
-  // Infinity and NaN keep an all-ones exponent and their payload.
-  magnitude = exponent == 0x1Fu ? (0x7F800000u | (mantissa << 13)) : magnitude;
-  // Zero and subnormals are mantissa * 2^-24, exact in float.
-  magnitude =
-      exponent == 0 ? std::bit_cast<uint32_t>(static_cast<float>(mantissa) * 0x1p-24f) : magnitude;
-  return std::bit_cast<float>(sign | magnitude);
-}
+float HalfToFloat(uint16_t bits) { return HalfBitsToFloat(bits); }
 
-uint16_t FloatToHalf(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  const uint32_t sign = (bits >> 16) & 0x8000u;
-  const uint32_t magnitude = bits & 0x7FFFFFFFu;
-  // Normal results: rebias the exponent from 127 to 15 and round the 13 dropped mantissa
-  // bits to nearest even; a carry correctly moves into the exponent.
-  const uint32_t normal = (magnitude - 0x38000000u + 0xFFFu + ((magnitude >> 13) & 1u)) >> 13;
-  // Subnormal results (below 2^-14): adding 0.5f makes the float's last place worth 2^-24,
-  // the half subnormal step, so the FPU rounds to nearest even for us.
-  const uint32_t subnormal =
-      std::bit_cast<uint32_t>(std::bit_cast<float>(magnitude) + 0.5f) - 0x3F000000u;
-  uint32_t half = magnitude < 0x38800000u ? subnormal : normal;
-  // From 65520 (halfway past the largest half, 65504) on, the result is infinity.
-  half = magnitude >= 0x477FF000u ? 0x7C00u : half;
-  // NaN stays a quiet NaN with the top payload bits.
-  half = magnitude > 0x7F800000u ? (0x7E00u | ((magnitude >> 13) & 0x3FFu)) : half;
-  return static_cast<uint16_t>(sign | half);
-}
+uint16_t FloatToHalf(float value) { return FloatToHalfBits(value); }
 
-float BfloatToFloat(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
+float BfloatToFloat(uint16_t bits) { return BfloatBitsToFloat(bits); }
 
-uint16_t FloatToBfloat(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  // Round the 16 dropped bits to nearest even; overflow carries into infinity.
-  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-  return static_cast<uint16_t>(nan ? ((bits >> 16) | 0x0040u) : rounded);
-}
+uint16_t FloatToBfloat(float value) { return FloatToBfloatBits(value); }
 
 }  // namespace cclo::hw::emu
