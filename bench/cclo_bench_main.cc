@@ -26,6 +26,7 @@
 #include "bench/report.h"
 #include "client/cli.h"
 #include "hw/poe/tcp/engine.h"
+#include "hw/types.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo::bench {
@@ -46,7 +47,7 @@ int Fail(const absl::Status& status) {
 int Worker(int argc, char** argv) {
   CLI::App app{"one rank of a cclo-bench sweep (started by cclo-bench)", "cclo-bench worker"};
   WorkerOptions options;
-  std::string ops, sizes, pids;
+  std::string ops, sizes, datatype, pids;
   app.add_option("--runtime-dir", options.runtime_dir)->required();
   app.add_option("--token", options.token)->required();
   app.add_option("--rank", options.rank)->required();
@@ -55,6 +56,7 @@ int Worker(int argc, char** argv) {
   app.add_option("--sizes", sizes)->required();
   app.add_option("--warmup", options.warmup)->required();
   app.add_option("--iters", options.iters)->required();
+  app.add_option("--datatype", datatype)->required();
   app.add_option("--daemon-pids", pids)->required();
   app.add_flag("--check", options.check);
   app.add_option("--algorithm", options.algorithm);
@@ -65,6 +67,9 @@ int Worker(int argc, char** argv) {
   absl::StatusOr<std::vector<uint64_t>> parsed_sizes = ParseSizeList(sizes);
   if (!parsed_sizes.ok()) return Fail(parsed_sizes.status());
   options.sizes = *parsed_sizes;
+  absl::StatusOr<hw::DataType> parsed_datatype = hw::ParseDataType(datatype);
+  if (!parsed_datatype.ok()) return Fail(parsed_datatype.status());
+  options.datatype = *parsed_datatype;
   for (absl::string_view pid : absl::StrSplit(pids, ',', absl::SkipEmpty())) {
     options.daemon_pids.push_back(0);
     if (!absl::SimpleAtoi(pid, &options.daemon_pids.back())) {
@@ -107,6 +112,10 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
                  "timed iterations (this machine's speed drifts over minutes)")
       ->capture_default_str();
   app.add_flag("--check", arguments.check, "check every result (fills and checks are not timed)");
+  app.add_option("--datatype", arguments.datatype,
+                 "elements' datatype: int8, uint8, int32, int64, float16, bfloat16, float32 or "
+                 "float64 (reductions sum); Open MPI and Gloo run float32 only")
+      ->capture_default_str();
   app.add_option("--algorithm", arguments.algorithm,
                  "force this algorithm on every collective op (docs/algorithms.md); default: "
                  "the daemons' choice");
@@ -184,10 +193,10 @@ int Main(int argc, char** argv) {
     Pool(measurements, std::move(round));
   }
   std::printf(
-      "cclo-bench: %u ranks on %u daemons (%u per daemon), loopback, float32 sum; "
+      "cclo-bench: %u ranks on %u daemons (%u per daemon), loopback, %s sum; "
       "%u warm-up and %u timed iterations per size%s; algorithm: %s\n",
-      options->ranks(), options->daemons, options->ranks_per_daemon, options->warmup,
-      options->iters,
+      options->ranks(), options->daemons, options->ranks_per_daemon,
+      std::string(hw::DataTypeName(options->datatype)).c_str(), options->warmup, options->iters,
       options->rounds == 1 ? ""
                            : absl::StrCat(" in each of ", options->rounds,
                                           " rounds (the stacks' sweeps in turn, iterations pooled)")

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cclo/client.h"
+#include "hw/types.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo::bench {
@@ -66,6 +67,7 @@ absl::StatusOr<CcloResults> RunCcloSweep(const BenchOptions& options,
         "--sizes",       absl::StrJoin(options.sizes, ","),
         "--warmup",      absl::StrCat(options.warmup),
         "--iters",       absl::StrCat(options.iters),
+        "--datatype",    std::string(hw::DataTypeName(options.datatype)),
         "--daemon-pids", absl::StrJoin(daemon_pids, ",")};
     if (options.check) command.push_back("--check");
     if (!options.algorithm.empty()) {

@@ -14,7 +14,6 @@
 namespace cclo::bench {
 namespace {
 
-constexpr hw::DataType kType = hw::DataType::kFloat32;
 constexpr uint32_t kSendTag = 2;
 constexpr uint32_t kAckTag = 3;
 
@@ -46,7 +45,7 @@ run::Op RunOp(Op op) {
 run::OpShape ShapeOf(const WorkerOptions& options, Op op, uint64_t count) {
   run::OpShape shape;
   shape.op = RunOp(op);
-  shape.datatype = kType;
+  shape.datatype = options.datatype;
   shape.rank = options.rank;
   shape.size = options.size;
   shape.count = count;
@@ -70,7 +69,7 @@ class Worker {
 
   absl::Status RunSize(Op op, uint64_t count) {
     const run::OpShape shape = ShapeOf(options_, op, count);
-    const uint64_t size = SizeOf(op, count, options_.size, hw::DataTypeSize(kType));
+    const uint64_t size = SizeOf(op, count, options_.size, hw::DataTypeSize(options_.datatype));
     const std::string label = absl::StrCat(OpName(op), " ", size);
     if (!IsNop(op)) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
     std::vector<double> micros;
@@ -181,14 +180,15 @@ class Worker {
   absl::Status SendOneWay(const run::OpShape& shape) {
     if (Receives()) {
       absl::Status received =
-          comm_.Recv(recv_, 0, shape.count, kType, Partner(), kSendTag, Timeout());
+          comm_.Recv(recv_, 0, shape.count, shape.datatype, Partner(), kSendTag, Timeout());
       if (!received.ok()) return received;
-      return comm_.Send(send_, 0, 0, kType, Partner(), kAckTag, Timeout());
+      return comm_.Send(send_, 0, 0, shape.datatype, Partner(), kAckTag, Timeout());
     }
     if (options_.rank == 2 * Half()) return absl::OkStatus();
-    absl::Status sent = comm_.Send(send_, 0, shape.count, kType, Partner(), kSendTag, Timeout());
+    absl::Status sent =
+        comm_.Send(send_, 0, shape.count, shape.datatype, Partner(), kSendTag, Timeout());
     if (!sent.ok()) return sent;
-    return comm_.Recv(recv_, 0, 0, kType, Partner(), kAckTag, Timeout());
+    return comm_.Recv(recv_, 0, 0, shape.datatype, Partner(), kAckTag, Timeout());
   }
 
   uint32_t Half() const { return options_.size / 2; }
@@ -232,10 +232,10 @@ uint64_t BufferBytes(const WorkerOptions& options) {
   const uint64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
   for (Op op : options.ops) {
     if (IsNop(op)) continue;
-    const uint64_t count = CountOf(op, largest, options.size, hw::DataTypeSize(kType));
+    const uint64_t count = CountOf(op, largest, options.size, hw::DataTypeSize(options.datatype));
     const run::BufferElements elements = run::ElementsOf(ShapeOf(options, op, count));
-    most = std::max(
-        {most, elements.send * hw::DataTypeSize(kType), elements.recv * hw::DataTypeSize(kType)});
+    most = std::max({most, elements.send * hw::DataTypeSize(options.datatype),
+                     elements.recv * hw::DataTypeSize(options.datatype)});
   }
   return most;
 }
@@ -255,7 +255,8 @@ absl::Status RunWorker(const WorkerOptions& options) {
   if (!recv.ok()) return recv.status();
   Worker worker(options, **comm, *send, *recv);
   for (Op op : options.ops) {
-    for (uint64_t count : CountsOf(op, options.sizes, options.size, hw::DataTypeSize(kType))) {
+    for (uint64_t count :
+         CountsOf(op, options.sizes, options.size, hw::DataTypeSize(options.datatype))) {
       if (absl::Status status = worker.RunSize(op, count); !status.ok()) return status;
     }
   }

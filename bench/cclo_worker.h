@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "bench/sweep.h"
+#include "hw/types.h"
 
 namespace cclo::bench {
 
@@ -24,6 +25,7 @@ struct WorkerOptions {
   uint32_t warmup = 0;
   uint32_t iters = 1;
   bool check = false;
+  hw::DataType datatype = hw::DataType::kFloat32;
   /// Forced on the collective ops (bcast to alltoall); empty: the daemons' choice.
   std::string algorithm;
   /// Rank 0 reads their CPU time around each size's timed iterations.
@@ -31,10 +33,10 @@ struct WorkerOptions {
   absl::Duration op_timeout = absl::Minutes(2);
 };
 
-/// Joins the communicator and runs every op at every size (float32 sum; rooted ops at root
-/// 0): `warmup` untimed iterations, a barrier, `iters` timed ones, a barrier. Nops (nop,
-/// nop_grpc) instead run in turns, one rank at a time while the others wait in a barrier:
-/// a barrier, then per rank its warm-up and timed iterations and a barrier. Prints per op
+/// Joins the communicator and runs every op at every size (in `datatype`, reductions sum;
+/// rooted ops at root 0): `warmup` untimed iterations, a barrier, `iters` timed ones, a barrier.
+/// Nops (nop, nop_grpc) instead run in turns, one rank at a time while the others wait in a
+/// barrier: a barrier, then per rank its warm-up and timed iterations and a barrier. Prints per op
 /// and size a TimesLine; with `check`, fills the inputs before and checks the output after
 /// every iteration (outside the timing) and prints "check <op> <size> ok" or
 /// "check <op> <size> <first mismatch>"; rank 0 prints "cpu <op> <size> <seconds>", the CPU

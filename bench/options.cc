@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/run/options.h"
 #include "hw/poe/tcp/engine.h"
 #include "hw/types.h"
 
@@ -149,6 +150,19 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
                                                    "' is not an algorithm name (a-z, 0-9, _)"));
   }
   options.algorithm = arguments.algorithm;
+  absl::StatusOr<hw::DataType> datatype = hw::ParseDataType(arguments.datatype);
+  if (!datatype.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--datatype: ", datatype.status().message()));
+  }
+  options.datatype = *datatype;
+  const bool sums = std::any_of(options.ops.begin(), options.ops.end(), [](Op op) {
+    return op == Op::kReduce || op == Op::kAllreduce || op == Op::kReduceScatter;
+  });
+  if (options.check && sums) {
+    if (absl::Status exact = run::CheckSumsExact(options.datatype, options.ranks()); !exact.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--check --datatype: ", exact.message()));
+    }
+  }
   for (const std::string& name : arguments.baselines) {
     Baseline baseline;
     if (name == "mpi") {
@@ -160,6 +174,10 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--baseline '", name, "' is none of mpi, gloo, link"));
+    }
+    if (baseline != Baseline::kLink && options.datatype != hw::DataType::kFloat32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--baseline ", name, " runs float32 only, not --datatype ", arguments.datatype));
     }
     if (std::find(options.baselines.begin(), options.baselines.end(), baseline) ==
         options.baselines.end()) {

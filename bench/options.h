@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/sweep.h"
+#include "hw/types.h"
 
 namespace cclo::bench {
 
@@ -37,6 +38,8 @@ struct BenchOptions {
   /// baseline); the timed iterations of every round are pooled.
   uint32_t rounds = 1;
   bool check = false;
+  /// Of every op's elements (reductions sum); Open MPI and Gloo run float32 only.
+  hw::DataType datatype = hw::DataType::kFloat32;
   /// Forced on every collective op (bcast to alltoall); empty: the daemons' choice.
   std::string algorithm;
   std::vector<Baseline> baselines;
@@ -61,6 +64,7 @@ struct BenchArguments {
   int64_t iters = 20;
   int64_t rounds = 1;
   bool check = false;
+  std::string datatype = "float32";
   std::string algorithm;
   std::vector<std::string> baselines;
   double link_seconds = 5;

@@ -140,6 +140,15 @@ absl::StatusOr<std::vector<uint32_t>> ParseRoots(const std::string& text, uint32
   return std::vector<uint32_t>{root};
 }
 
+absl::Status CheckSumsExact(hw::DataType type, uint32_t ranks) {
+  const int64_t limit = ExactIntegerLimit(type);
+  if (limit == 0 || kPatternMagnitude * ranks <= limit) return absl::OkStatus();
+  const std::string name = DataTypeText(type);
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, " sums over ", ranks, " ranks may exceed ", limit, ", beyond which ", name,
+                   " misses integers; use at most ", limit / kPatternMagnitude, " ranks"));
+}
+
 absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   RunOptions options;
   if (arguments.runtime_dir.empty()) return FlagError("runtime-dir", "is required");
@@ -181,13 +190,9 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
       *reduce_op == hw::ReduceOp::kSum &&
       std::any_of(ops->begin(), ops->end(), [](Op op) { return hw::Reduces(CollectiveOf(op)); });
   for (hw::DataType datatype : *datatypes) {
-    const int64_t limit = ExactIntegerLimit(datatype);
-    if (sums && limit > 0 && kPatternMagnitude * arguments.size > limit) {
-      const std::string name = DataTypeText(datatype);
-      return FlagError(
-          "datatype", absl::StrCat(name, " sums over ", arguments.size, " ranks may exceed ", limit,
-                                   ", beyond which ", name, " misses integers; use at most ",
-                                   limit / kPatternMagnitude, " ranks or --reduce-op max or min"));
+    absl::Status exact = CheckSumsExact(datatype, static_cast<uint32_t>(arguments.size));
+    if (sums && !exact.ok()) {
+      return FlagError("datatype", absl::StrCat(exact.message(), " or --reduce-op max or min"));
     }
   }
   options.runtime_dir = arguments.runtime_dir;

@@ -88,6 +88,11 @@ absl::StatusOr<std::vector<uint32_t>> ParseRoots(const std::string& text, uint32
 /// Parses --datatype: a comma-separated list of datatype names, e.g. "float32,int32".
 absl::StatusOr<std::vector<hw::DataType>> ParseDataTypes(const std::string& text);
 
+/// OK when sums of the check patterns (check.h) over `ranks` ranks stay exact in `type`;
+/// else INVALID_ARGUMENT "<type> sums over <ranks> ranks may exceed <limit>, beyond which
+/// <type> misses integers; use at most <n> ranks" (float16 and bfloat16 have limits).
+absl::Status CheckSumsExact(hw::DataType type, uint32_t ranks);
+
 /// Checks every argument and combination; errors name the flag and the bad value.
 absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments);
 

@@ -76,6 +76,31 @@ TEST(CcloBenchTest, ForcedAlgorithmIsUsedAndRight) {
       << result.output;
 }
 
+// --datatype reaches every rank: results are right in the half types, and int64's 8 bytes
+// leave no element per rank for reduce_scatter at 8 B on 2 ranks, so that row goes.
+TEST(CcloBenchTest, OtherDatatypesAreRightToo) {
+  for (const auto& [datatype, rows_expected] :
+       std::vector<std::pair<std::string, int>>{{"float16", 21}, {"bfloat16", 21}, {"int64", 20}}) {
+    ProcessResult result =
+        Bench({"--check", "--datatype", datatype, "--ops", "allreduce,reduce_scatter,send",
+               "--max-bytes", "32K", "--step-factor", "4", "--warmup", "1", "--iters", "2"});
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    EXPECT_TRUE(absl::StrContains(result.output, absl::StrCat(", loopback, ", datatype, " sum;")))
+        << result.output;
+    int rows = 0;
+    for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
+      std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+      if (cells.empty() ||
+          (cells[0] != "allreduce" && cells[0] != "reduce_scatter" && cells[0] != "send")) {
+        continue;
+      }
+      ++rows;
+      EXPECT_EQ(cells.back(), "ok") << line;
+    }
+    EXPECT_EQ(rows, rows_expected) << result.output;  // 8 B to 32 KiB in steps of 4, each op
+  }
+}
+
 TEST(CcloBenchTest, RoundsRunEveryStackAgainAndPoolThem) {
   ProcessResult result =
       Bench({"--check", "--ops", "allreduce,nop", "--max-bytes", "1K", "--step-factor", "4",
@@ -154,6 +179,12 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--iters", "0"}, "--iters 0 is outside 1 to"},
       {{"--rounds", "0"}, "--rounds 0 is outside 1 to 100"},
       {{"--algorithm", "Ring"}, "--algorithm 'Ring' is not an algorithm name (a-z, 0-9, _)"},
+      {{"--datatype", "half"}, "--datatype: 'half' is not one of int8, uint8, int32, int64"},
+      {{"--datatype", "float16", "--baseline", "gloo"},
+       "--baseline gloo runs float32 only, not --datatype float16"},
+      {{"--check", "--datatype", "bfloat16", "--ranks-per-daemon", "5", "--ops", "allreduce"},
+       "--check --datatype: bfloat16 sums over 10 ranks may exceed 256, beyond which bfloat16 "
+       "misses integers; use at most 8 ranks"},
       {{"--runtime-dirs", "/a,/b", "--data-tcp-congestion", "cubic"},
        "--data-tcp-congestion applies to the daemons the bench starts"},
       {{"--data-tcp-congestion", "no_such_cc"},
