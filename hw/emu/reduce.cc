@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -104,15 +105,13 @@ struct Prod {
   }
 };
 
-// Floats propagate a NaN: `a` when it is one (a != a), else `b` (the compare is false).
-// Written with | and ?: so that the same code serves 8 floats in a vector register.
 struct Max {
   template <typename T>
   T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      return a > b ? a : b;
+    if constexpr (std::is_floating_point_v<T>) {
+      return (a > b || std::isnan(a)) ? a : b;
     } else {
-      return ((a > b) | (a != a)) ? a : b;
+      return a > b ? a : b;
     }
   }
 };
@@ -120,10 +119,10 @@ struct Max {
 struct Min {
   template <typename T>
   T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      return a < b ? a : b;
+    if constexpr (std::is_floating_point_v<T>) {
+      return (a < b || std::isnan(a)) ? a : b;
     } else {
-      return ((a < b) | (a != a)) ? a : b;
+      return a < b ? a : b;
     }
   }
 };
@@ -149,9 +148,10 @@ template <typename Codec, typename Op>
 // The loop is built for several CPUs; the loader picks the best clone the CPU has (an
 // ifunc). Buffers up to kCachedBytes stay in a core's cache and take 512-bit vectors where
 // the CPU has AVX-512 (x86-64-v4; BUILD asks GCC for them): at 64 KiB about 1.3x faster
-// than 256-bit ones. Larger buffers stream from L3 or memory and take 256-bit vectors at
-// most: there 512-bit ones were 20-30% slower (bench/reduce-kernel at 16 and 64 MiB), as
-// each of their loads splits a cache line unless the buffers are aligned alike.
+// than 256-bit ones. Larger buffers of the plain types stream from L3 or memory and take
+// 256-bit vectors at most: there 512-bit ones were 20-30% slower (bench/reduce-kernel at
+// 16 and 64 MiB), as each of their loads splits a cache line unless the buffers are
+// aligned alike. Kernels that convert (KernelsOf) take the 512-bit build at every size.
 template <typename Codec, typename Op>
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void CachedKernel(
     const std::byte* a, const std::byte* b, std::byte* out, uint64_t count) {
@@ -177,22 +177,39 @@ struct Kernels {
   KernelFn streaming;
 };
 
+// The ops on 8 floats, as Sum, Prod, Max and Min do on one.
+__attribute__((target("avx2"))) inline __m256 Apply8(Sum, __m256 a, __m256 b) {
+  return _mm256_add_ps(a, b);
+}
+__attribute__((target("avx2"))) inline __m256 Apply8(Prod, __m256 a, __m256 b) {
+  return _mm256_mul_ps(a, b);
+}
+__attribute__((target("avx2"))) inline __m256 Apply8(Max, __m256 a, __m256 b) {
+  const __m256 take_a =
+      _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(b, a, take_a);
+}
+__attribute__((target("avx2"))) inline __m256 Apply8(Min, __m256 a, __m256 b) {
+  const __m256 take_a =
+      _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(b, a, take_a);
+}
+
 // float16 where the CPU has F16C (and AVX2): the hardware converts 8 elements per
 // instruction, rounding to nearest even as FloatToHalf does, where the portable
 // conversions take some twenty vector instructions each. Each 8 elements of `a` and `b`
 // are loaded before their result is stored, so `out` may be `a` or `b`; a NaN comes out
-// quiet either way. (16 elements at a time with AVX-512 was 1.7x faster in the cache and
-// no faster from memory: not built.)
+// quiet either way. (16 elements at a time with AVX-512 ran 1.7-1.8x as fast in the cache
+// and 1.1x from memory in a separate test: not built.)
 template <typename Op>
 __attribute__((target("avx2,f16c"))) void HalfF16cKernel(const std::byte* a, const std::byte* b,
                                                          std::byte* out, uint64_t count) {
-  const Op op;
   uint64_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * i)));
     const __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * i)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i),
-                     _mm256_cvtps_ph(op(x, y), _MM_FROUND_TO_NEAREST_INT));
+                     _mm256_cvtps_ph(Apply8(Op{}, x, y), _MM_FROUND_TO_NEAREST_INT));
   }
   Loop<Half, Op>(a + 2 * i, b + 2 * i, out + 2 * i, count - i);
 }
@@ -202,61 +219,60 @@ bool HasF16c() {
   return has;
 }
 
+// float16 takes the F16C kernel when `f16c`. A kernel that converts is bound by its
+// arithmetic, not by memory: the 512-bit build is the faster one at every size (bfloat16
+// sum from 1 MiB: 2.5x the 256-bit one).
 template <typename Codec, typename Op>
-Kernels KernelsOf() {
-  if constexpr (std::is_same_v<Codec, Half>) {
-    if (HasF16c()) return {&HalfF16cKernel<Op>, &HalfF16cKernel<Op>};
-  }
-  // A kernel that converts is bound by its arithmetic, not by memory: the 512-bit build
-  // is the faster one at every size (bfloat16 sum from 1 MiB: 2.5x the 256-bit one).
-  if constexpr (!std::is_same_v<Codec, Plain<typename Codec::Storage>>) {
+Kernels KernelsOf(bool f16c) {
+  if constexpr (std::is_same_v<Codec, Plain<typename Codec::Storage>>) {
+    return {&CachedKernel<Codec, Op>, &StreamingKernel<Codec, Op>};
+  } else if (std::is_same_v<Codec, Half> && f16c) {
+    return {&HalfF16cKernel<Op>, &HalfF16cKernel<Op>};
+  } else {
     return {&CachedKernel<Codec, Op>, &CachedKernel<Codec, Op>};
   }
-  return {&CachedKernel<Codec, Op>, &StreamingKernel<Codec, Op>};
 }
 
 template <typename Codec>
-Kernels ForOp(ReduceOp op) {
+Kernels ForOp(ReduceOp op, bool f16c) {
   switch (op) {
     case ReduceOp::kSum:
-      return KernelsOf<Codec, Sum>();
+      return KernelsOf<Codec, Sum>(f16c);
     case ReduceOp::kProd:
-      return KernelsOf<Codec, Prod>();
+      return KernelsOf<Codec, Prod>(f16c);
     case ReduceOp::kMax:
-      return KernelsOf<Codec, Max>();
+      return KernelsOf<Codec, Max>(f16c);
     case ReduceOp::kMin:
-      return KernelsOf<Codec, Min>();
+      return KernelsOf<Codec, Min>(f16c);
   }
   return {};
 }
 
-Kernels Select(ReduceOp op, DataType type) {
+Kernels Select(ReduceOp op, DataType type, bool f16c) {
   switch (type) {
     case DataType::kInt8:
-      return ForOp<Plain<int8_t>>(op);
+      return ForOp<Plain<int8_t>>(op, f16c);
     case DataType::kUint8:
-      return ForOp<Plain<uint8_t>>(op);
+      return ForOp<Plain<uint8_t>>(op, f16c);
     case DataType::kInt32:
-      return ForOp<Plain<int32_t>>(op);
+      return ForOp<Plain<int32_t>>(op, f16c);
     case DataType::kInt64:
-      return ForOp<Plain<int64_t>>(op);
+      return ForOp<Plain<int64_t>>(op, f16c);
     case DataType::kFloat16:
-      return ForOp<Half>(op);
+      return ForOp<Half>(op, f16c);
     case DataType::kBfloat16:
-      return ForOp<Bfloat>(op);
+      return ForOp<Bfloat>(op, f16c);
     case DataType::kFloat32:
-      return ForOp<Plain<float>>(op);
+      return ForOp<Plain<float>>(op, f16c);
     case DataType::kFloat64:
-      return ForOp<Plain<double>>(op);
+      return ForOp<Plain<double>>(op, f16c);
   }
   return {};
 }
 
-}  // namespace
-
-absl::Status Reduce(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
-                    std::byte* out, uint64_t count) {
-  const Kernels kernels = Select(op, type);
+absl::Status ReduceWith(bool f16c, ReduceOp op, DataType type, const std::byte* a,
+                        const std::byte* b, std::byte* out, uint64_t count) {
+  const Kernels kernels = Select(op, type, f16c);
   if (kernels.cached == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("no reduce kernel for reduce op value ",
                                                    static_cast<int>(op), " and datatype value ",
@@ -269,6 +285,18 @@ absl::Status Reduce(ReduceOp op, DataType type, const std::byte* a, const std::b
   const bool streaming = count > kCachedBytes / DataTypeSize(type);
   (streaming ? kernels.streaming : kernels.cached)(a, b, out, count);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Reduce(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
+                    std::byte* out, uint64_t count) {
+  return ReduceWith(HasF16c(), op, type, a, b, out, count);
+}
+
+absl::Status ReducePortable(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
+                            std::byte* out, uint64_t count) {
+  return ReduceWith(false, op, type, a, b, out, count);
 }
 
 float HalfToFloat(uint16_t bits) { return HalfBitsToFloat(bits); }

@@ -19,6 +19,11 @@ namespace cclo::hw::emu {
 absl::Status Reduce(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
                     std::byte* out, uint64_t count);
 
+/// Reduce as on a CPU without F16C: float16 by the portable conversions. For tests, which
+/// run where the CPU has F16C and Reduce takes the hardware's.
+absl::Status ReducePortable(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
+                            std::byte* out, uint64_t count);
+
 /// IEEE binary16 bits to float (exact).
 float HalfToFloat(uint16_t bits);
 /// float to IEEE binary16 bits, rounding to nearest even; overflow gives infinity, NaN

@@ -133,14 +133,16 @@ TEST_P(ReduceAllTest, CountZeroTouchesNothing) {
 
 TEST_P(ReduceAllTest, UnalignedPointers) {
   const auto [type, op] = GetParam();
-  const std::vector<double> a = {1, 2, 3, 4, 5};
-  const std::vector<double> b = {2, 2, 1, 0, 3};
+  // 11 elements: a vector loop of 8 (float16's F16C kernel) and a tail.
+  const std::vector<double> a = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  const std::vector<double> b = {2, 2, 1, 0, 3, 9, 1, 8, 2, 12, 0};
   std::vector<std::byte> a_bytes(1);
   std::vector<std::byte> b_bytes(3);
   for (std::byte x : Encode(type, a)) a_bytes.push_back(x);
   for (std::byte x : Encode(type, b)) b_bytes.push_back(x);
   std::vector<std::byte> out(1 + a_bytes.size());
-  ASSERT_TRUE(Reduce(op, type, a_bytes.data() + 1, b_bytes.data() + 3, out.data() + 1, 5).ok());
+  ASSERT_TRUE(
+      Reduce(op, type, a_bytes.data() + 1, b_bytes.data() + 3, out.data() + 1, a.size()).ok());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(Load(type, out.data() + 1 + i * DataTypeSize(type)), Apply(op, a[i], b[i]));
   }
@@ -269,13 +271,16 @@ TEST(BfloatTest, KnownEncodings) {
 }
 
 // float16 and bfloat16 kernels (vectorised) against the scalar conversions, element by
-// element, on every 16-bit pattern paired with a permutation of them: zeros, subnormals,
-// infinities, NaNs and rounding ties included, in 65536 elements and in 5 x 65536 + 3 (a
-// tail after the vector loop).
-class HalfKernelTest : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp>> {};
+// element, on every 16-bit pattern paired with others (a permutation that changes every
+// 65536 elements, and +0 with -0 both ways): zeros, subnormals, infinities, NaNs and
+// rounding ties included, in 65536 elements and in 5 x 65536 + 3 (a tail after the vector
+// loop). Reduce takes float16's F16C kernel where the CPU has it; ReducePortable the
+// kernel of CPUs without.
+class HalfAndBfloatKernelTest
+    : public ::testing::TestWithParam<std::tuple<DataType, ReduceOp, bool>> {};
 
-TEST_P(HalfKernelTest, MatchesTheScalarConversionsOnEveryPattern) {
-  const auto [type, op] = GetParam();
+TEST_P(HalfAndBfloatKernelTest, MatchesTheScalarConversionsOnEveryPattern) {
+  const auto [type, op, portable] = GetParam();
   const bool half = type == DataType::kFloat16;
   auto to_float = [half](uint16_t bits) { return half ? HalfToFloat(bits) : BfloatToFloat(bits); };
   auto from_float = [half](float value) {
@@ -286,12 +291,15 @@ TEST_P(HalfKernelTest, MatchesTheScalarConversionsOnEveryPattern) {
   std::vector<uint16_t> b(total);
   for (size_t i = 0; i < total; ++i) {
     a[i] = static_cast<uint16_t>(i);
-    b[i] = static_cast<uint16_t>(i * 40503 + 12345);  // odd factor: a permutation
+    b[i] = static_cast<uint16_t>(i * 40503 + 12345 + (i >> 16) * 0x2F1);  // odd factor
   }
+  a[100] = b[101] = 0x0000;
+  a[101] = b[100] = 0x8000;
   for (const size_t count : {size_t{65536}, total}) {
     SCOPED_TRACE(count);
     std::vector<uint16_t> out(count);
-    ASSERT_TRUE(Reduce(op, type, reinterpret_cast<const std::byte*>(a.data()),
+    const auto reduce = portable ? &ReducePortable : &Reduce;
+    ASSERT_TRUE(reduce(op, type, reinterpret_cast<const std::byte*>(a.data()),
                        reinterpret_cast<const std::byte*>(b.data()),
                        reinterpret_cast<std::byte*>(out.data()), count)
                     .ok());
@@ -306,14 +314,16 @@ TEST_P(HalfKernelTest, MatchesTheScalarConversionsOnEveryPattern) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryOp, HalfKernelTest,
+INSTANTIATE_TEST_SUITE_P(EveryOp, HalfAndBfloatKernelTest,
                          ::testing::Combine(::testing::Values(DataType::kFloat16,
                                                               DataType::kBfloat16),
                                             ::testing::Values(ReduceOp::kSum, ReduceOp::kProd,
-                                                              ReduceOp::kMax, ReduceOp::kMin)),
+                                                              ReduceOp::kMax, ReduceOp::kMin),
+                                            ::testing::Bool()),
                          [](const auto& info) {
                            return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
-                                  std::string(ReduceOpName(std::get<1>(info.param)));
+                                  std::string(ReduceOpName(std::get<1>(info.param))) +
+                                  (std::get<2>(info.param) ? "_portable" : "");
                          });
 
 TEST(ReduceTest, RejectsBadArguments) {
