@@ -160,7 +160,8 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
   });
   if (options.check && sums) {
     if (absl::Status exact = run::CheckSumsExact(options.datatype, options.ranks()); !exact.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--check --datatype: ", exact.message()));
+      return absl::InvalidArgumentError(absl::StrCat("--check --datatype: ", exact.message(),
+                                                     ", or no --check, or no summing op"));
     }
   }
   for (const std::string& name : arguments.baselines) {

@@ -151,7 +151,8 @@ template <typename Codec, typename Op>
 // than 256-bit ones. Larger buffers of the plain types stream from L3 or memory and take
 // 256-bit vectors at most: there 512-bit ones were 20-30% slower (bench/reduce-kernel at
 // 16 and 64 MiB), as each of their loads splits a cache line unless the buffers are
-// aligned alike. Kernels that convert (KernelsOf) take the 512-bit build at every size.
+// aligned alike. bfloat16, and float16 without F16C, take the 512-bit build at every size
+// (KernelsOf).
 template <typename Codec, typename Op>
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void CachedKernel(
     const std::byte* a, const std::byte* b, std::byte* out, uint64_t count) {
@@ -226,11 +227,10 @@ template <typename Codec, typename Op>
 Kernels KernelsOf(bool f16c) {
   if constexpr (std::is_same_v<Codec, Plain<typename Codec::Storage>>) {
     return {&CachedKernel<Codec, Op>, &StreamingKernel<Codec, Op>};
-  } else if (std::is_same_v<Codec, Half> && f16c) {
-    return {&HalfF16cKernel<Op>, &HalfF16cKernel<Op>};
-  } else {
-    return {&CachedKernel<Codec, Op>, &CachedKernel<Codec, Op>};
+  } else if constexpr (std::is_same_v<Codec, Half>) {
+    if (f16c) return {&HalfF16cKernel<Op>, &HalfF16cKernel<Op>};
   }
+  return {&CachedKernel<Codec, Op>, &CachedKernel<Codec, Op>};
 }
 
 template <typename Codec>

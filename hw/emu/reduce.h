@@ -19,8 +19,9 @@ namespace cclo::hw::emu {
 absl::Status Reduce(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
                     std::byte* out, uint64_t count);
 
-/// Reduce as on a CPU without F16C: float16 by the portable conversions. For tests, which
-/// run where the CPU has F16C and Reduce takes the hardware's.
+/// Reduce without float16's F16C kernel: float16 through the portable conversions, in the
+/// best build of them this CPU has. For tests, which run where Reduce takes the F16C
+/// kernel.
 absl::Status ReducePortable(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
                             std::byte* out, uint64_t count);
 
