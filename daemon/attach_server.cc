@@ -24,6 +24,9 @@ constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
 constexpr absl::Duration kPartialFrameGrace = absl::Milliseconds(50);
 /// A client that does not read its attach socket for this long fails its AllocBuffer.
 constexpr timeval kSendTimeout = {5, 0};
+/// How long accepting pauses when the process is out of descriptors (the queued connection
+/// keeps the socket readable: polling it would spin).
+constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -31,12 +34,9 @@ absl::Status Errno(const std::string& what) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::string& path,
-                                                                  const TenantStore* tenants,
-                                                                  SessionRegistry* sessions,
-                                                                  SessionEndFn on_end,
-                                                                  AdmitFn admit,
-                                                                  OpenRingsFn open_rings) {
+absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(
+    const std::string& path, const TenantStore* tenants, SessionRegistry* sessions,
+    SessionEndFn on_end, AdmitFn admit, OpenRingsFn open_rings) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -59,8 +59,8 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(const std::str
     return Errno("eventfd");
   }
   return std::unique_ptr<AttachServer>(new AttachServer(path, fd, wake, tenants, sessions,
-                                                       std::move(on_end), std::move(admit),
-                                                       std::move(open_rings)));
+                                                        std::move(on_end), std::move(admit),
+                                                        std::move(open_rings)));
 }
 
 AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
@@ -90,8 +90,10 @@ AttachServer::~AttachServer() {
 void AttachServer::Run() {
   std::vector<pollfd> fds;
   for (;;) {
-    fds.assign({{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
-    absl::Time next_deadline = absl::InfiniteFuture();
+    const bool accepting = absl::Now() >= accept_paused_until_;
+    // poll skips a negative fd.
+    fds.assign({{wake_fd_, POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
+    absl::Time next_deadline = accepting ? absl::InfiniteFuture() : accept_paused_until_;
     for (const auto& [fd, pending] : pending_) {
       fds.push_back({fd, POLLIN, 0});
       next_deadline = std::min(next_deadline, pending.deadline);
@@ -141,7 +143,13 @@ void AttachServer::Run() {
 void AttachServer::Accept() {
   int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
-    spdlog::warn("attach accept failed: {}", std::strerror(errno));
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      spdlog::warn("attach accept failed: {}; not accepting clients for {}", std::strerror(errno),
+                   absl::FormatDuration(kAcceptBackoff));
+      accept_paused_until_ = absl::Now() + kAcceptBackoff;
+    } else if (errno != EINTR && errno != ECONNABORTED) {
+      spdlog::warn("attach accept failed: {}", std::strerror(errno));
+    }
     return;
   }
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &kSendTimeout, sizeof(kSendTimeout));
@@ -182,25 +190,32 @@ void AttachServer::Greet(int fd, const Pending& pending) {
   if (!lease.ok()) return Refuse(fd, credentials, lease.status());
   SessionPtr session = sessions_->Create(credentials, fd, *tenant, *std::move(lease));
   absl::StatusOr<std::vector<int>> ring_fds = open_rings_(session);
-  absl::Status sent = ring_fds.status();
-  if (sent.ok()) {
-    attach::Frame welcome{attach::FrameType::kWelcome, session->id(), ring::kRingBytes,
-                          session->token()};
-    sent = attach::SendFrame(fd, welcome, *ring_fds);
+  if (!ring_fds.ok()) {
+    DropNewSession(session);
+    return Refuse(fd, credentials,
+                  absl::Status(ring_fds.status().code(),
+                               absl::StrCat("cannot open the session's command rings: ",
+                                            ring_fds.status().message())));
   }
-  if (!sent.ok()) {
+  attach::Frame welcome{attach::FrameType::kWelcome, session->id(), ring::kRingBytes,
+                        session->token()};
+  if (absl::Status sent = attach::SendFrame(fd, welcome, *ring_fds); !sent.ok()) {
     spdlog::warn("attach: welcome to pid {} failed: {}", credentials.pid,
                  std::string(sent.message()));
-    // EndSession's work for a session that never had a connection here.
-    sessions_->Remove(session->id());
-    session->Close();
-    on_end_(session);
+    DropNewSession(session);
     close(fd);
     return;
   }
   connections_[fd] = session->id();
   spdlog::info("session {} attached: pid {} uid {} gid {}, tenant '{}'", session->id(),
                credentials.pid, credentials.uid, credentials.gid, (*tenant)->name());
+}
+
+void AttachServer::DropNewSession(const SessionPtr& session) {
+  // EndSession's work for a session that never had a connection here.
+  sessions_->Remove(session->id());
+  session->Close();
+  on_end_(session);
 }
 
 void AttachServer::Refuse(int fd, const PeerCredentials& credentials, const absl::Status& reason) {

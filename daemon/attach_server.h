@@ -50,6 +50,8 @@ class AttachServer {
   void Accept();
   /// Reads the HELLO of a pending connection and answers WELCOME or REFUSED.
   void Greet(int fd, const Pending& pending);
+  /// Undoes a session made for a connection that gets no WELCOME.
+  void DropNewSession(const SessionPtr& session);
   void Refuse(int fd, const PeerCredentials& credentials, const absl::Status& reason);
   void EndSession(int fd);
 
@@ -65,6 +67,8 @@ class AttachServer {
   /// connections still owing their HELLO.
   std::map<int, uint64_t> connections_;
   std::map<int, Pending> pending_;
+  /// Out of descriptors: the listening socket is not polled until then.
+  absl::Time accept_paused_until_ = absl::InfinitePast();
   std::thread thread_;
 };
 

@@ -48,6 +48,7 @@ class AttachServerTest : public ::testing::Test {
           absl::StatusOr<std::unique_ptr<SessionRing>> ring = SessionRing::Create();
           if (!ring.ok()) return ring.status();
           absl::MutexLock lock(&mu_);
+          if (!rings_failure_.ok()) return rings_failure_;
           rings_.push_back(*std::move(ring));
           return rings_.back()->ClientFds();
         });
@@ -85,6 +86,17 @@ class AttachServerTest : public ::testing::Test {
     return answer.ok() ? answer->frame : attach::Frame{};
   }
 
+  /// A new caller is refused with `code` and `text`, and no session stays.
+  void ExpectRefused(absl::StatusCode code, const std::string& text) {
+    int fd = Connect();
+    attach::Frame refused = Hello(fd);
+    EXPECT_EQ(refused.type, attach::FrameType::kRefused);
+    EXPECT_EQ(refused.id, static_cast<uint64_t>(code));
+    EXPECT_EQ(refused.text, text);
+    close(fd);
+    EXPECT_TRUE(sessions_.All().empty());
+  }
+
   std::string dir_, path_;
   std::unique_ptr<TenantStore> tenants_;
   SessionRegistry sessions_;
@@ -95,6 +107,8 @@ class AttachServerTest : public ::testing::Test {
   std::vector<std::unique_ptr<SessionRing>> rings_ ABSL_GUARDED_BY(mu_);
   /// What the server's admit function answers.
   absl::Status admission_ ABSL_GUARDED_BY(mu_);
+  /// Not OK: the server's open_rings fails with it (as when out of descriptors).
+  absl::Status rings_failure_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(AttachServerTest, HelloGetsSessionWithPeerCredentials) {
@@ -159,13 +173,24 @@ TEST_F(AttachServerTest, CallerIsRefusedWithTheAdmissionError) {
     absl::MutexLock lock(&mu_);
     admission_ = absl::UnavailableError("cclod is draining: new sessions refused");
   }
-  int fd = Connect();
-  attach::Frame refused = Hello(fd);
-  EXPECT_EQ(refused.type, attach::FrameType::kRefused);
-  EXPECT_EQ(refused.id, static_cast<uint64_t>(absl::StatusCode::kUnavailable));
-  EXPECT_EQ(refused.text, "cclod is draining: new sessions refused");
-  close(fd);
-  EXPECT_TRUE(sessions_.All().empty());
+  ExpectRefused(absl::StatusCode::kUnavailable, "cclod is draining: new sessions refused");
+}
+
+TEST_F(AttachServerTest, RingsThatCannotBeOpenedRefuseTheCallerWithTheReason) {
+  {
+    absl::MutexLock lock(&mu_);
+    rings_failure_ = absl::ResourceExhaustedError("memfd_create: Too many open files");
+  }
+  ExpectRefused(absl::StatusCode::kResourceExhausted,
+                "cannot open the session's command rings: memfd_create: Too many open files");
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(ended_.size(), 1u);  // the session made for it was ended
+    rings_failure_ = absl::OkStatus();
+  }
+  int next = Connect();
+  EXPECT_EQ(Hello(next).type, attach::FrameType::kWelcome);
+  close(next);
 }
 
 TEST_F(AttachServerTest, CallerListedByUidGetsThatTenant) {

@@ -7,9 +7,12 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -268,9 +271,36 @@ TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
   }
   EXPECT_TRUE(a.process().WaitForOutput("not accepting data sessions", absl::Seconds(20)))
       << a.process().Output().substr(0, 4000);
+  // A client attaching now queues; its attach server backs off instead of spinning on
+  // the failing accept (a spinning one logged hundreds of thousands of lines a second).
+  const int attach = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un attach_address{};
+  attach_address.sun_family = AF_UNIX;
+  const std::string attach_path = a.runtime_dir() + "/attach.sock";
+  std::strncpy(attach_address.sun_path, attach_path.c_str(), sizeof(attach_address.sun_path) - 1);
+  ASSERT_EQ(connect(attach, reinterpret_cast<sockaddr*>(&attach_address), sizeof(attach_address)),
+            0);
+  EXPECT_TRUE(a.process().WaitForOutput("not accepting clients for", absl::Seconds(20)))
+      << a.process().Output().substr(0, 4000);
+  absl::SleepFor(absl::Seconds(1));
+  const std::string output = a.process().Output();
+  size_t failed_accepts = 0;
+  for (size_t at = 0; (at = output.find("attach accept failed", at)) != std::string::npos; ++at) {
+    ++failed_accepts;
+  }
+  EXPECT_LT(failed_accepts, 100u) << "attach accept failures logged";
+  close(attach);
   for (int fd : flood) close(fd);
 
-  // Once the flood is gone, a works with other daemons again.
+  // Once the flood is gone and a has closed its end of it, a works with other daemons again.
+  const std::string fd_dir = absl::StrCat("/proc/", a.process().pid(), "/fd");
+  auto open_fds = [&fd_dir] {
+    return std::distance(std::filesystem::directory_iterator(fd_dir),
+                         std::filesystem::directory_iterator());
+  };
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (open_fds() > 60 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_LE(open_fds(), 60) << "a still holds the flood's connections";
   RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
   auto [h0, h1] = JoinPair(rank0, rank1);
   ExpectPairAllreduce(rank0, h0, rank1, h1);

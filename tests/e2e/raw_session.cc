@@ -29,9 +29,14 @@ RawSession::RawSession(const std::string& runtime_dir) {
   }
   absl::StatusOr<attach::Received> welcome =
       attach::ReceiveFrame(attach_fd_, absl::Now() + absl::Seconds(10));
-  if (!welcome.ok() || welcome->frame.type != attach::FrameType::kWelcome) std::abort();
+  if (!welcome.ok() || welcome->frame.type != attach::FrameType::kWelcome ||
+      welcome->fd < 0 || welcome->more_fds.size() != 2) {
+    std::fprintf(stderr, "raw session attach: no welcome with the ring and doorbells: %s\n",
+                 welcome.ok() ? welcome->frame.text.c_str()
+                              : std::string(welcome.status().message()).c_str());
+    std::abort();
+  }
   token_ = welcome->frame.text;
-  if (welcome->fd < 0 || welcome->more_fds.size() != 2) std::abort();
   rings_ = mmap(nullptr, ring::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, welcome->fd, 0);
   if (rings_ == MAP_FAILED) std::abort();
   close(welcome->fd);
