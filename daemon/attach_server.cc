@@ -109,7 +109,9 @@ void AttachServer::Run() {
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("attach server poll failed: {}", std::strerror(errno));
-      return;
+      if (errno != ENOMEM) return;
+      absl::SleepFor(kAcceptBackoff);  // out of memory for now: try again
+      continue;
     }
     if (fds[0].revents) return;
     if (fds[1].revents & POLLIN) Accept();

@@ -45,10 +45,10 @@ class AttachServerTest : public ::testing::Test {
           return admission_;
         },
         [this](const SessionPtr&) -> absl::StatusOr<std::vector<int>> {
-          absl::StatusOr<std::unique_ptr<SessionRing>> ring = SessionRing::Create();
-          if (!ring.ok()) return ring.status();
           absl::MutexLock lock(&mu_);
           if (!rings_failure_.ok()) return rings_failure_;
+          absl::StatusOr<std::unique_ptr<SessionRing>> ring = SessionRing::Create();
+          if (!ring.ok()) return ring.status();
           rings_.push_back(*std::move(ring));
           return rings_.back()->ClientFds();
         });
@@ -177,6 +177,9 @@ TEST_F(AttachServerTest, CallerIsRefusedWithTheAdmissionError) {
 }
 
 TEST_F(AttachServerTest, RingsThatCannotBeOpenedRefuseTheCallerWithTheReason) {
+  Config config;
+  config.tenants[0].quotas.sessions = 1;  // the refused one's lease must be returned
+  Serve(config);
   {
     absl::MutexLock lock(&mu_);
     rings_failure_ = absl::ResourceExhaustedError("memfd_create: Too many open files");

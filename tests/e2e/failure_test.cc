@@ -13,10 +13,16 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "cclo/v1/admin.pb.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/pairs.h"
@@ -252,6 +258,52 @@ TEST(FailureTest, StoppingDaemonEndsAPendingJoinAtOnce) {
       << joined.error_message();
 }
 
+// A connected Unix stream socket, or -1.
+int ConnectUnix(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+// The times of the daemon's log lines (spdlog: "[2026-11-24 16:27:29.640] ...") that hold
+// `text`.
+std::vector<absl::Time> LogTimes(const std::string& output, const std::string& text) {
+  std::vector<absl::Time> times;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    absl::Time time;
+    if (absl::StrContains(line, text) && line.size() > 24 &&
+        absl::ParseTime("%Y-%m-%d %H:%M:%E3S", line.substr(1, 23), &time, nullptr)) {
+      times.push_back(time);
+    }
+  }
+  return times;
+}
+
+int OpenDescriptors(pid_t pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  return static_cast<int>(std::distance(std::filesystem::directory_iterator(dir),
+                                        std::filesystem::directory_iterator()));
+}
+
+// Connections waiting in the accept queue of the IPv4 listener on `port` (its rx_queue in
+// /proc/net/tcp), or -1 if there is no such listener.
+int AcceptQueue(int port) {
+  std::ifstream table("/proc/net/tcp");
+  const std::string local_port = absl::StrFormat(":%04X", port);
+  for (std::string line; std::getline(table, line);) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (fields.size() < 5 || !absl::EndsWith(fields[1], local_port) || fields[3] != "0A") continue;
+    uint32_t waiting = 0;
+    const std::vector<std::string> queues = absl::StrSplit(fields[4], ':');
+    if (queues.size() == 2 && absl::SimpleHexAtoi(queues[1], &waiting)) return waiting;
+  }
+  return -1;
+}
+
 TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
   Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
   Daemon b;
@@ -271,36 +323,32 @@ TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
   }
   EXPECT_TRUE(a.process().WaitForOutput("not accepting data sessions", absl::Seconds(20)))
       << a.process().Output().substr(0, 4000);
-  // A client attaching now queues; its attach server backs off instead of spinning on
-  // the failing accept (a spinning one logged hundreds of thousands of lines a second).
-  const int attach = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un attach_address{};
-  attach_address.sun_family = AF_UNIX;
-  const std::string attach_path = a.runtime_dir() + "/attach.sock";
-  std::strncpy(attach_address.sun_path, attach_path.c_str(), sizeof(attach_address.sun_path) - 1);
-  ASSERT_EQ(connect(attach, reinterpret_cast<sockaddr*>(&attach_address), sizeof(attach_address)),
-            0);
-  EXPECT_TRUE(a.process().WaitForOutput("not accepting clients for", absl::Seconds(20)))
-      << a.process().Output().substr(0, 4000);
-  absl::SleepFor(absl::Seconds(1));
-  const std::string output = a.process().Output();
-  size_t failed_accepts = 0;
-  for (size_t at = 0; (at = output.find("attach accept failed", at)) != std::string::npos; ++at) {
-    ++failed_accepts;
+  // Clients attaching now queue, and the attach server backs off instead of spinning on
+  // the failing accept (a spinning one logged over 100,000 failures a second): its
+  // "not accepting clients" lines come at least the backoff apart.
+  std::vector<int> attaching;
+  for (int i = 0; i < 5; ++i) attaching.push_back(ConnectUnix(a.runtime_dir() + "/attach.sock"));
+  std::vector<absl::Time> pauses;
+  const absl::Time enough = absl::Now() + absl::Seconds(20);
+  while ((pauses = LogTimes(a.process().Output(), "not accepting clients for")).size() < 3 &&
+         absl::Now() < enough) {
+    absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_LT(failed_accepts, 100u) << "attach accept failures logged";
-  close(attach);
+  ASSERT_GE(pauses.size(), 3u) << a.process().Output().substr(0, 4000);
+  EXPECT_GE(pauses[1] - pauses[0], absl::Milliseconds(90));
+  EXPECT_GE(pauses[2] - pauses[1], absl::Milliseconds(90));
+  for (int fd : attaching) close(fd);
   for (int fd : flood) close(fd);
 
-  // Once the flood is gone and a has closed its end of it, a works with other daemons again.
-  const std::string fd_dir = absl::StrCat("/proc/", a.process().pid(), "/fd");
-  auto open_fds = [&fd_dir] {
-    return std::distance(std::filesystem::directory_iterator(fd_dir),
-                         std::filesystem::directory_iterator());
-  };
-  const absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while (open_fds() > 60 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
-  ASSERT_LE(open_fds(), 60) << "a still holds the flood's connections";
+  // Once the flood is gone (the queued rest of it accepted and closed too), a works with
+  // other daemons again.
+  const absl::Time recovered = absl::Now() + absl::Seconds(20);
+  while ((OpenDescriptors(a.process().pid()) > 60 || AcceptQueue(a.data_port()) > 0) &&
+         absl::Now() < recovered) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_LE(OpenDescriptors(a.process().pid()), 60) << "a still holds the flood's connections";
+  ASSERT_EQ(AcceptQueue(a.data_port()), 0) << "a's data port still has the flood queued";
   RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
   auto [h0, h1] = JoinPair(rank0, rank1);
   ExpectPairAllreduce(rank0, h0, rank1, h1);

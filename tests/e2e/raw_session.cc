@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cclo/v1/attach.h"
 
@@ -29,11 +30,17 @@ RawSession::RawSession(const std::string& runtime_dir) {
   }
   absl::StatusOr<attach::Received> welcome =
       attach::ReceiveFrame(attach_fd_, absl::Now() + absl::Seconds(10));
-  if (!welcome.ok() || welcome->frame.type != attach::FrameType::kWelcome ||
-      welcome->fd < 0 || welcome->more_fds.size() != 2) {
+  if (!welcome.ok() || welcome->frame.type != attach::FrameType::kWelcome || welcome->fd < 0 ||
+      welcome->more_fds.size() != 2) {
+    // A WELCOME's text is the session token: not printed.
+    const std::string reason =
+        !welcome.ok() ? std::string(welcome.status().message())
+        : welcome->frame.type == attach::FrameType::kWelcome
+            ? std::string("a welcome without them")
+            : absl::StrCat("frame type ", static_cast<int>(welcome->frame.type), " code ",
+                           welcome->frame.id, ": ", welcome->frame.text);
     std::fprintf(stderr, "raw session attach: no welcome with the ring and doorbells: %s\n",
-                 welcome.ok() ? welcome->frame.text.c_str()
-                              : std::string(welcome.status().message()).c_str());
+                 reason.c_str());
     std::abort();
   }
   token_ = welcome->frame.text;
