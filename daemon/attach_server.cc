@@ -25,7 +25,7 @@ constexpr absl::Duration kPartialFrameGrace = absl::Milliseconds(50);
 /// A client that does not read its attach socket for this long fails its AllocBuffer.
 constexpr timeval kSendTimeout = {5, 0};
 /// How long accepting pauses when the process is out of descriptors (the queued connection
-/// keeps the socket readable: polling it would spin).
+/// keeps the socket readable: polling it would spin), and polling when out of memory.
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 absl::Status Errno(const std::string& what) {
@@ -107,10 +107,15 @@ void AttachServer::Run() {
                                    std::max(next_deadline - absl::Now(), absl::ZeroDuration())) +
                                1);
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
-      if (errno == EINTR) continue;
-      spdlog::error("attach server poll failed: {}", std::strerror(errno));
-      if (errno != ENOMEM) return;
-      absl::SleepFor(kAcceptBackoff);  // out of memory for now: try again
+      const int error = errno;
+      if (error == EINTR) continue;
+      spdlog::error("attach server poll failed: {}", std::strerror(error));
+      if (error != ENOMEM) return;
+      // Out of kernel memory for the whole set for now: wait on the wake fd alone (one
+      // entry needs none), then try again.
+      if (poll(fds.data(), 1, static_cast<int>(absl::ToInt64Milliseconds(kAcceptBackoff))) > 0) {
+        return;
+      }
       continue;
     }
     if (fds[0].revents) return;

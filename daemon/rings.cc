@@ -83,8 +83,9 @@ absl::StatusOr<std::vector<int>> Rings::Open(const SessionPtr& session) {
   event.events = EPOLLIN;
   event.data.u64 = session->id();
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ring->command_doorbell(), &event) != 0) {
-    const std::string reason = absl::StrCat("epoll add: ", std::strerror(errno));
-    return errno == ENOMEM || errno == ENOSPC ? absl::ResourceExhaustedError(reason)
+    const int error = errno;
+    const std::string reason = absl::StrCat("epoll add: ", std::strerror(error));
+    return error == ENOMEM || error == ENOSPC ? absl::ResourceExhaustedError(reason)
                                               : absl::InternalError(reason);
   }
   {

@@ -71,6 +71,15 @@ int64_t ResidentKib(pid_t pid) {
   return -1;
 }
 
+int OpenDescriptors(pid_t pid) {
+  std::map<std::string, int> counts;
+  if (!CountEntries(
+          absl::StrCat("/proc/", pid, "/fd"), [](const auto&) { return ""; }, counts)) {
+    return -1;
+  }
+  return counts.empty() ? 0 : counts.begin()->second;
+}
+
 FootprintProbe::FootprintProbe(Daemon& daemon)
     : pid_(daemon.process().pid()),
       admin_(cclo::v1::Admin::NewStub(grpc::CreateChannel(
