@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -261,14 +262,17 @@ TEST(FailureTest, StoppingDaemonEndsAPendingJoinAtOnce) {
       << joined.error_message();
 }
 
-// A connected Unix stream socket, or -1.
+// A connected Unix stream socket, or -1 with errno set.
 int ConnectUnix(const std::string& path) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) return fd;
+  const int error = errno;
   close(fd);
+  errno = error;
   return -1;
 }
 
