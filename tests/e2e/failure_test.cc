@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -260,20 +259,6 @@ TEST(FailureTest, StoppingDaemonEndsAPendingJoinAtOnce) {
   EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
   EXPECT_NE(joined.error_message().find("shutting down"), std::string::npos)
       << joined.error_message();
-}
-
-// A connected Unix stream socket, or -1 with errno set.
-int ConnectUnix(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) return fd;
-  const int error = errno;
-  close(fd);
-  errno = error;
-  return -1;
 }
 
 // The end of a daemon's output, where what just happened is (its start is debug lines).

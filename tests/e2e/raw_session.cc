@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -17,13 +18,22 @@
 
 namespace cclo::testing {
 
-RawSession::RawSession(const std::string& runtime_dir) {
-  const std::string path = runtime_dir + "/attach.sock";
-  attach_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+int ConnectUnix(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-  if (connect(attach_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) return fd;
+  const int error = errno;
+  close(fd);
+  errno = error;
+  return -1;
+}
+
+RawSession::RawSession(const std::string& runtime_dir) {
+  attach_fd_ = ConnectUnix(runtime_dir + "/attach.sock");
+  if (attach_fd_ < 0 ||
       !attach::SendFrame(attach_fd_, {attach::FrameType::kHello, 0, 0, ""}).ok()) {
     std::perror("raw session attach");
     std::abort();

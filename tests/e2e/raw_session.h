@@ -14,6 +14,9 @@
 
 namespace cclo::testing {
 
+/// A Unix stream socket connected to `path`, or -1 with errno set.
+int ConnectUnix(const std::string& path);
+
 /// An in-place float32 sum allreduce of `count` elements on `buffer`.
 cclo::v1::SubmitRequest AllreduceRequest(uint64_t comm_handle, uint64_t buffer, uint64_t count);
 
