@@ -194,7 +194,7 @@ class StatusCollectable : public prometheus::Collectable {
                static_cast<double>(s.rx_pool_bytes_total())),
         Family("cclod_rx_pool_used_bytes", "Bytes of the eager receive pool in use.",
                MetricType::Gauge, static_cast<double>(s.rx_pool_bytes_used())),
-        Family("cclod_data_sessions_up", "Data sessions to peer engines that are up.",
+        Family("cclod_data_sessions_up", "Peer engines of communicators whose data sessions (one each way) are up.",
                MetricType::Gauge, static_cast<double>(s.data_sessions_up())),
         Family("cclod_wire_errors_total", "Invalid segments or handshakes rejected.",
                MetricType::Counter, static_cast<double>(s.wire_errors())),
@@ -212,9 +212,9 @@ class StatusCollectable : public prometheus::Collectable {
     AddOps(snapshot.ops, snapshot.tenants, families);
     prometheus::MetricFamily peer_sessions{
         "cclod_peer_sessions",
-        "Data sessions of the communicators to peer engines, by state: connecting (not up yet), "
-        "up, left (the peer left the communicator) or lost (a failure, or the communicator "
-        "broke).",
+        "Peer engines of the communicators, by the state of their data sessions (one each way): "
+        "connecting (not both up yet), up, left (the peer left the communicator) or lost (a "
+        "failure, or the communicator broke).",
         MetricType::Gauge,
         {}};
     for (const auto& [state, count] : snapshot.peer_sessions) {

@@ -1,16 +1,17 @@
 // A communicator as the software CCLO holds it: the installed rank table, the data
-// sessions to the peer engines that host other ranks with their eager credits in both
-// directions, the ranks that left, the per-rank call queues and the sequence counters
-// that make the k-th send match the k-th receive.
-// Engine thread only.
+// sessions to the peer engines that host other ranks (two each, one per direction) with
+// their eager credits in both directions, the ranks that left, the per-rank call queues and the
+// sequence counters that make the k-th send match the k-th receive. Engine thread only.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -21,25 +22,39 @@
 
 namespace cclo::hw::emu {
 
-/// Where the data session to a peer engine stands.
+/// Where the data sessions to a peer engine stand.
 enum class LinkState : uint8_t {
-  kConnecting,  ///< not up yet
-  kUp,          ///< authenticated and admitted on both sides
-  kLeft,        ///< the peer engine left the communicator (closed the session with a goodbye)
+  kConnecting,  ///< not both up yet
+  kUp,          ///< both authenticated and admitted
+  kLeft,        ///< the peer engine left the communicator (closed its sessions with a goodbye)
   kLost,        ///< closed by a failure, or because the communicator broke
 };
 inline constexpr size_t kLinkStates = 4;
 
-/// The data session to one peer engine of a communicator.
+/// The data sessions to one peer engine of a communicator. Each engine sends everything
+/// for that peer (data, requests, clear-to-sends, credits) on the session it opened and
+/// receives on the one the peer opened, so each TCP connection carries data one way: on
+/// loopback under BBR, exchanges from 1 MiB take 0.65-0.75 × the time they take over one
+/// connection carrying both ways (docs/performance.md).
 struct PeerLink {
   bool up() const { return state == LinkState::kUp; }
 
-  poe::Session* session = nullptr;  ///< owned by the engine; null until connected/accepted
-  bool granted = false;             ///< the peer's first credit segment arrived
-  std::vector<uint32_t> ranks;      ///< ranks of the communicator that peer hosts
-  std::vector<std::byte> scratch;   ///< where segments of reduce receives land, one segment
-  /// Where the session stands; counted in Counters::links.
+  /// Queues a segment to that peer on tx (Session::Send). Dropped, without `on_written`,
+  /// when the peer already closed tx on its way out: its departure follows when rx ends.
+  void Send(const poe::SegmentHeader& header, const std::byte* payload,
+            std::function<void()> on_written) {
+    if (tx != nullptr) tx->Send(header, payload, std::move(on_written));
+  }
+
+  poe::Session* tx = nullptr;      ///< opened by this engine; owned by the engine
+  poe::Session* rx = nullptr;      ///< opened by that peer; null until admitted
+  bool tx_up = false;              ///< the peer admitted tx
+  bool granted = false;            ///< the peer's first credit segment arrived
+  std::vector<uint32_t> ranks;     ///< ranks of the communicator that peer hosts
+  std::vector<std::byte> scratch;  ///< where segments of reduce receives land, one segment
+  /// Where the link stands; counted in Counters::links.
   LinkState state = LinkState::kConnecting;
+  uint64_t segment_bytes = 0;  ///< largest segment to that peer; set when up
   /// Largest message sent eagerly to that peer: ours and its eager limit, the smaller.
   uint64_t eager_bytes = 0;
   uint64_t send_credits = 0;  ///< eager messages that peer has granted us room for

@@ -74,24 +74,24 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
   header.type = poe::SegmentType::kRequest;
   Schedule(call, poe::kHeaderBytes, [this, header](CallState& call) {
     if (PeerLink* link = hooks_.link_for(*call.comm, header.dst)) {
-      link->session->Send(header, nullptr, nullptr);
+      link->Send(header, nullptr, nullptr);
     }
   });
-  uint64_t segment = link->session->segment_bytes();
+  uint64_t segment = link->segment_bytes;
   if (call.desc.segment_bytes > 0) segment = std::min(segment, call.desc.segment_bytes);
   segment = std::max(element, segment / element * element);
   awaited_[key] = {call.id, index, bytes, segment, state.source, nullptr};
   return absl::OkStatus();
 }
 
-void Dmp::ScheduleSegment(const CallState& call, uint32_t index,
-                          const poe::SegmentHeader& header, const std::byte* payload) {
-  Schedule(call, poe::kHeaderBytes + header.length, [this, index, header, payload](CallState& call) {
-    if (PeerLink* link = hooks_.link_for(*call.comm, header.dst)) {
-      link->session->Send(header, payload,
-                          [this, id = call.id, index] { SegmentWritten(id, index); });
-    }
-  });
+void Dmp::ScheduleSegment(const CallState& call, uint32_t index, const poe::SegmentHeader& header,
+                          const std::byte* payload) {
+  Schedule(
+      call, poe::kHeaderBytes + header.length, [this, index, header, payload](CallState& call) {
+        if (PeerLink* link = hooks_.link_for(*call.comm, header.dst)) {
+          link->Send(header, payload, [this, id = call.id, index] { SegmentWritten(id, index); });
+        }
+      });
 }
 
 absl::Status Dmp::SendLocal(CallState& call, uint32_t index, uint64_t bytes) {
@@ -135,7 +135,7 @@ absl::Status Dmp::ClearToSend(Communicator& comm, const poe::SegmentHeader& head
     data.length = static_cast<uint32_t>(std::min(send.segment, send.bytes - offset));
     if (send.copy != nullptr) {
       // A failing call let go of it: it goes at once, keeping the copy until written.
-      link->session->Send(data, send.source + offset, [copy = send.copy] {});
+      link->Send(data, send.source + offset, [copy = send.copy] {});
     } else if (call != calls_.end()) {
       ScheduleSegment(*call->second, send.index, data, send.source + offset);
     }

@@ -226,14 +226,13 @@ void EmuDevice::Configure(const CommunicatorConfig& config, absl::Time deadline,
   ref.configure_deadline = deadline;
   configure_deadlines_.insert({deadline, ref.id});
   for (auto& [address, link] : ref.peers) {
-    if (!(address_ < address)) continue;  // the smaller address connects
     absl::StatusOr<poe::Session*> session = engine_->Connect(ref.id, ref.secret, address);
     if (!session.ok()) {
       return Break(
           ref, absl::Status(session.status().code(),
                             absl::StrCat("communicator ", hex, ": ", session.status().message())));
     }
-    link.session = *session;
+    link.tx = *session;
   }
   if (auto it = parked_.find(ref.id); it != parked_.end()) {
     std::vector<poe::Session*> sessions = std::move(it->second);

@@ -1,7 +1,8 @@
 // EmuDevice: the software CCLO. One engine thread (the POE's event loop) does all socket
 // I/O, program execution, matching, reduction and deadline expiry; the public methods
 // only post work to it. Calls run their firmware Program on the DMP; arrivals go through
-// the RBM; data sessions come from the TCP POE, one per (communicator, peer engine).
+// the RBM; data sessions come from the TCP POE, two per (communicator, peer engine): the
+// one this engine opened carries what it sends, the one the peer opened what it receives.
 //
 // Protocols (DESIGN 7): a message of at most eager_max_bytes goes eagerly when the link
 // has a credit, else by rendezvous (request, clear-to-send, data straight into the posted
@@ -23,8 +24,9 @@
 // at most 64 KiB (kSharedTurnBytes, DeviceStats::turn_bytes).
 //
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
-// hung up or was reset), the ranks that peer hosts have departed. Whatever they sent
-// before is kept: a receive from them whose message fully arrived (now or staged earlier)
+// hung up or was reset), the ranks that peer hosts have departed (after a BYE on the
+// session this engine sends on, once the other ends too). Whatever they sent before is
+// kept: a receive from them whose message fully arrived (now or staged earlier)
 // completes; a call that needs anything more of them fails with UNAVAILABLE naming them
 // (BYE: "rank N on peer daemon A left: <reason>"; otherwise "lost peer daemon A ...");
 // calls among the other ranks go on. Invalid data from a peer or a missed deadline
@@ -145,11 +147,12 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   Communicator* Find(const CommId& id) const;
   /// The link of `session` in its communicator, or nullptr if it is not linked.
   PeerLink* LinkOf(poe::Session& session, Communicator** comm) const;
-  /// Links an authenticated incoming session to its peer in `comm` and admits it.
+  /// Links an authenticated incoming session to its peer in `comm` as its rx and admits it.
   void AdoptIncoming(Communicator& comm, poe::Session& session);
-  /// The session of `link` is up: opens its credit account and learns its eager limit.
-  void LinkUp(Communicator& comm, PeerLink& link);
-  /// The session of `link` is gone (lost unless its peer left): releases its credits both
+  /// Once both sessions of `link` are up: opens its credit account, grants the peer its
+  /// credits and learns its segment and eager limits.
+  void MaybeLinkUp(Communicator& comm, PeerLink& link);
+  /// The sessions of `link` are gone (lost unless its peer left): releases its credits both
   /// ways.
   void LinkDown(PeerLink& link);
   /// Moves `link` to `state` in the link counters.
@@ -159,7 +162,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// call `expired` gets `expired_status`), closes its sessions and fails its calls.
   void Break(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
              const absl::Status& expired_status = absl::OkStatus());
-  /// The session of `link` ended with `reason` (not invalid data): its ranks departed.
+  /// The sessions of `link` ended with `reason` (not invalid data): its ranks departed.
   void Depart(Communicator& comm, PeerLink& link, const absl::Status& reason);
   /// Closes the sessions of `comm` with BYE `reason`; their ranks are not marked departed.
   void CloseSessions(Communicator& comm, const absl::Status& reason);

@@ -1,11 +1,11 @@
 // EmuDevice's side of the wire protocols: every arriving segment is checked against the
 // communicator (the ranks it names must be hosted by the sending peer and by this engine,
-// in the direction its type travels) before anything touches memory, then goes where its
-// type says: eager and rendezvous data to the RBM (which checks credits, clear-to-sends
-// and the posted receive), rendezvous requests to the RBM, clear-to-sends to the DMP,
-// credits to the link. Anything that does not fit is invalid data from that peer: the
-// communicator breaks, other communicators go on. Also sends the RBM's clear-to-sends and
-// the credits the RBM gives back (at most one credit segment per link and turn).
+// in the direction its type travels, and it must come on the session the peer sends on)
+// before anything touches memory, then goes where its type says: eager and rendezvous data to the
+// RBM (which checks credits, clear-to-sends and the posted receive), rendezvous requests to the
+// RBM, clear-to-sends to the DMP, credits to the link. Anything that does not fit is invalid data
+// from that peer: the communicator breaks, other communicators go on. Also sends the RBM's
+// clear-to-sends and the credits the RBM gives back (at most one credit segment per link and turn).
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,11 +36,22 @@ absl::StatusOr<std::byte*> EmuDevice::OnSegment(poe::Session& session,
                                                 const poe::SegmentHeader& header) {
   Communicator* comm = nullptr;
   PeerLink* link = LinkOf(session, &comm);
-  if (link == nullptr || !link->up()) {
+  if (link == nullptr) {
     return absl::FailedPreconditionError("data segment on a session of no communicator");
   }
   const std::string& address = session.peer_address();
   absl::Status problem = CheckRoute(*comm, address, header);
+  const std::string type = poe::SegmentTypeName(header.type);
+  if (problem.ok() && header.type != poe::SegmentType::kControl) {
+    if (&session != link->rx) {
+      problem = absl::InvalidArgumentError(
+          absl::StrCat(type, " segment on the data session this engine sends on"));
+    } else if (!link->up() && header.type != poe::SegmentType::kCredit) {
+      // The peer's grant may come before this engine's own session is up; nothing else.
+      problem = absl::InvalidArgumentError(
+          absl::StrCat(type, " segment before this engine's data session to it is up"));
+    }
+  }
   if (problem.ok()) {
     switch (header.type) {
       case poe::SegmentType::kCredit:
@@ -118,22 +129,22 @@ void EmuDevice::SendClearToSend(const MessageKey& key, uint64_t total) {
   if (comm == nullptr) return;
   auto it = comm->peers.find(comm->ranks[key.src].data_address);
   if (it == comm->peers.end() || !it->second.up()) return;  // the sender left: nothing comes
-  it->second.session->Send({.type = poe::SegmentType::kClearToSend,
-                            .comm = key.comm,
-                            .src = key.src,
-                            .dst = key.dst,
-                            .tag = key.tag,
-                            .sequence = key.sequence,
-                            .total = total},
-                           nullptr, nullptr);
+  it->second.Send({.type = poe::SegmentType::kClearToSend,
+                   .comm = key.comm,
+                   .src = key.src,
+                   .dst = key.dst,
+                   .tag = key.tag,
+                   .sequence = key.sequence,
+                   .total = total},
+                  nullptr, nullptr);
 }
 
 void EmuDevice::ReturnCredits() {
   // An open account's link is up (LinkDown closes it).
   for (const auto& [account, credits] : rbm_.TakeCredits()) {
     const auto& [comm, link] = accounts_.at(account);
-    link->session->Send({.type = poe::SegmentType::kCredit, .comm = comm, .total = credits},
-                        nullptr, nullptr);
+    link->Send({.type = poe::SegmentType::kCredit, .comm = comm, .total = credits}, nullptr,
+               nullptr);
   }
 }
 

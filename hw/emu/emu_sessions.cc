@@ -1,7 +1,8 @@
 // EmuDevice as the POE's EngineHandler: linking data sessions to communicators (with
-// their credit accounts), marking the ranks of a peer engine whose session ended as
-// departed, breaking a communicator on invalid data, and expiring deadlines. Arriving
-// segments are handled in emu_segments.cc.
+// their credit accounts; a link is the session this engine opened, on which it sends, and
+// the one the peer opened, on which it receives), marking the ranks of a peer engine whose
+// sessions ended as departed, breaking a communicator on invalid data, and expiring
+// deadlines. Arriving segments are handled in emu_segments.cc.
 #include <algorithm>
 #include <utility>
 
@@ -34,7 +35,8 @@ PeerLink* EmuDevice::LinkOf(poe::Session& session, Communicator** comm) const {
   *comm = Find(session.comm());
   if (*comm == nullptr) return nullptr;
   auto it = (*comm)->peers.find(session.peer_address());
-  if (it == (*comm)->peers.end() || it->second.session != &session) return nullptr;
+  if (it == (*comm)->peers.end()) return nullptr;
+  if (it->second.tx != &session && it->second.rx != &session) return nullptr;
   return &it->second;
 }
 
@@ -59,7 +61,7 @@ void EmuDevice::AdoptIncoming(Communicator& comm, poe::Session& session) {
   if (problem.ok() && it == comm.peers.end()) {
     problem = absl::PermissionDeniedError(absl::StrCat(
         "peer daemon ", address, " hosts no rank of communicator ", CommIdHex(comm.id)));
-  } else if (problem.ok() && it->second.session != nullptr) {
+  } else if (problem.ok() && it->second.rx != nullptr) {
     problem =
         absl::AlreadyExistsError(absl::StrCat("second data session from peer daemon ", address,
                                               " for communicator ", CommIdHex(comm.id)));
@@ -72,33 +74,40 @@ void EmuDevice::AdoptIncoming(Communicator& comm, poe::Session& session) {
     spdlog::warn("refusing data session: {}", std::string(problem.message()));
     return session.Close(problem);
   }
-  it->second.session = &session;
+  it->second.rx = &session;
   session.Admit();
-  LinkUp(comm, it->second);
+  MaybeLinkUp(comm, it->second);
 }
 
 void EmuDevice::OnSessionUp(poe::Session& session) {
   Communicator* comm = nullptr;
-  if (PeerLink* link = LinkOf(session, &comm)) LinkUp(*comm, *link);
+  PeerLink* link = LinkOf(session, &comm);
+  if (link == nullptr || link->tx != &session) return;
+  link->tx_up = true;
+  MaybeLinkUp(*comm, *link);
 }
 
-void EmuDevice::LinkUp(Communicator& comm, PeerLink& link) {
+void EmuDevice::MaybeLinkUp(Communicator& comm, PeerLink& link) {
+  if (!link.tx_up || link.rx == nullptr) return;
   SetLinkState(link, LinkState::kUp);
   link.scratch.resize(config_.segment_bytes);
-  link.eager_bytes = std::min(config_.eager_max_bytes, link.session->eager_bytes());
+  link.segment_bytes = link.tx->segment_bytes();
+  link.eager_bytes = std::min(config_.eager_max_bytes, link.tx->eager_bytes());
   // Room for what the peer sends eagerly, granted at once (even none: the peer counts the
   // link ready only once it knows).
   const Rbm::Grant grant =
       rbm_.OpenAccount(config_.eager_max_bytes > 0 ? config_.credits_per_peer : 0);
   link.rx_account = grant.account;
   accounts_[link.rx_account] = {comm.id, &link};
-  link.session->Send({.type = poe::SegmentType::kCredit, .comm = comm.id, .total = grant.credits},
-                     nullptr, nullptr);
+  link.Send({.type = poe::SegmentType::kCredit, .comm = comm.id, .total = grant.credits}, nullptr,
+            nullptr);
   MaybeReady(comm);
 }
 
 void EmuDevice::LinkDown(PeerLink& link) {
-  link.session = nullptr;
+  link.tx = nullptr;
+  link.rx = nullptr;
+  link.tx_up = false;
   if (link.state != LinkState::kLeft) SetLinkState(link, LinkState::kLost);
   link.send_credits = 0;
   accounts_.erase(link.rx_account);
@@ -134,11 +143,21 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
                  std::string(reason.message()));
     return;
   }
+  const bool bye = reason.code() == absl::StatusCode::kCancelled;
+  if (bye && &session == link->tx && link->up() && link->rx != nullptr) {
+    // The peer is leaving. What it sent before comes on rx, which ends with its own BYE:
+    // the ranks depart then. Until then what this engine sends it is dropped.
+    link->tx = nullptr;
+    return;
+  }
   const bool was_up = link->up();
-  LinkDown(*link);
   const std::string& address = session.peer_address();
   const std::string peer = DescribePeer(*comm, address);
-  const bool bye = reason.code() == absl::StatusCode::kCancelled;
+  if (poe::Session* other = &session == link->tx ? link->rx : link->tx) {
+    other->Close(absl::UnavailableError(absl::StrCat(
+        "peer daemon ", address_, " lost its other data session: ", reason.message())));
+  }
+  LinkDown(*link);
   const std::string why =
       absl::StrCat(bye ? "peer daemon closed the session: " : "", reason.message());
   if (!comm->ready && !was_up) {
@@ -186,9 +205,8 @@ void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t e
 
 void EmuDevice::CloseSessions(Communicator& comm, const absl::Status& reason) {
   for (auto& [address, link] : comm.peers) {
-    if (poe::Session* session = link.session) {
-      ForgetSession(*session);
-      session->Close(reason);
+    for (poe::Session* session : {link.tx, link.rx}) {
+      if (session != nullptr) session->Close(reason);
     }
     LinkDown(link);
   }

@@ -1,7 +1,8 @@
 // Control messages of a data session and the mutual HMAC handshake that opens it.
 //
-// A data session belongs to one (communicator, peer engine) pair. The engine whose data
-// address is smaller connects (the connector); the other accepts (the acceptor):
+// A data session belongs to one (communicator, peer engine) pair and carries data one way:
+// each engine of a communicator connects to every other (the connector) and sends on that
+// session; the other accepts it (the acceptor) and receives on it:
 //
 //   connector -> acceptor  HELLO     connector nonce Nc, segment and eager sizes, both
 //                                    addresses

@@ -1,6 +1,7 @@
 // The segment header that starts every message segment on a data session (DESIGN 7).
 //
-// Fixed 64-byte little-endian layout, version 2:
+// Fixed 64-byte little-endian layout, version 3 (2 carried both directions on one session
+// per pair of engines; 3 has one session each way, hw/poe/handshake.h):
 //
 //   offset  size  field
 //        0     4  magic        "CCLO" (0x4F4C4343)
@@ -43,7 +44,7 @@
 namespace cclo::hw::poe {
 
 inline constexpr uint32_t kMagic = 0x4F4C4343;
-inline constexpr uint8_t kWireVersion = 2;
+inline constexpr uint8_t kWireVersion = 3;
 inline constexpr size_t kHeaderBytes = 64;
 /// Largest payload one segment may carry.
 inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;

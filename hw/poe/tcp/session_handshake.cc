@@ -58,11 +58,6 @@ void TcpSession::OnHello(const ControlMessage& hello) {
     return Refuse(absl::InvalidArgumentError(
         absl::StrCat("hello addressed to ", hello.acceptor, " reached engine ", self)));
   }
-  if (!(hello.connector < self)) {
-    return Refuse(absl::InvalidArgumentError(absl::StrCat("connector ", hello.connector,
-                                                          " must have the smaller address; ", self,
-                                                          " connects instead")));
-  }
   if (absl::Status status = CheckSizes(hello); !status.ok()) return Refuse(status);
   absl::StatusOr<CommSecret> secret = engine_.handler().Secret(comm_);
   if (!secret.ok()) {

@@ -57,9 +57,10 @@ class DmpDepartureTest : public ::testing::Test {
       link->state = LinkState::kUp;
       link->eager_bytes = 16;
       link->send_credits = 8;
+      link->segment_bytes = kSegment;
     }
-    link_one_.session = &one_;
-    link_two_.session = &two_;
+    link_one_.tx = &one_;
+    link_two_.tx = &two_;
     account_ = rbm_.OpenAccount(4).account;
   }
 

@@ -1,12 +1,13 @@
 // EmuDevice against a peer that breaks the eager/rendezvous protocol: rendezvous data
 // nobody cleared, eager messages beyond the credits granted, a clear-to-send for a message
-// the device is not sending, a credit grant beyond the limit. Each breaks only the
-// communicator it came on, with a wire error; another communicator of the same device,
-// with a real peer device, keeps working.
+// the device is not sending, a credit grant beyond the limit, data on the session the
+// device sends on. Each breaks only the communicator it came on, with a wire error;
+// another communicator of the same device, with a real peer device, keeps working.
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hw/poe/wire.h"
@@ -36,18 +37,23 @@ class EmuViolationTest : public FakePeerTest {
     ASSERT_TRUE(ConfigureAll(healthy_).ok());
   }
 
-  /// Sends `segment` (with `payload`) while rank 1 waits for a message from the fake;
-  /// expects that receive to fail with invalid data naming `problem`, the fake to hear
-  /// BYE, one wire error, and the healthy communicator to go on.
+  /// Sends `segment` (with `payload`; on the device's own session when `back`) while rank 1
+  /// waits for a message from the fake; expects that receive to fail with invalid data
+  /// naming `problem`, the fake to hear BYE, one wire error, and the healthy communicator
+  /// to go on.
   void ExpectBreaks(SegmentHeader segment, const std::vector<std::byte>& payload,
-                    const std::string& problem) {
+                    const std::string& problem, bool back = false) {
     RankBuffers buffers;
     auto pending = PostRecv(buffers, 1 << 20);
-    peer_->SendSegment(segment, payload);
+    if (back) {
+      peer_->SendBack(segment, payload);
+    } else {
+      peer_->SendSegment(segment, payload);
+    }
     Completion failed = Wait(pending);
     EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(failed.status.message(),
-                HasSubstr("invalid data from peer daemon 127.0.0.1:1 (rank 0)"));
+    EXPECT_THAT(failed.status.message(), HasSubstr(absl::StrCat("invalid data from peer daemon ",
+                                                                fake_address_, " (rank 0)")));
     EXPECT_THAT(failed.status.message(), HasSubstr(problem));
     absl::StatusOr<poe::ControlMessage> bye = peer_->ReadControl();  // says why, then closes
     ASSERT_TRUE(bye.ok()) << bye.status();
@@ -119,6 +125,11 @@ TEST_F(EmuViolationTest, ClearToSendInTheWrongDirection) {
   // Names the fake's rank as the sender: a clear-to-send travels the other way.
   ExpectBreaks(peer_->Message(SegmentType::kClearToSend, 4096), {},
                "clear-to-send segment from rank 1, which that peer does not host");
+}
+
+TEST_F(EmuViolationTest, DataOnTheSessionTheDeviceSendsOn) {
+  ExpectBreaks(peer_->Message(SegmentType::kEagerData, 64), std::vector<std::byte>(64),
+               "eager segment on the data session this engine sends on", true);
 }
 
 TEST_F(EmuViolationTest, CreditsBeyondTheLimit) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hw/poe/handshake.h"
@@ -42,6 +43,7 @@ TEST_F(EmuWireTest, ParkedHandshakeCompletesOnceConfiguredAndGranted) {
   absl::StatusOr<ControlMessage> accept = peer.ReadControl();
   ASSERT_TRUE(accept.ok()) << accept.status();
   EXPECT_EQ(accept->kind, ControlKind::kAccept);
+  ASSERT_NO_FATAL_FAILURE(peer.AcceptDevice(listener_));
   absl::StatusOr<SegmentHeader> grant = peer.ReadSegment();
   ASSERT_TRUE(grant.ok()) << grant.status();
   EXPECT_EQ(grant->type, SegmentType::kCredit);
@@ -52,6 +54,20 @@ TEST_F(EmuWireTest, ParkedHandshakeCompletesOnceConfiguredAndGranted) {
   peer.Grant(0);
   EXPECT_TRUE(configured.get().ok());
   EXPECT_EQ(device_->Stats().sessions_up, 1u);
+}
+
+// Of what the peer sends, only its credit grant may come before the device's own session
+// to it is up.
+TEST_F(EmuWireTest, DataBeforeTheDevicesSessionIsUpFailsTheConfigure) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  std::future<absl::Status> configured = Admit(peer);
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, 16), Pattern(16, 1));
+  ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const absl::Status status = configured.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(),
+              HasSubstr("eager segment before this engine's data session to it is up"));
+  EXPECT_EQ(device_->Stats().wire_errors, 1u);
 }
 
 TEST_F(EmuWireTest, EagerMessagesWithinCreditsAreStagedAndTheirCreditsReturn) {
@@ -123,7 +139,7 @@ TEST_F(EmuWireTest, WhatAPeerSentBeforeItsByeIsReceived) {
   const std::vector<std::byte> first = Pattern(4096, 5), second = Pattern(4000, 6);
   peer.SendSegment(peer.Message(SegmentType::kEagerData, first.size(), 0), first);
   peer.SendSegment(peer.Message(SegmentType::kEagerData, second.size(), 1), second);
-  peer.SendControl({.kind = ControlKind::kBye, .reason = "tenant finished"});
+  peer.Bye("tenant finished");
   peer.Hangup();
   RankBuffers a, b;
   auto received_a = PostRecv(a, first.size());
@@ -138,11 +154,48 @@ TEST_F(EmuWireTest, WhatAPeerSentBeforeItsByeIsReceived) {
   RankBuffers more;
   auto next = PostRecv(more, 4);
   EXPECT_EQ(Wait(next).status,
-            absl::UnavailableError("rank 0 on peer daemon 127.0.0.1:1 left: tenant finished"));
+            absl::UnavailableError(
+                absl::StrCat("rank 0 on peer daemon ", fake_address_, " left: tenant finished")));
   const DeviceStats stats = device_->Stats();
   EXPECT_EQ(stats.rx_pool_bytes_used, 0u);
   EXPECT_EQ(stats.rx_pool_bytes_reserved, 0u);  // released with the link
   EXPECT_EQ(stats.wire_errors, 0u);
+}
+
+// The peer's BYE on the session the device sends on may be read before the data the peer
+// sent on its own: the ranks depart only when that one ends, so nothing is lost.
+TEST_F(EmuWireTest, WhatAPeerSendsAfterItsByeOnTheDevicesSessionIsReceived) {
+  Start(SmallConfig(2));
+  FakePeer peer(device_->DataAddress(), comm_);
+  Connect(peer, 1);
+  const std::vector<std::byte> bye =
+      poe::EncodeControl({.kind = ControlKind::kBye, .reason = "tenant finished"});
+  peer.SendBack({.type = SegmentType::kControl, .comm = comm_.config.id, .total = bye.size()}, bye);
+  char byte;
+  EXPECT_FALSE(peer.Read(&byte, 1));  // the device closed its session: it read the BYE
+  // Sent now, a message to the leaving rank goes nowhere and fails once that rank left.
+  RankBuffers out;
+  out.slots[0] = Pattern(16, 7);
+  CallDescriptor send = Describe(comm_, Collective::kSend, 1, 16, DataType::kUint8);
+  send.peer = 0;
+  send.tag = 1;
+  auto sent = Submit(*device_, send, out.Views());
+  const std::vector<std::byte> data = Pattern(4000, 8);
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, data.size(), 0), data);
+  peer.SendControl({.kind = ControlKind::kBye, .reason = "tenant finished"});
+  RankBuffers in;
+  auto received = PostRecv(in, data.size());
+  Completion done = Wait(received);
+  EXPECT_TRUE(done.status.ok()) << done.status;
+  EXPECT_EQ(in.slots[2], data);
+  const absl::Status left = absl::UnavailableError(
+      absl::StrCat("rank 0 on peer daemon ", fake_address_, " left: tenant finished"));
+  EXPECT_EQ(Wait(sent).status, left);
+  RankBuffers more;
+  auto next = PostRecv(more, 4);
+  EXPECT_EQ(Wait(next).status, left);
+  EXPECT_EQ(device_->Stats().sessions_left, 1u);
+  EXPECT_EQ(device_->Stats().wire_errors, 0u);
 }
 
 TEST_F(EmuWireTest, PeerVanishingMidMessageFailsTheReceiveAsLost) {
@@ -162,7 +215,8 @@ TEST_F(EmuWireTest, PeerVanishingMidMessageFailsTheReceiveAsLost) {
   peer.Hangup();
   Completion lost = Wait(second);
   EXPECT_EQ(lost.status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(lost.status.message(), HasSubstr("lost peer daemon 127.0.0.1:1 (rank 0)"));
+  EXPECT_THAT(lost.status.message(),
+              HasSubstr(absl::StrCat("lost peer daemon ", fake_address_, " (rank 0)")));
   EXPECT_THAT(lost.status.message(), HasSubstr("connection closed by peer"));
   EXPECT_EQ(device_->Stats().rx_pool_bytes_used, 0u);
 }
@@ -177,8 +231,8 @@ TEST_F(EmuWireTest, SegmentFromARankThePeerDoesNotHostBreaksTheCommunicator) {
   peer.SendSegment(forged, std::vector<std::byte>(16));
   Completion failed = Wait(pending);
   EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(failed.status.message(),
-              HasSubstr("invalid data from peer daemon 127.0.0.1:1 (rank 0)"));
+  EXPECT_THAT(failed.status.message(), HasSubstr(absl::StrCat("invalid data from peer daemon ",
+                                                              fake_address_, " (rank 0)")));
   EXPECT_THAT(failed.status.message(), HasSubstr("eager segment from rank 1"));
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
   absl::StatusOr<ControlMessage> bye = peer.ReadControl();  // the device says why, then closes
@@ -211,12 +265,13 @@ TEST_F(EmuWireTest, GarbageHeaderBreaksTheCommunicator) {
   peer.Write(garbage.data(), garbage.size());
   Completion failed = Wait(pending);
   EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(failed.status.message(), HasSubstr("invalid data from peer daemon 127.0.0.1:1"));
+  EXPECT_THAT(failed.status.message(),
+              HasSubstr(absl::StrCat("invalid data from peer daemon ", fake_address_)));
   EXPECT_THAT(failed.status.message(), HasSubstr("bad magic 0xffffffff"));
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
 }
 
-TEST_F(EmuWireTest, PeerSpeakingWireVersion1IsTurnedAway) {
+TEST_F(EmuWireTest, PeerSpeakingWireVersion2IsTurnedAway) {
   FakePeer peer(device_->DataAddress(), comm_);
   SegmentHeader hello{.type = SegmentType::kControl, .comm = comm_.config.id};
   const std::vector<std::byte> payload = poe::EncodeControl({.kind = ControlKind::kHello,
@@ -225,7 +280,7 @@ TEST_F(EmuWireTest, PeerSpeakingWireVersion1IsTurnedAway) {
                                                              .acceptor = device_->DataAddress()});
   hello.length = hello.total = payload.size();
   poe::EncodedHeader bytes = poe::Encode(hello);
-  bytes[4] = std::byte{1};
+  bytes[4] = std::byte{2};  // one session carrying both ways
   peer.Write(bytes.data(), bytes.size());
   peer.Write(payload.data(), payload.size());
   char byte;

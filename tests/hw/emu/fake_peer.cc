@@ -3,12 +3,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 namespace cclo::hw::emu::testing {
 
@@ -17,43 +19,73 @@ using poe::ControlMessage;
 using poe::SegmentHeader;
 using poe::SegmentType;
 
-FakePeer::FakePeer(const std::string& device_address, const TestComm& comm)
-    : device_address_(device_address), comm_(comm) {
-  fd_ = socket(AF_INET, SOCK_STREAM, 0);
-  timeval timeout{60, 0};  // a device that never answers fails the test, not hangs it
-  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+namespace {
+
+/// A device that never answers fails the test, not hangs it.
+void SetTimeoutAndNoDelay(int fd) {
+  timeval timeout{60, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   const int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+FakePeer::FakePeer(const std::string& device_address, const TestComm& comm)
+    : device_address_(device_address),
+      comm_(comm),
+      address_(comm.config.ranks.empty() ? kFakeAddress : comm.config.ranks[0].data_address) {
+  out_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  SetTimeoutAndNoDelay(out_fd_);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(std::stoi(device_address.substr(device_address.rfind(':') + 1)));
   inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  EXPECT_EQ(connect(out_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
 }
 
 FakePeer::~FakePeer() { Hangup(); }
 
 void FakePeer::Hangup() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
+  for (int* fd : {&out_fd_, &in_fd_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
 }
 
-void FakePeer::Write(const void* data, size_t size) {
-  ASSERT_EQ(send(fd_, data, size, MSG_NOSIGNAL), static_cast<ssize_t>(size));
+void FakePeer::WriteOn(int fd, const void* data, size_t size) {
+  ASSERT_EQ(send(fd, data, size, MSG_NOSIGNAL), static_cast<ssize_t>(size));
+}
+
+void FakePeer::Write(const void* data, size_t size) { WriteOn(out_fd_, data, size); }
+
+void FakePeer::SendOn(int fd, SegmentHeader header, const std::vector<std::byte>& payload) {
+  header.length = static_cast<uint32_t>(payload.size());
+  const poe::EncodedHeader bytes = poe::Encode(header);
+  WriteOn(fd, bytes.data(), bytes.size());
+  if (!payload.empty()) WriteOn(fd, payload.data(), payload.size());
 }
 
 void FakePeer::SendSegment(SegmentHeader header, const std::vector<std::byte>& payload) {
-  header.length = static_cast<uint32_t>(payload.size());
-  const poe::EncodedHeader bytes = poe::Encode(header);
-  Write(bytes.data(), bytes.size());
-  if (!payload.empty()) Write(payload.data(), payload.size());
+  SendOn(out_fd_, header, payload);
 }
 
-void FakePeer::SendControl(const ControlMessage& message) {
+void FakePeer::SendBack(SegmentHeader header, const std::vector<std::byte>& payload) {
+  SendOn(in_fd_, header, payload);
+}
+
+void FakePeer::SendControlOn(int fd, const ControlMessage& message) {
   SegmentHeader header{.type = SegmentType::kControl, .comm = comm_.config.id};
   const std::vector<std::byte> payload = poe::EncodeControl(message);
   header.total = payload.size();
-  SendSegment(header, payload);
+  SendOn(fd, header, payload);
+}
+
+void FakePeer::SendControl(const ControlMessage& message) { SendControlOn(out_fd_, message); }
+
+void FakePeer::Bye(const std::string& reason) {
+  SendControlOn(in_fd_, {.kind = ControlKind::kBye, .reason = reason});
+  SendControlOn(out_fd_, {.kind = ControlKind::kBye, .reason = reason});
 }
 
 void FakePeer::Grant(uint64_t credits) {
@@ -63,7 +95,7 @@ void FakePeer::Grant(uint64_t credits) {
 bool FakePeer::Read(void* data, size_t size) {
   auto* out = static_cast<char*>(data);
   while (size > 0) {
-    const ssize_t n = recv(fd_, out, size, 0);
+    const ssize_t n = recv(in_fd_ >= 0 ? in_fd_ : out_fd_, out, size, 0);
     if (n <= 0) return false;
     out += n;
     size -= n;
@@ -107,18 +139,47 @@ void FakePeer::Authenticate(const CommSecret& secret) {
                .nonce = nonce,
                .segment_bytes = 64 << 10,
                .eager_bytes = 64 << 10,
-               .connector = kFakeAddress,
+               .connector = address_,
                .acceptor = device_address_});
   absl::StatusOr<ControlMessage> challenge = ReadControl();
   ASSERT_TRUE(challenge.ok()) << challenge.status();
   ASSERT_EQ(challenge->kind, ControlKind::kChallenge);
   const poe::Mac expected =
       poe::HandshakeMac(comm_.config.secret, poe::HandshakeRole::kAcceptor, comm_.config.id,
-                        kFakeAddress, device_address_, nonce, challenge->nonce);
+                        address_, device_address_, nonce, challenge->nonce);
   EXPECT_TRUE(poe::MacEqual(expected, challenge->mac));
   SendControl({.kind = ControlKind::kResponse,
                .mac = poe::HandshakeMac(secret, poe::HandshakeRole::kConnector, comm_.config.id,
-                                        kFakeAddress, device_address_, nonce, challenge->nonce)});
+                                        address_, device_address_, nonce, challenge->nonce)});
+}
+
+void FakePeer::AcceptDevice(int listener) {
+  pollfd ready{listener, POLLIN, 0};
+  ASSERT_EQ(poll(&ready, 1, 60'000), 1) << "the device did not connect to the fake";
+  in_fd_ = accept(listener, nullptr, nullptr);
+  ASSERT_GE(in_fd_, 0);
+  SetTimeoutAndNoDelay(in_fd_);
+  absl::StatusOr<ControlMessage> hello = ReadControl();
+  ASSERT_TRUE(hello.ok()) << hello.status();
+  ASSERT_EQ(hello->kind, ControlKind::kHello);
+  EXPECT_EQ(hello->connector, device_address_);
+  EXPECT_EQ(hello->acceptor, address_);
+  const poe::Nonce nonce{7, 7, 7};
+  const CommSecret& secret = comm_.config.secret;
+  SendControlOn(in_fd_,
+                {.kind = ControlKind::kChallenge,
+                 .nonce = nonce,
+                 .segment_bytes = 64 << 10,
+                 .eager_bytes = 64 << 10,
+                 .mac = poe::HandshakeMac(secret, poe::HandshakeRole::kAcceptor, comm_.config.id,
+                                          device_address_, address_, hello->nonce, nonce)});
+  absl::StatusOr<ControlMessage> response = ReadControl();
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->kind, ControlKind::kResponse);
+  EXPECT_TRUE(poe::MacEqual(
+      response->mac, poe::HandshakeMac(secret, poe::HandshakeRole::kConnector, comm_.config.id,
+                                       device_address_, address_, hello->nonce, nonce)));
+  SendControlOn(in_fd_, {.kind = ControlKind::kAccept});
 }
 
 SegmentHeader FakePeer::Message(SegmentType type, uint64_t total, uint64_t sequence,
@@ -133,28 +194,50 @@ SegmentHeader FakePeer::Message(SegmentType type, uint64_t total, uint64_t seque
           .total = total};
 }
 
+FakePeerTest::~FakePeerTest() {
+  if (listener_ >= 0) close(listener_);
+}
+
 void FakePeerTest::Start(const EmuConfig& config) {
   devices_ = MakeDevices(1, config);
   ASSERT_EQ(devices_.size(), 1u);
   device_ = devices_[0].get();
+  if (listener_ < 0) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    socklen_t length = sizeof(address);
+    auto* generic = reinterpret_cast<sockaddr*>(&address);
+    ASSERT_EQ(bind(listener_, generic, length), 0);
+    ASSERT_EQ(listen(listener_, 4), 0);
+    ASSERT_EQ(getsockname(listener_, generic, &length), 0);
+    fake_address_ = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  }
   comm_ = MakeComm({device_, device_}, 31);
-  comm_.config.ranks[0].data_address = kFakeAddress;
+  comm_.config.ranks[0].data_address = fake_address_;
   ASSERT_TRUE(device_->PrepareCommunicator(comm_.config.id, comm_.config.secret).ok());
 }
 
-void FakePeerTest::Connect(FakePeer& peer, uint64_t credits) {
+std::future<absl::Status> FakePeerTest::Admit(FakePeer& peer) {
   auto promise = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> configured = promise->get_future();
   device_->ConfigureCommunicator(comm_.config, absl::Now() + kWait,
                                  [promise](absl::Status s) { promise->set_value(s); });
   peer.Authenticate(comm_.config.secret);
   absl::StatusOr<ControlMessage> accept = peer.ReadControl();
-  ASSERT_TRUE(accept.ok()) << accept.status();
-  EXPECT_EQ(accept->kind, ControlKind::kAccept);
+  EXPECT_TRUE(accept.ok()) << accept.status();
+  if (accept.ok()) EXPECT_EQ(accept->kind, ControlKind::kAccept);
+  return configured;
+}
+
+void FakePeerTest::Connect(FakePeer& peer, uint64_t credits) {
+  std::future<absl::Status> configured = Admit(peer);
+  peer.Grant(credits);
+  ASSERT_NO_FATAL_FAILURE(peer.AcceptDevice(listener_));
   absl::StatusOr<SegmentHeader> grant = peer.ReadSegment();  // the device's grant
   ASSERT_TRUE(grant.ok()) << grant.status();
   ASSERT_EQ(grant->type, SegmentType::kCredit);
-  peer.Grant(credits);
   ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   ASSERT_TRUE(configured.get().ok());
 }

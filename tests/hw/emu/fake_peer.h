@@ -1,6 +1,7 @@
-// A peer engine played by a test over a blocking socket, to show a device handshakes and
+// A peer engine played by a test over blocking sockets, to show a device handshakes and
 // segments that a well-behaved engine would never send; and a fixture that connects one
-// to a device.
+// to a device. As a real engine, the fake sends on the session it opened to the device and
+// receives on the one the device opens to it.
 #pragma once
 
 #include <cstddef>
@@ -17,24 +18,31 @@
 
 namespace cclo::hw::emu::testing {
 
-/// Smaller than any "127.0.0.1:<port>" a device gets, so the fake peer connects.
+/// The address a fake peer announces when its communicator has no rank table.
 inline constexpr char kFakeAddress[] = "127.0.0.1:1";
 
 class FakePeer {
  public:
-  /// Connects to the device at `device_address`; `comm` must outlive the peer.
+  /// Connects to the device at `device_address` as the engine of `comm`'s rank 0 (its
+  /// data address; kFakeAddress without a rank table); `comm` must outlive the peer.
   FakePeer(const std::string& device_address, const TestComm& comm);
   ~FakePeer();
 
-  /// Closes the socket (end of stream, no BYE unless sent before).
+  /// Closes both sockets (end of stream, no BYE unless sent before).
   void Hangup();
+  /// Writes on the session the fake opened.
   void Write(const void* data, size_t size);
-  /// Sends `header` (its length set to the payload's) and `payload`.
+  /// Sends `header` (its length set to the payload's) and `payload` on the fake's session.
   void SendSegment(poe::SegmentHeader header, const std::vector<std::byte>& payload = {});
+  /// The same on the session the device opened, which carries only what the device sends.
+  void SendBack(poe::SegmentHeader header, const std::vector<std::byte>& payload = {});
   void SendControl(const poe::ControlMessage& message);
+  /// Says BYE with `reason` on the device's session, then on the fake's.
+  void Bye(const std::string& reason);
   /// Grants the device `credits` eager credits.
   void Grant(uint64_t credits);
-  /// Reads exactly `size` bytes; false on EOF or error.
+  /// Reads exactly `size` bytes from the device: on the session the device opened once
+  /// accepted (AcceptDevice), before that on the fake's; false on EOF or error.
   bool Read(void* data, size_t size);
   /// Reads the next segment; its payload goes to `payload` when given.
   absl::StatusOr<poe::SegmentHeader> ReadSegment(std::vector<std::byte>* payload = nullptr);
@@ -44,29 +52,46 @@ class FakePeer {
   absl::StatusOr<poe::ControlMessage> ReadControl();
   /// Runs the connector's side up to and including RESPONSE; `secret` proves membership.
   void Authenticate(const CommSecret& secret);
+  /// Accepts the session the device opens to the fake on `listener` and runs the
+  /// acceptor's side of its handshake up to and including ACCEPT.
+  void AcceptDevice(int listener);
   /// A segment of a message from the fake's rank 0 to the device's rank 1, tag 1.
   poe::SegmentHeader Message(poe::SegmentType type, uint64_t total, uint64_t sequence = 0,
                              uint64_t offset = 0) const;
   /// Eager credits the device granted so far (seen by ReadSegment).
   uint64_t credits() const { return credits_; }
+  /// The data address the fake announces.
+  const std::string& address() const { return address_; }
 
  private:
+  void WriteOn(int fd, const void* data, size_t size);
+  void SendOn(int fd, poe::SegmentHeader header, const std::vector<std::byte>& payload);
+  void SendControlOn(int fd, const poe::ControlMessage& message);
+
   std::string device_address_;
   const TestComm& comm_;
-  int fd_ = -1;
+  std::string address_;
+  int out_fd_ = -1;  ///< the session the fake opened
+  int in_fd_ = -1;   ///< the session the device opened; -1 until accepted
   uint64_t credits_ = 0;
 };
 
 /// A device whose communicator has rank 0 at a fake peer and rank 1 on the device.
 class FakePeerTest : public ::testing::Test {
  protected:
+  ~FakePeerTest() override;
   void SetUp() override { Start(TestConfig()); }
 
   /// (Re)creates the device with `config`.
   void Start(const EmuConfig& config);
 
-  /// Configures the device, completes the fake's handshake, reads the device's credit
-  /// grant and grants it `credits` in return: the communicator is then ready.
+  /// Configures the device and runs the fake's handshake up to the device's ACCEPT; the
+  /// future yields the configure's result.
+  std::future<absl::Status> Admit(FakePeer& peer);
+
+  /// Admit(), then grants the device `credits` (before the device's own session is up, as
+  /// a peer's grant may come), answers the device's handshake and reads its credit grant:
+  /// the communicator is then ready.
   void Connect(FakePeer& peer, uint64_t credits = 0);
 
   /// Posts a receive of `bytes` at rank 1 from the fake's rank 0 (tag 1).
@@ -74,7 +99,9 @@ class FakePeerTest : public ::testing::Test {
 
   std::vector<DevicePtr> devices_;
   Device* device_ = nullptr;
-  TestComm comm_;
+  TestComm comm_;      ///< rank 0 at the fake (listener_'s address), rank 1 on the device
+  int listener_ = -1;  ///< where the fake accepts the device's session
+  std::string fake_address_;
 };
 
 /// `count` bytes of a pattern that depends on `seed`.

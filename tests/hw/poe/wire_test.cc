@@ -113,13 +113,16 @@ TEST(WireTest, RejectsBadMagic) {
 
 TEST(WireTest, RejectsOtherVersions) {
   EncodedHeader bytes = Encode(Sample());
-  EXPECT_EQ(bytes[4], std::byte{2});
+  EXPECT_EQ(bytes[4], std::byte{3});
   Poke<uint8_t>(bytes, 4, 1);  // the eager-only protocol before rendezvous
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 1, this engine speaks 2");
-  Poke<uint8_t>(bytes, 4, 3);
+            "invalid segment header: unsupported version 1, this engine speaks 3");
+  Poke<uint8_t>(bytes, 4, 2);  // one session carrying both directions
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 3, this engine speaks 2");
+            "invalid segment header: unsupported version 2, this engine speaks 3");
+  Poke<uint8_t>(bytes, 4, 4);
+  EXPECT_EQ(DecodeError(bytes),
+            "invalid segment header: unsupported version 4, this engine speaks 3");
 }
 
 TEST(WireTest, RejectsUnknownTypes) {

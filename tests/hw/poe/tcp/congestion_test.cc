@@ -68,10 +68,9 @@ TEST(CongestionTest, BothEndsOfASessionUseTheConfiguredOne) {
     engines[i] = *std::move(engine);
     engines[i]->Start();
   }
-  // The engine with the smaller address connects (the handshake's rule).
-  const int connector = engines[0]->address() < engines[1]->address() ? 0 : 1;
-  Engine& connecting = *engines[connector];
-  const std::string& acceptor = engines[1 - connector]->address();
+  // One session, from the first engine to the second.
+  Engine& connecting = *engines[0];
+  const std::string& acceptor = engines[1]->address();
   std::promise<absl::Status> connected;
   connecting.Post(
       [&] { connected.set_value(connecting.Connect(kComm, kSecret, acceptor).status()); });
