@@ -40,15 +40,18 @@ struct PeerLink {
   bool up() const { return state == LinkState::kUp; }
 
   /// Queues a segment to that peer on tx (Session::Send). Dropped, without `on_written`,
-  /// when the peer already closed tx on its way out: its departure follows when rx ends.
+  /// once tx ended (tx_end): the peer's departure follows when rx ends.
   void Send(const poe::SegmentHeader& header, const std::byte* payload,
             std::function<void()> on_written) {
     if (tx != nullptr) tx->Send(header, payload, std::move(on_written));
   }
 
-  poe::Session* tx = nullptr;      ///< opened by this engine; owned by the engine
-  poe::Session* rx = nullptr;      ///< opened by that peer; null until admitted
-  bool tx_up = false;              ///< the peer admitted tx
+  poe::Session* tx = nullptr;  ///< opened by this engine; owned by the engine
+  poe::Session* rx = nullptr;  ///< opened by that peer; null until admitted
+  bool tx_up = false;          ///< the peer admitted tx
+  /// How tx ended while rx stayed open (OK until then): the ranks depart when rx ends,
+  /// and a lost tx outranks a goodbye on rx.
+  absl::Status tx_end;
   bool granted = false;            ///< the peer's first credit segment arrived
   std::vector<uint32_t> ranks;     ///< ranks of the communicator that peer hosts
   std::vector<std::byte> scratch;  ///< where segments of reduce receives land, one segment

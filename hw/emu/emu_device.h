@@ -24,9 +24,9 @@
 // at most 64 KiB (kSharedTurnBytes, DeviceStats::turn_bytes).
 //
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
-// hung up or was reset), the ranks that peer hosts have departed (after a BYE on the
-// session this engine sends on, once the other ends too). Whatever they sent before is
-// kept: a receive from them whose message fully arrived (now or staged earlier)
+// hung up or was reset), the ranks that peer hosts have departed (when the session this
+// engine sends on ends first, once the peer's ends too; a loss then outranks its BYE). Whatever
+// they sent before is kept: a receive from them whose message fully arrived (now or staged earlier)
 // completes; a call that needs anything more of them fails with UNAVAILABLE naming them
 // (BYE: "rank N on peer daemon A left: <reason>"; otherwise "lost peer daemon A ...");
 // calls among the other ranks go on. Invalid data from a peer or a missed deadline

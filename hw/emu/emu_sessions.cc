@@ -143,42 +143,47 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
                  std::string(reason.message()));
     return;
   }
-  const bool bye = reason.code() == absl::StatusCode::kCancelled;
-  if (bye && &session == link->tx && link->up() && link->rx != nullptr) {
-    // The peer is leaving. What it sent before comes on rx, which ends with its own BYE:
-    // the ranks depart then. Until then what this engine sends it is dropped.
+  const bool ended = reason.code() == absl::StatusCode::kCancelled ||
+                     reason.code() == absl::StatusCode::kUnavailable;
+  if (ended && &session == link->tx && link->up() && link->rx != nullptr) {
+    // Left or lost, what the peer sent before comes on rx, which ends too (the peer closes
+    // both, or its end of tx is gone as well): the ranks depart then, so nothing it sent
+    // is dropped unread. Until then what this engine sends it is dropped.
     link->tx = nullptr;
+    link->tx_end = reason;
     return;
   }
+  // A lost tx outranks rx's goodbye: the peer closes rx when it loses its end of tx.
+  const absl::Status& end =
+      link->tx_end.code() == absl::StatusCode::kUnavailable ? link->tx_end : reason;
+  const bool bye = end.code() == absl::StatusCode::kCancelled;
   const bool was_up = link->up();
   const std::string& address = session.peer_address();
   const std::string peer = DescribePeer(*comm, address);
-  if (poe::Session* other = &session == link->tx ? link->rx : link->tx) {
-    other->Close(absl::UnavailableError(absl::StrCat(
-        "peer daemon ", address_, " lost its other data session: ", reason.message())));
-  }
-  LinkDown(*link);
+  // A break closes the other session with its own reason; a departure closes it below.
+  (&session == link->tx ? link->tx : link->rx) = nullptr;
   const std::string why =
-      absl::StrCat(bye ? "peer daemon closed the session: " : "", reason.message());
+      absl::StrCat(bye ? "peer daemon closed the session: " : "", end.message());
   if (!comm->ready && !was_up) {
     Break(*comm,
           absl::Status(bye ? absl::StatusCode::kUnavailable : reason.code(),
                        absl::StrCat("data session to peer daemon ", peer, " failed: ", why)));
-  } else if (reason.code() == absl::StatusCode::kInvalidArgument) {
+  } else if (end.code() == absl::StatusCode::kInvalidArgument) {
     Break(*comm, absl::UnavailableError(
-                     absl::StrCat("invalid data from peer daemon ", peer, ": ", reason.message())));
+                     absl::StrCat("invalid data from peer daemon ", peer, ": ", end.message())));
   } else if (!comm->ready) {
     Break(*comm, absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
-  } else if (bye) {
-    SetLinkState(*link, LinkState::kLeft);
-    const std::vector<uint32_t>& ranks = link->ranks;
-    Depart(*comm, *link,
-           absl::UnavailableError(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                                               absl::StrJoin(ranks, ", "), " on peer daemon ",
-                                               address, " left: ", reason.message())));
   } else {
-    Depart(*comm, *link,
-           absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
+    const std::vector<uint32_t>& ranks = link->ranks;
+    const absl::Status gone =
+        bye ? absl::UnavailableError(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                                                  absl::StrJoin(ranks, ", "), " on peer daemon ",
+                                                  address, " left: ", end.message()))
+            : absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why));
+    if (poe::Session* other = link->tx != nullptr ? link->tx : link->rx) other->Close(gone);
+    LinkDown(*link);
+    if (bye) SetLinkState(*link, LinkState::kLeft);
+    Depart(*comm, *link, gone);
   }
   dmp_.Progress();
 }

@@ -198,6 +198,33 @@ TEST_F(EmuWireTest, WhatAPeerSendsAfterItsByeOnTheDevicesSessionIsReceived) {
   EXPECT_EQ(device_->Stats().wire_errors, 0u);
 }
 
+// A peer whose end of the device's session is gone first (it died, or that connection
+// broke) may still have data on its own: the device reads it to the end, and reports the
+// loss, not the goodbye the peer then says on its own session.
+TEST_F(EmuWireTest, WhatAPeerSentIsReceivedWhenTheDevicesSessionIsLostFirst) {
+  Start(SmallConfig(2));
+  FakePeer peer(device_->DataAddress(), comm_);
+  Connect(peer, 1);
+  peer.HangupBack();
+  const std::vector<std::byte> data = Pattern(4000, 9);
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, data.size(), 0), data);
+  peer.SendControl({.kind = ControlKind::kBye, .reason = "lost my other data session"});
+  peer.Hangup();
+  RankBuffers in;
+  auto received = PostRecv(in, data.size());
+  Completion done = Wait(received);
+  EXPECT_TRUE(done.status.ok()) << done.status;
+  EXPECT_EQ(in.slots[2], data);
+  RankBuffers more;
+  auto next = PostRecv(more, 4);
+  const absl::Status lost = Wait(next).status;
+  EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lost.message(),
+              HasSubstr(absl::StrCat("lost peer daemon ", fake_address_, " (rank 0)")));
+  EXPECT_EQ(device_->Stats().sessions_lost, 1u);
+  EXPECT_EQ(device_->Stats().wire_errors, 0u);
+}
+
 TEST_F(EmuWireTest, PeerVanishingMidMessageFailsTheReceiveAsLost) {
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
@@ -269,6 +296,11 @@ TEST_F(EmuWireTest, GarbageHeaderBreaksTheCommunicator) {
               HasSubstr(absl::StrCat("invalid data from peer daemon ", fake_address_)));
   EXPECT_THAT(failed.status.message(), HasSubstr("bad magic 0xffffffff"));
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
+  // The device's own session says why the communicator broke, then closes.
+  absl::StatusOr<ControlMessage> bye = peer.ReadControl();
+  ASSERT_TRUE(bye.ok()) << bye.status();
+  EXPECT_EQ(bye->kind, ControlKind::kBye);
+  EXPECT_THAT(bye->reason, HasSubstr("invalid data from peer daemon"));
 }
 
 TEST_F(EmuWireTest, PeerSpeakingWireVersion2IsTurnedAway) {

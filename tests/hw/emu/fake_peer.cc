@@ -53,6 +53,11 @@ void FakePeer::Hangup() {
   }
 }
 
+void FakePeer::HangupBack() {
+  if (in_fd_ >= 0) close(in_fd_);
+  in_fd_ = -1;
+}
+
 void FakePeer::WriteOn(int fd, const void* data, size_t size) {
   ASSERT_EQ(send(fd, data, size, MSG_NOSIGNAL), static_cast<ssize_t>(size));
 }

@@ -30,6 +30,8 @@ class FakePeer {
 
   /// Closes both sockets (end of stream, no BYE unless sent before).
   void Hangup();
+  /// Closes the socket of the session the device opened alone (end of stream, no BYE).
+  void HangupBack();
   /// Writes on the session the fake opened.
   void Write(const void* data, size_t size);
   /// Sends `header` (its length set to the payload's) and `payload` on the fake's session.
