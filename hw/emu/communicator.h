@@ -52,6 +52,9 @@ struct PeerLink {
   /// How tx ended while rx stayed open (OK until then): the ranks depart when rx ends,
   /// and a lost tx outranks a goodbye on rx.
   absl::Status tx_end;
+  /// When tx ended: until when the peer may take to end rx too (the engine's handshake
+  /// timeout); past it rx is closed and the peer counts as lost.
+  absl::Time rx_end_deadline = absl::InfiniteFuture();
   bool granted = false;            ///< the peer's first credit segment arrived
   std::vector<uint32_t> ranks;     ///< ranks of the communicator that peer hosts
   std::vector<std::byte> scratch;  ///< where segments of reduce receives land, one segment

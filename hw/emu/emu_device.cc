@@ -225,6 +225,13 @@ void EmuDevice::Configure(const CommunicatorConfig& config, absl::Time deadline,
   ref.configured = std::move(done);
   ref.configure_deadline = deadline;
   configure_deadlines_.insert({deadline, ref.id});
+  // Peers' sessions that waited for the communicator first, so that a failed connect,
+  // which breaks it, closes them too.
+  if (auto it = parked_.find(ref.id); it != parked_.end()) {
+    std::vector<poe::Session*> sessions = std::move(it->second);
+    parked_.erase(it);
+    for (poe::Session* session : sessions) AdoptIncoming(ref, *session);
+  }
   for (auto& [address, link] : ref.peers) {
     absl::StatusOr<poe::Session*> session = engine_->Connect(ref.id, ref.secret, address);
     if (!session.ok()) {
@@ -233,11 +240,6 @@ void EmuDevice::Configure(const CommunicatorConfig& config, absl::Time deadline,
                             absl::StrCat("communicator ", hex, ": ", session.status().message())));
     }
     link.tx = *session;
-  }
-  if (auto it = parked_.find(ref.id); it != parked_.end()) {
-    std::vector<poe::Session*> sessions = std::move(it->second);
-    parked_.erase(it);
-    for (poe::Session* session : sessions) AdoptIncoming(ref, *session);
   }
   MaybeReady(ref);
 }

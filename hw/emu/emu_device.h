@@ -24,9 +24,10 @@
 // at most 64 KiB (kSharedTurnBytes, DeviceStats::turn_bytes).
 //
 // Failures: when a data session of a configured communicator ends (the peer said BYE,
-// hung up or was reset), the ranks that peer hosts have departed (when the session this
-// engine sends on ends first, once the peer's ends too; a loss then outranks its BYE). Whatever
-// they sent before is kept: a receive from them whose message fully arrived (now or staged earlier)
+// hung up or was reset), the ranks that peer hosts have departed. When the session this
+// engine sends on ends first, they depart once the peer's ends too (a loss then outranks
+// its BYE), or once the handshake timeout has passed, as lost. Whatever they sent before
+// is kept: a receive from them whose message fully arrived (now or staged earlier)
 // completes; a call that needs anything more of them fails with UNAVAILABLE naming them
 // (BYE: "rank N on peer daemon A left: <reason>"; otherwise "lost peer daemon A ...");
 // calls among the other ranks go on. Invalid data from a peer or a missed deadline
@@ -40,6 +41,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -68,7 +70,9 @@ struct EmuConfig {
   /// Rx pool buffers reserved for each peer link (as far as the pool goes): how many
   /// eager messages that peer may have unapplied here.
   uint32_t credits_per_peer = 8;
-  absl::Duration handshake_timeout = absl::Seconds(10);  ///< per data session handshake
+  /// Per data session handshake; also how long a peer whose end of the session this
+  /// engine sends on is gone may keep its own open.
+  absl::Duration handshake_timeout = absl::Seconds(10);
   /// The network's link rate: data sessions size their send buffer to its product with
   /// their round trip where the kernel's autotuning falls short. 0: always left to it.
   uint64_t link_bytes_per_second = 0;
@@ -179,6 +183,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// Sends the credits freed this turn back to their peers.
   void ReturnCredits();
   void ForgetSession(poe::Session& session);
+  /// Closes the rx of links whose peer ended tx but did not end rx by the deadline.
+  void ExpireHalfClosed(absl::Time now);
   std::string DescribePeer(const Communicator& comm, const std::string& address) const;
 
   const EmuConfig config_;
@@ -201,6 +207,9 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// Open RBM credit accounts: the communicator and link they serve (up while open).
   absl::flat_hash_map<uint64_t, std::pair<CommId, PeerLink*>> accounts_;
   std::set<std::pair<absl::Time, CommId>> configure_deadlines_;
+  /// Links whose tx ended while rx stays open, by rx_end_deadline: communicator and peer
+  /// address (stale once rx ended).
+  std::set<std::tuple<absl::Time, CommId, std::string>> half_closed_;
   /// Tenants that had engine work lately, and until when each counts as active.
   absl::flat_hash_map<uint32_t, absl::Time> active_until_;
   bool shared_turns_ = false;  ///< turns and units are at most kSharedTurnBytes

@@ -4,6 +4,8 @@
 // sessions ended as departed, breaking a communicator on invalid data, and expiring
 // deadlines. Arriving segments are handled in emu_segments.cc.
 #include <algorithm>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -148,14 +150,18 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
   if (ended && &session == link->tx && link->up() && link->rx != nullptr) {
     // Left or lost, what the peer sent before comes on rx, which ends too (the peer closes
     // both, or its end of tx is gone as well): the ranks depart then, so nothing it sent
-    // is dropped unread. Until then what this engine sends it is dropped.
+    // is dropped unread, or within the handshake timeout (ExpireHalfClosed). Until then
+    // what this engine sends it is dropped.
     link->tx = nullptr;
     link->tx_end = reason;
+    link->rx_end_deadline = absl::Now() + config_.handshake_timeout;
+    half_closed_.insert({link->rx_end_deadline, comm->id, session.peer_address()});
     return;
   }
-  // A lost tx outranks rx's goodbye: the peer closes rx when it loses its end of tx.
+  // A lost tx outranks rx's goodbye: the peer says one on rx when it loses its end of tx.
+  const bool tx_lost = link->tx_end.code() == absl::StatusCode::kUnavailable;
   const absl::Status& end =
-      link->tx_end.code() == absl::StatusCode::kUnavailable ? link->tx_end : reason;
+      tx_lost && reason.code() == absl::StatusCode::kCancelled ? link->tx_end : reason;
   const bool bye = end.code() == absl::StatusCode::kCancelled;
   const bool was_up = link->up();
   const std::string& address = session.peer_address();
@@ -186,6 +192,25 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     Depart(*comm, *link, gone);
   }
   dmp_.Progress();
+}
+
+void EmuDevice::ExpireHalfClosed(absl::Time now) {
+  while (!half_closed_.empty() && std::get<0>(*half_closed_.begin()) <= now) {
+    const auto [deadline, id, address] = *half_closed_.begin();
+    half_closed_.erase(half_closed_.begin());
+    Communicator* comm = Find(id);
+    if (comm == nullptr) continue;
+    auto it = comm->peers.find(address);
+    if (it == comm->peers.end()) continue;
+    const PeerLink& link = it->second;
+    if (link.tx != nullptr || link.rx == nullptr || link.rx_end_deadline != deadline) continue;
+    poe::Session& rx = *link.rx;
+    const absl::Status reason = absl::UnavailableError(absl::StrCat(
+        "the peer's data session was still open ", absl::FormatDuration(config_.handshake_timeout),
+        " after this engine's to it ended (", link.tx_end.message(), ")"));
+    rx.Close(reason);
+    OnSessionClosed(rx, reason);  // Close does not report back: the peer's ranks depart
+  }
 }
 
 void EmuDevice::Depart(Communicator& comm, PeerLink& link, const absl::Status& reason) {
@@ -271,6 +296,7 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
                      "communicator ", CommIdHex(id), ": data sessions to peer daemons ",
                      absl::StrJoin(missing, ", "), " were not up by the deadline")));
   }
+  ExpireHalfClosed(now);
   SizeTurns(now);
   const bool more_work = dmp_.Serve(CurrentUnitBytes());
   ReturnCredits();
@@ -282,7 +308,9 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
   if (shared_turns_) {
     for (const auto& [tenant, until] : active_until_) restore = std::min(restore, until);
   }
-  return std::min({dmp_.NextDeadline(), configure_next, restore});
+  const absl::Time half_closed_next =
+      half_closed_.empty() ? absl::InfiniteFuture() : std::get<0>(*half_closed_.begin());
+  return std::min({dmp_.NextDeadline(), configure_next, half_closed_next, restore});
 }
 
 }  // namespace cclo::hw::emu

@@ -38,8 +38,6 @@ constexpr absl::Duration kSpin = absl::Microseconds(50);
 constexpr absl::Duration kBusyYield = absl::Microseconds(100);
 /// How long accepting pauses when the process is out of descriptors.
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
-/// Most connections that may be in their handshake at once; more are closed at accept.
-constexpr size_t kMaxHandshakes = 256;
 
 std::string Errno(const std::string& what) {
   return absl::StrCat(what, ": ", std::strerror(errno));
@@ -371,10 +369,10 @@ void TcpEngine::Accept() {
       }
       return;
     }
-    if (handshake_deadlines_.size() >= kMaxHandshakes) {
+    if (accepted_handshakes_ >= kMaxAcceptedHandshakes) {
       // Unauthenticated connections are cheap to open; bound how many may wait.
-      close(fd);
       CountWireError();
+      close(fd);
       continue;
     }
     SetNoDelay(fd);
@@ -421,14 +419,15 @@ absl::StatusOr<Session*> TcpEngine::Connect(const CommId& comm, const CommSecret
   return raw;
 }
 
-void TcpEngine::Adopt(std::unique_ptr<TcpSession> session, bool write) {
+void TcpEngine::Adopt(std::unique_ptr<TcpSession> session, bool outgoing) {
   const uint64_t id = session->id();
   const absl::Time deadline = absl::Now() + config_.handshake_timeout;
   handshake_deadlines_.insert({deadline, id});
-  handshake_deadline_of_[id] = deadline;
+  handshake_of_[id] = {deadline, !outgoing};
+  if (!outgoing) ++accepted_handshakes_;
   TcpSession& ref = *session;
   sessions_[id] = std::move(session);
-  SetEvents(ref, !write, write);
+  SetEvents(ref, !outgoing, outgoing);  // an outgoing one first waits for its connect
 }
 
 void TcpEngine::SetEvents(TcpSession& session, bool read, bool write) {
@@ -450,10 +449,11 @@ void TcpEngine::Retire(uint64_t id) {
 }
 
 void TcpEngine::HandshakeFinished(uint64_t id) {
-  auto it = handshake_deadline_of_.find(id);
-  if (it == handshake_deadline_of_.end()) return;
-  handshake_deadlines_.erase({it->second, id});
-  handshake_deadline_of_.erase(it);
+  auto it = handshake_of_.find(id);
+  if (it == handshake_of_.end()) return;
+  handshake_deadlines_.erase({it->second.deadline, id});
+  if (it->second.accepted) --accepted_handshakes_;
+  handshake_of_.erase(it);
 }
 
 }  // namespace cclo::hw::poe::tcp

@@ -27,6 +27,10 @@
 
 namespace cclo::hw::poe::tcp {
 
+/// Most accepted connections that may be in their handshake at once; more are closed at
+/// accept. Sessions the engine opens itself do not count.
+inline constexpr size_t kMaxAcceptedHandshakes = 256;
+
 struct TcpEngineConfig {
   std::string listen_host = "127.0.0.1";  ///< numeric address to listen on
   uint16_t port = 0;                      ///< 0 picks an ephemeral port
@@ -101,8 +105,9 @@ class TcpEngine final : public Engine {
   /// Stops (or resumes) watching the listening socket; used to back off while the
   /// process is out of descriptors, instead of spinning on a socket that stays readable.
   void WatchListener(bool watch);
-  /// Registers a new session's socket and handshake deadline.
-  void Adopt(std::unique_ptr<TcpSession> session, bool write);
+  /// Registers a new session's socket and handshake deadline; `outgoing`: this engine
+  /// connected (else it accepted).
+  void Adopt(std::unique_ptr<TcpSession> session, bool outgoing);
   void RunDeferred();
   void ExpireHandshakes(absl::Time now);
 
@@ -133,8 +138,13 @@ class TcpEngine final : public Engine {
   absl::flat_hash_map<uint64_t, std::unique_ptr<TcpSession>> sessions_;
   std::vector<std::unique_ptr<TcpSession>> retired_;
   std::vector<uint64_t> flush_;
+  struct Handshake {
+    absl::Time deadline;
+    bool accepted = false;  ///< the peer connected (else this engine did)
+  };
   std::set<std::pair<absl::Time, uint64_t>> handshake_deadlines_;
-  absl::flat_hash_map<uint64_t, absl::Time> handshake_deadline_of_;
+  absl::flat_hash_map<uint64_t, Handshake> handshake_of_;
+  size_t accepted_handshakes_ = 0;  ///< of handshake_of_, those accepted
   absl::Time handler_deadline_ = absl::InfiniteFuture();
   /// While in the future, accepting is paused (descriptors ran out).
   absl::Time accept_paused_until_ = absl::InfinitePast();

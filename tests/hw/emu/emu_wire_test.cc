@@ -1,6 +1,9 @@
 // EmuDevice against a hand-driven peer on a raw socket: handshakes, eager and rendezvous
 // messages as the wire carries them, credits, and a peer that leaves in the middle of the
 // stream.
+#include <chrono>
+#include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,7 +24,22 @@ using poe::SegmentHeader;
 using poe::SegmentType;
 using ::testing::HasSubstr;
 
-using EmuWireTest = FakePeerTest;
+class EmuWireTest : public FakePeerTest {
+ protected:
+  /// A header of garbage on the fake's session fails a pending receive as invalid data.
+  void ExpectGarbageBreaks(FakePeer& peer) {
+    RankBuffers buffers;
+    auto pending = PostRecv(buffers, 16);
+    const std::vector<uint8_t> garbage(poe::kHeaderBytes, 0xFF);
+    peer.Write(garbage.data(), garbage.size());
+    Completion failed = Wait(pending);
+    EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(failed.status.message(),
+                HasSubstr(absl::StrCat("invalid data from peer daemon ", fake_address_)));
+    EXPECT_THAT(failed.status.message(), HasSubstr("bad magic 0xffffffff"));
+    EXPECT_EQ(device_->Stats().wire_errors, 1u);
+  }
+};
 
 /// Small segments and eager messages; a pool of four buffers.
 EmuConfig SmallConfig(uint32_t credits) {
@@ -54,6 +72,28 @@ TEST_F(EmuWireTest, ParkedHandshakeCompletesOnceConfiguredAndGranted) {
   peer.Grant(0);
   EXPECT_TRUE(configured.get().ok());
   EXPECT_EQ(device_->Stats().sessions_up, 1u);
+}
+
+// A peer's session that waited for the communicator is closed, with the reason, when the
+// communicator then fails to configure, not left until the communicator is removed.
+TEST_F(EmuWireTest, AFailedConnectClosesThePeersSessionThatWaited) {
+  comm_.config.ranks.push_back({.data_address = "nowhere"});  // rank 2: no port to connect to
+  FakePeer peer(device_->DataAddress(), comm_);
+  peer.Authenticate(comm_.config.secret);
+  ASSERT_TRUE(peer.WaitUntilRead());  // so the session waits before the configure comes
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> configured = promise->get_future();
+  device_->ConfigureCommunicator(comm_.config, absl::Now() + kWait,
+                                 [promise](absl::Status s) { promise->set_value(s); });
+  ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const absl::Status status = configured.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("data address 'nowhere' is not host:port"));
+  absl::StatusOr<ControlMessage> bye = peer.ReadControl();
+  while (bye.ok() && bye->kind != ControlKind::kBye) bye = peer.ReadControl();
+  ASSERT_TRUE(bye.ok()) << bye.status();
+  EXPECT_THAT(bye->reason, HasSubstr("data address 'nowhere' is not host:port"));
+  EXPECT_EQ(device_->Stats().wire_errors, 0u);  // closed as the communicator's, not refused
 }
 
 // Of what the peer sends, only its credit grant may come before the device's own session
@@ -225,6 +265,41 @@ TEST_F(EmuWireTest, WhatAPeerSentIsReceivedWhenTheDevicesSessionIsLostFirst) {
   EXPECT_EQ(device_->Stats().wire_errors, 0u);
 }
 
+// A peer that ends the session the device sends on but keeps its own open has the
+// handshake timeout to end that one too; then the device closes it, saying why, and the
+// peer's rank counts as lost.
+TEST_F(EmuWireTest, APeerThatKeepsItsOwnSessionOpenAfterTheDevicesEndsIsLostAfterATimeout) {
+  EmuConfig config = TestConfig();
+  config.handshake_timeout = absl::Seconds(1);
+  Start(config);
+  FakePeer peer(device_->DataAddress(), comm_);
+  Connect(peer);
+  RankBuffers in;
+  auto received = PostRecv(in, 16);
+  peer.HangupBack();
+  const std::string why = "the peer's data session was still open 1s after this engine's";
+  Completion lost = Wait(received);
+  EXPECT_EQ(lost.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lost.status.message(),
+              HasSubstr(absl::StrCat("lost peer daemon ", fake_address_, " (rank 0)")));
+  EXPECT_THAT(lost.status.message(), HasSubstr(why));
+  absl::StatusOr<ControlMessage> bye = peer.ReadControl();  // on the fake's own session
+  ASSERT_TRUE(bye.ok()) << bye.status();
+  EXPECT_EQ(bye->kind, ControlKind::kBye);
+  EXPECT_THAT(bye->reason, HasSubstr(why));
+  EXPECT_EQ(device_->Stats().sessions_lost, 1u);
+  EXPECT_EQ(device_->Stats().wire_errors, 0u);
+}
+
+// Invalid data is reported as such even after the peer's end of the device's session is
+// gone: only the peer's goodbye gives way to that loss.
+TEST_F(EmuWireTest, InvalidDataAfterTheDevicesSessionIsLostBreaksTheCommunicator) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  Connect(peer);
+  ASSERT_TRUE(peer.EndBack());
+  ExpectGarbageBreaks(peer);
+}
+
 TEST_F(EmuWireTest, PeerVanishingMidMessageFailsTheReceiveAsLost) {
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
@@ -286,16 +361,7 @@ TEST_F(EmuWireTest, MessageLargerThanThePostedReceiveBreaksTheCommunicator) {
 TEST_F(EmuWireTest, GarbageHeaderBreaksTheCommunicator) {
   FakePeer peer(device_->DataAddress(), comm_);
   Connect(peer);
-  RankBuffers buffers;
-  auto pending = PostRecv(buffers, 16);
-  const std::vector<uint8_t> garbage(poe::kHeaderBytes, 0xFF);
-  peer.Write(garbage.data(), garbage.size());
-  Completion failed = Wait(pending);
-  EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(failed.status.message(),
-              HasSubstr(absl::StrCat("invalid data from peer daemon ", fake_address_)));
-  EXPECT_THAT(failed.status.message(), HasSubstr("bad magic 0xffffffff"));
-  EXPECT_EQ(device_->Stats().wire_errors, 1u);
+  ExpectGarbageBreaks(peer);
   // The device's own session says why the communicator broke, then closes.
   absl::StatusOr<ControlMessage> bye = peer.ReadControl();
   ASSERT_TRUE(bye.ok()) << bye.status();

@@ -9,8 +9,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace cclo::hw::emu::testing {
 
@@ -56,6 +63,39 @@ void FakePeer::Hangup() {
 void FakePeer::HangupBack() {
   if (in_fd_ >= 0) close(in_fd_);
   in_fd_ = -1;
+}
+
+bool FakePeer::EndBack() {
+  shutdown(in_fd_, SHUT_WR);
+  char byte;
+  const bool closed = recv(in_fd_, &byte, 1, 0) == 0;  // bounded by SO_RCVTIMEO
+  HangupBack();
+  return closed;
+}
+
+bool FakePeer::WaitUntilRead() {
+  sockaddr_in mine{}, device{};
+  socklen_t length = sizeof(mine);
+  getsockname(out_fd_, reinterpret_cast<sockaddr*>(&mine), &length);
+  length = sizeof(device);
+  getpeername(out_fd_, reinterpret_cast<sockaddr*>(&device), &length);
+  // The device's end: local address the device's, remote the fake's (hex, host order).
+  const std::string ends =
+      absl::StrFormat("0100007F:%04X 0100007F:%04X", ntohs(device.sin_port), ntohs(mine.sin_port));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::ifstream table("/proc/net/tcp");
+    for (std::string line; std::getline(table, line);) {
+      const size_t at = line.find(ends);
+      // "... local remote st tx_queue:rx_queue ...": rx_queue is the bytes unread.
+      if (at == std::string::npos) continue;
+      const std::vector<std::string> fields =
+          absl::StrSplit(line.substr(at + ends.size()), ' ', absl::SkipWhitespace());
+      if (fields.size() >= 2 && absl::EndsWith(fields[1], ":00000000")) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 void FakePeer::WriteOn(int fd, const void* data, size_t size) {

@@ -32,6 +32,12 @@ class FakePeer {
   void Hangup();
   /// Closes the socket of the session the device opened alone (end of stream, no BYE).
   void HangupBack();
+  /// Ends the session the device opened (end of stream, no BYE) and waits, bounded, until
+  /// the device has closed its end too; false if it did not.
+  bool EndBack();
+  /// Waits, bounded, until the device has read everything the fake sent on its session
+  /// (nothing unread at the device's end, per /proc/net/tcp); false if it did not.
+  bool WaitUntilRead();
   /// Writes on the session the fake opened.
   void Write(const void* data, size_t size);
   /// Sends `header` (its length set to the payload's) and `payload` on the fake's session.

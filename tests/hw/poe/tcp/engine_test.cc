@@ -1,16 +1,24 @@
 // TcpEngine's pollers (hw/poller.h): polled on the engine thread, woken by their fd while
 // the engine sleeps, or by the time Sleeping() asks for; a task a poller posts runs in the
-// same turn, before the next poll.
+// same turn, before the next poll. And the bound on accepted connections in their
+// handshake.
 #include "hw/poe/tcp/engine.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -184,6 +192,72 @@ TEST_F(EngineTest, SleepEndsAtTheTimeThePollerAsks) {
   EXPECT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() >= 5; }));
   engine_->Stop();
   EXPECT_EQ(poller.done_.load(), 0);
+}
+
+/// A blocking TCP socket connected to 127.0.0.1:`port`, or -1.
+int ConnectLoopback(uint16_t port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+uint16_t PortOf(const std::string& address) {
+  return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFromOutgoingOnes) {
+  // A peer that never answers: the engine's own handshake to it stays open throughout.
+  const int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  auto* generic = reinterpret_cast<sockaddr*>(&address);
+  ASSERT_EQ(bind(silent, generic, length), 0);
+  ASSERT_EQ(listen(silent, 4), 0);
+  ASSERT_EQ(getsockname(silent, generic, &length), 0);
+
+  IdleHandler handler;
+  TcpEngineConfig config;
+  config.handshake_timeout = absl::Minutes(10);  // none ends before the test looks
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine(config, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  (*engine)->Start();
+  std::promise<absl::Status> connected;
+  (*engine)->Post([&] {
+    const std::string silent_address = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+    connected.set_value((*engine)->Connect({}, {}, silent_address).status());
+  });
+  ASSERT_TRUE(connected.get_future().get().ok());
+
+  // Silent connections to the engine: the bound's worth is held, one more is closed at once.
+  std::vector<int> clients;
+  for (size_t i = 0; i <= kMaxAcceptedHandshakes; ++i) {
+    clients.push_back(ConnectLoopback(PortOf((*engine)->address())));
+    ASSERT_GE(clients.back(), 0) << std::strerror(errno);
+  }
+  pollfd last{.fd = clients.back(), .events = POLLIN, .revents = 0};
+  ASSERT_EQ(poll(&last, 1, 60'000), 1) << "the connection beyond the bound is still open";
+  char byte;
+  EXPECT_EQ(recv(clients.back(), &byte, 1, 0), 0);
+  // Accepted in order, so the others were accepted before it; none was closed.
+  for (size_t i = 0; i < kMaxAcceptedHandshakes; ++i) {
+    const ssize_t got = recv(clients[i], &byte, 1, MSG_DONTWAIT);
+    const int error = errno;
+    EXPECT_EQ(got, -1) << "connection " << i;
+    EXPECT_EQ(error, EAGAIN) << "connection " << i;
+  }
+  EXPECT_EQ((*engine)->wire_errors(), 1u);  // counted before the close
+  (*engine)->Stop();
+  for (int fd : clients) close(fd);
+  close(silent);
 }
 
 }  // namespace
