@@ -41,15 +41,15 @@ absl::StatusOr<std::byte*> EmuDevice::OnSegment(poe::Session& session,
   }
   const std::string& address = session.peer_address();
   absl::Status problem = CheckRoute(*comm, address, header);
-  const std::string type = poe::SegmentTypeName(header.type);
   if (problem.ok() && header.type != poe::SegmentType::kControl) {
     if (&session != link->rx) {
-      problem = absl::InvalidArgumentError(
-          absl::StrCat(type, " segment on the data session this engine sends on"));
+      problem = absl::InvalidArgumentError(absl::StrCat(
+          poe::SegmentTypeName(header.type), " segment on the data session this engine sends on"));
     } else if (!link->up() && header.type != poe::SegmentType::kCredit) {
       // The peer's grant may come before this engine's own session is up; nothing else.
       problem = absl::InvalidArgumentError(
-          absl::StrCat(type, " segment before this engine's data session to it is up"));
+          absl::StrCat(poe::SegmentTypeName(header.type),
+                       " segment before this engine's data session to it is up"));
     }
   }
   if (problem.ok()) {

@@ -1,27 +1,21 @@
 // Failure semantics across real daemons: a client killed mid-communicator, a peer daemon
 // stopped or killed (SIGKILL) mid-op, and an op that can never complete. The survivors get
 // a clear error, fast, keep serving and leak nothing.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -30,6 +24,7 @@
 #include "tests/e2e/footprint.h"
 #include "tests/e2e/pairs.h"
 #include "tests/e2e/raw_session.h"
+#include "tests/loopback/loopback.h"
 
 namespace cclo::testing {
 namespace {
@@ -280,36 +275,14 @@ std::vector<absl::Time> LogTimes(const std::string& output, const std::string& t
   return times;
 }
 
-// Connections waiting in the accept queue of the listener on 127.0.0.1:`port` (its
-// rx_queue in /proc/net/tcp), or -1 if there is no such listener.
-int AcceptQueue(int port) {
-  std::ifstream table("/proc/net/tcp");
-  const std::string local_port = absl::StrFormat("0100007F:%04X", port);
-  for (std::string line; std::getline(table, line);) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-    if (fields.size() < 5 || fields[1] != local_port || fields[3] != "0A") continue;
-    uint32_t waiting = 0;
-    const std::vector<std::string> queues = absl::StrSplit(fields[4], ':');
-    if (queues.size() == 2 && absl::SimpleHexAtoi(queues[1], &waiting)) return waiting;
-  }
-  return -1;
-}
-
 TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
   Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
   Daemon b;
   // Hold more connections to a's data port than a has descriptors left.
   std::vector<int> flood;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(a.data_port()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   for (int i = 0; i < 120; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-      close(fd);
-      break;
-    }
+    const int fd = ConnectLoopback(absl::StrCat("127.0.0.1:", a.data_port()));
+    if (fd < 0) break;
     flood.push_back(fd);
   }
   EXPECT_TRUE(a.process().WaitForOutput("not accepting data sessions", absl::Seconds(20)))
@@ -342,10 +315,10 @@ TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
     return fds < 0 || fds > 60;
   };
   const absl::Time recovered = absl::Now() + absl::Seconds(20);
-  while ((AcceptQueue(a.data_port()) != 0 || held()) && absl::Now() < recovered) {
+  while ((UnreadAt(a.data_port()) != 0 || held()) && absl::Now() < recovered) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  ASSERT_EQ(AcceptQueue(a.data_port()), 0) << "a's data port: flood queued, or no listener";
+  ASSERT_EQ(UnreadAt(a.data_port()), 0) << "a's data port: flood queued, or no listener";
   ASSERT_FALSE(held()) << OpenDescriptors(a.process().pid()) << " descriptors held by a";
   RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
   auto [h0, h1] = JoinPair(rank0, rank1);

@@ -1,6 +1,5 @@
 #include "tests/hw/emu/fake_peer.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -8,16 +7,15 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
-#include <fstream>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
+#include "tests/loopback/loopback.h"
 
 namespace cclo::hw::emu::testing {
 
@@ -42,13 +40,9 @@ FakePeer::FakePeer(const std::string& device_address, const TestComm& comm)
     : device_address_(device_address),
       comm_(comm),
       address_(comm.config.ranks.empty() ? kFakeAddress : comm.config.ranks[0].data_address) {
-  out_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  out_fd_ = cclo::testing::ConnectLoopback(device_address);
+  EXPECT_GE(out_fd_, 0) << std::strerror(errno);
   SetTimeoutAndNoDelay(out_fd_);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(std::stoi(device_address.substr(device_address.rfind(':') + 1)));
-  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  EXPECT_EQ(connect(out_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
 }
 
 FakePeer::~FakePeer() { Hangup(); }
@@ -79,23 +73,12 @@ bool FakePeer::WaitUntilRead() {
   getsockname(out_fd_, reinterpret_cast<sockaddr*>(&mine), &length);
   length = sizeof(device);
   getpeername(out_fd_, reinterpret_cast<sockaddr*>(&device), &length);
-  // The device's end: local address the device's, remote the fake's (hex, host order).
-  const std::string ends =
-      absl::StrFormat("0100007F:%04X 0100007F:%04X", ntohs(device.sin_port), ntohs(mine.sin_port));
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < give_up) {
-    std::ifstream table("/proc/net/tcp");
-    for (std::string line; std::getline(table, line);) {
-      const size_t at = line.find(ends);
-      // "... local remote st tx_queue:rx_queue ...": rx_queue is the bytes unread.
-      if (at == std::string::npos) continue;
-      const std::vector<std::string> fields =
-          absl::StrSplit(line.substr(at + ends.size()), ' ', absl::SkipWhitespace());
-      if (fields.size() >= 2 && absl::EndsWith(fields[1], ":00000000")) return true;
-    }
+  while (cclo::testing::UnreadAt(ntohs(device.sin_port), ntohs(mine.sin_port)) != 0) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return false;
+  return true;
 }
 
 void FakePeer::WriteOn(int fd, const void* data, size_t size) {
@@ -248,16 +231,8 @@ void FakePeerTest::Start(const EmuConfig& config) {
   ASSERT_EQ(devices_.size(), 1u);
   device_ = devices_[0].get();
   if (listener_ < 0) {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    socklen_t length = sizeof(address);
-    auto* generic = reinterpret_cast<sockaddr*>(&address);
-    ASSERT_EQ(bind(listener_, generic, length), 0);
-    ASSERT_EQ(listen(listener_, 4), 0);
-    ASSERT_EQ(getsockname(listener_, generic, &length), 0);
-    fake_address_ = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+    listener_ = cclo::testing::ListenLoopback(&fake_address_);
+    ASSERT_GE(listener_, 0) << std::strerror(errno);
   }
   comm_ = MakeComm({device_, device_}, 31);
   comm_.config.ranks[0].data_address = fake_address_;

@@ -4,8 +4,6 @@
 // handshake.
 #include "hw/poe/tcp/engine.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/loopback/loopback.h"
 
 namespace cclo::hw::poe::tcp {
 namespace {
@@ -194,35 +193,11 @@ TEST_F(EngineTest, SleepEndsAtTheTimeThePollerAsks) {
   EXPECT_EQ(poller.done_.load(), 0);
 }
 
-/// A blocking TCP socket connected to 127.0.0.1:`port`, or -1.
-int ConnectLoopback(uint16_t port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-uint16_t PortOf(const std::string& address) {
-  return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
-}
-
 TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFromOutgoingOnes) {
   // A peer that never answers: the engine's own handshake to it stays open throughout.
-  const int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  auto* generic = reinterpret_cast<sockaddr*>(&address);
-  ASSERT_EQ(bind(silent, generic, length), 0);
-  ASSERT_EQ(listen(silent, 4), 0);
-  ASSERT_EQ(getsockname(silent, generic, &length), 0);
+  std::string silent_address;
+  const int silent = cclo::testing::ListenLoopback(&silent_address);
+  ASSERT_GE(silent, 0) << std::strerror(errno);
 
   IdleHandler handler;
   TcpEngineConfig config;
@@ -231,16 +206,14 @@ TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFrom
   ASSERT_TRUE(engine.ok()) << engine.status();
   (*engine)->Start();
   std::promise<absl::Status> connected;
-  (*engine)->Post([&] {
-    const std::string silent_address = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-    connected.set_value((*engine)->Connect({}, {}, silent_address).status());
-  });
+  (*engine)->Post(
+      [&] { connected.set_value((*engine)->Connect({}, {}, silent_address).status()); });
   ASSERT_TRUE(connected.get_future().get().ok());
 
   // Silent connections to the engine: the bound's worth is held, one more is closed at once.
   std::vector<int> clients;
   for (size_t i = 0; i <= kMaxAcceptedHandshakes; ++i) {
-    clients.push_back(ConnectLoopback(PortOf((*engine)->address())));
+    clients.push_back(cclo::testing::ConnectLoopback((*engine)->address()));
     ASSERT_GE(clients.back(), 0) << std::strerror(errno);
   }
   pollfd last{.fd = clients.back(), .events = POLLIN, .revents = 0};

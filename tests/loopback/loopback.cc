@@ -1,0 +1,62 @@
+#include "tests/loopback/loopback.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace cclo::testing {
+
+int ListenLoopback(std::string* address) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in bound{};
+  bound.sin_family = AF_INET;
+  bound.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(bound);
+  auto* generic = reinterpret_cast<sockaddr*>(&bound);
+  if (fd < 0 || bind(fd, generic, length) != 0 || listen(fd, 4) != 0 ||
+      getsockname(fd, generic, &length) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *address = "127.0.0.1:" + std::to_string(ntohs(bound.sin_port));
+  return fd;
+}
+
+int ConnectLoopback(const std::string& address) {
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+  peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int64_t UnreadAt(uint16_t local, uint16_t remote) {
+  // Lines read "sl local rem st tx_queue:rx_queue ...", addresses in hex, host order.
+  const std::string local_address = absl::StrFormat("0100007F:%04X", local);
+  const std::string remote_address =
+      remote == 0 ? "00000000:0000" : absl::StrFormat("0100007F:%04X", remote);
+  std::ifstream table("/proc/net/tcp");
+  for (std::string line; std::getline(table, line);) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (fields.size() < 5 || fields[1] != local_address || fields[2] != remote_address) continue;
+    const std::vector<std::string> queues = absl::StrSplit(fields[4], ':');
+    uint32_t unread = 0;
+    if (queues.size() == 2 && absl::SimpleHexAtoi(queues[1], &unread)) return unread;
+  }
+  return -1;
+}
+
+}  // namespace cclo::testing
