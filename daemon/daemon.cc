@@ -139,7 +139,7 @@ Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
       policies_(config.policy),
       communicators_(device_.get(), &peer_client_, &root_gather_, &policies_, peer_address_),
       ops_(device_.get(), &communicators_, &op_stats_, config.op_deadline),
-      drain_(&sessions_, &communicators_, [] { kill(getpid(), SIGTERM); }),
+      drain_(&sessions_, &communicators_, &root_gather_, [] { kill(getpid(), SIGTERM); }),
       client_service_(&config_, &sessions_, &communicators_, &ops_, &drain_),
       peer_service_(&root_gather_),
       admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, &policies_,
@@ -243,7 +243,7 @@ Daemon::~Daemon() {
   metrics_server_.reset();
   // Wake every handler that could be waiting (joins, configures, op waits) before the
   // servers wait for their handlers to return.
-  root_gather_.Stop();
+  root_gather_.Refuse(absl::UnavailableError("root daemon is shutting down"));
   communicators_.Stop();
   attach_server_.reset();  // ends every session
   const absl::Time deadline = absl::Now() + absl::Seconds(2);

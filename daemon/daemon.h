@@ -36,8 +36,8 @@ class Daemon {
 
   /// Applies what may change at run time: the log level, the policy (for communicators
   /// created afterwards) and the tenants' identities, weights and quotas. A config whose
-  /// tenants cannot be applied is INVALID_ARGUMENT and changes nothing. Other keys that differ keep their running value until a restart;
-  /// they are named in the returned list.
+  /// tenants cannot be applied is INVALID_ARGUMENT and changes nothing. Other keys that
+  /// differ keep their running value until a restart; they are named in the returned list.
   absl::StatusOr<std::vector<std::string>> Reload(const Config& config);
 
   /// "host:port" of the Peer service, as other daemons reach it.

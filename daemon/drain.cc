@@ -11,8 +11,12 @@ constexpr absl::Duration kCutOffGrace = absl::Seconds(2);
 
 }  // namespace
 
-Drain::Drain(SessionRegistry* sessions, Communicators* communicators, std::function<void()> stop)
-    : sessions_(sessions), communicators_(communicators), stop_(std::move(stop)) {}
+Drain::Drain(SessionRegistry* sessions, Communicators* communicators, RootGather* root_gather,
+             std::function<void()> stop)
+    : sessions_(sessions),
+      communicators_(communicators),
+      root_gather_(root_gather),
+      stop_(std::move(stop)) {}
 
 absl::Status Drain::Admit(absl::string_view what) const {
   if (!draining()) return absl::OkStatus();
@@ -41,6 +45,7 @@ absl::StatusOr<cclo::v1::DrainResponse> Drain::Run(absl::Duration timeout) {
   if (draining_.exchange(true)) {
     return absl::FailedPreconditionError("cclod is already draining");
   }
+  root_gather_->Refuse(Admit("joins"));
   const absl::Time start = absl::Now();
   const uint64_t completed_before = communicators_->OpsCompleted();
   const Session::OpCounts at_start = CountOps();

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "cclo/v1/admin.pb.h"
 #include "daemon/communicators.h"
+#include "daemon/root_gather.h"
 #include "daemon/sessions.h"
 
 namespace cclo::daemon {
@@ -20,7 +21,8 @@ class Drain {
  public:
   /// `stop` ends the daemon once a drain finished (it runs on the draining thread and must
   /// not wait for the daemon to go).
-  Drain(SessionRegistry* sessions, Communicators* communicators, std::function<void()> stop);
+  Drain(SessionRegistry* sessions, Communicators* communicators, RootGather* root_gather,
+        std::function<void()> stop);
 
   /// OK while the daemon admits work; once a drain began, UNAVAILABLE "cclod is draining:
   /// <what> refused".
@@ -29,7 +31,8 @@ class Drain {
   /// Whether a drain began.
   bool draining() const { return draining_.load(); }
 
-  /// Stops admitting, waits until no session holds an op (each finished and its result
+  /// Stops admitting (joins waiting at this root fail, since their missing ranks could not
+  /// join any more), waits until no session holds an op (each finished and its result
   /// collected) or `timeout` passed, then breaks the communicators of the ops left (which
   /// fails them with the reason) and gives their clients a short while to collect that;
   /// then calls `stop`. FAILED_PRECONDITION if a drain already began.
@@ -43,6 +46,7 @@ class Drain {
 
   SessionRegistry* const sessions_;
   Communicators* const communicators_;
+  RootGather* const root_gather_;
   const std::function<void()> stop_;
   std::atomic<bool> draining_{false};
 };

@@ -32,7 +32,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   if (!parsed.ok()) return parsed.status();
   const hw::CommId id = *parsed;
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("root daemon is shutting down");
+  if (!refusal_.ok()) return refusal_;
   auto found = gathers_.find(id);
   if (found == gathers_.end()) {
     return absl::NotFoundError(absl::StrCat("this daemon is not the root of communicator ",
@@ -81,8 +81,8 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     *response.mutable_policy() = gather.policy;
     response.mutable_policy()->set_transport(local ? kLocalTransport : kTcpTransport);
     result = std::move(response);
-  } else if (stopping_) {
-    result = absl::UnavailableError("root daemon is shutting down");
+  } else if (!refusal_.ok()) {
+    result = refusal_;
   } else {
     // One rank timing out fails the whole gather: the others would wait in vain.
     gather.failed = true;
@@ -98,9 +98,9 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   return result;
 }
 
-void RootGather::Stop() {
+void RootGather::Refuse(absl::Status why) {
   absl::MutexLock lock(&mu_);
-  stopping_ = true;
+  refusal_ = std::move(why);
   for (auto& [id, gather] : gathers_) gather.failed = true;
 }
 

@@ -32,12 +32,12 @@ class RootGather {
   /// rank table and the policy. Errors:
   /// NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
   /// (size disagrees, rank out of range), ALREADY_EXISTS (rank taken),
-  /// DEADLINE_EXCEEDED (naming the missing ranks).
+  /// DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const cclo::v1::PeerJoinRequest& request,
                                                   absl::Time deadline);
 
-  /// Fails every waiting and later join with UNAVAILABLE (the daemon is stopping).
-  void Stop();
+  /// Fails every waiting and later join with `why` (not OK): the daemon drains or stops.
+  void Refuse(absl::Status why);
 
  private:
   struct Gather {
@@ -52,7 +52,7 @@ class RootGather {
 
   absl::Mutex mu_;
   std::map<hw::CommId, Gather> gathers_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);  ///< OK while joins are taken
 };
 
 }  // namespace cclo::daemon

@@ -91,6 +91,41 @@ TEST(DrainTest, OpInFlightFinishesNewWorkIsRefusedAndTheDaemonExitsZero) {
   EXPECT_NE(stopped.output.find("cclod stopped"), std::string::npos);
 }
 
+TEST(DrainTest, JoinsAtADrainingRootFailAtOnceWithTheReason) {
+  auto a = std::make_unique<Daemon>();
+  Daemon b;
+  RawSession rank0(a->runtime_dir()), rank1(b.runtime_dir());
+  auto [handle0, handle1] = JoinPair(rank0, rank1);
+  // An op in flight keeps a draining, alive, while ranks on b join communicators it roots.
+  const uint64_t op0 = Submit(rank0, AllreduceRequest(handle0, rank0.Alloc(4096), 1024));
+  const std::string waited_token = rank0.NewToken(), late_token = rank0.NewToken();
+  // This rank waits at a for rank 0, which will never join: a refuses local joins now.
+  const std::string join_at_a = "joining at this root";
+  const size_t joins_before = a->process().CountOutput(join_at_a);
+  RawSession waiting(b.runtime_dir());
+  grpc::Status waited;
+  std::thread joiner([&] { waited = waiting.Join(waited_token, 1, 2); });
+  ASSERT_TRUE(WaitUntil([&] { return a->process().CountOutput(join_at_a) > joins_before; },
+                        absl::Seconds(20)));
+
+  std::unique_ptr<Process> drain = StartDrain(*a, "60");
+  joiner.join();
+  const std::string refused = "cclod is draining: joins refused";
+  EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
+  EXPECT_NE(waited.error_message().find(refused), std::string::npos) << waited.error_message();
+  RawSession late(b.runtime_dir());
+  grpc::Status joined_late = late.Join(late_token, 1, 2);
+  EXPECT_EQ(joined_late.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(joined_late.error_message(),
+            "join at root daemon " + a->peer_address() + " failed: " + refused);
+
+  // The op in flight still completes, and the drain with it.
+  ASSERT_TRUE(rank1.Run(AllreduceRequest(handle1, rank1.Alloc(4096), 1024)).ok());
+  EXPECT_EQ(WaitOp(rank0, op0).code(), 0);
+  EXPECT_EQ(drain->Wait(absl::Seconds(30)).exit_code, 0);
+  EXPECT_EQ(a->process().Wait(absl::Seconds(30)).exit_code, 0);
+}
+
 TEST(DrainTest, StuckOpIsCutOffAtTheTimeoutWithTheReasonAndTheDaemonExits) {
   auto a = std::make_unique<Daemon>();
   Daemon b;
