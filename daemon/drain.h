@@ -31,8 +31,8 @@ class Drain {
   /// Whether a drain began.
   bool draining() const { return draining_.load(); }
 
-  /// Stops admitting (joins waiting at this root fail, since their missing ranks could not
-  /// join any more), waits until no session holds an op (each finished and its result
+  /// Stops admitting (joins waiting at this root fail, since it refuses every join from
+  /// now on), waits until no session holds an op (each finished and its result
   /// collected) or `timeout` passed, then breaks the communicators of the ops left (which
   /// fails them with the reason) and gives their clients a short while to collect that;
   /// then calls `stop`. FAILED_PRECONDITION if a drain already began.

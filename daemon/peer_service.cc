@@ -26,8 +26,6 @@ grpc::Status PeerService::Join(grpc::ServerContext* context,
     return ToGrpc(absl::FailedPreconditionError(
         absl::StrCat("peer protocol version ", request->version(), " unsupported; expected 1")));
   }
-  spdlog::debug("rank {} of {} from {} joining at this root", request->rank(), request->size(),
-                request->daemon_address());
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined = root_gather_->Join(*request, deadline);

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/policy.h"
 #include "daemon/token.h"
+#include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 
@@ -67,6 +68,8 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   info.set_daemon_address(request.daemon_address());
   info.set_data_address(request.data_address());
   ++gather.waiting;
+  spdlog::debug("rank {} of {} from {} joining at this root", request.rank(), request.size(),
+                request.daemon_address());
 
   auto complete = [&gather]() { return gather.failed || gather.ranks.size() == gather.size; };
   mu_.AwaitWithDeadline(absl::Condition(&complete), deadline);

@@ -1,7 +1,7 @@
 // The root daemon's side of JoinCommunicator: it remembers the communicators it created
 // tokens for (with the policy snapshot taken then), checks each joining rank's proof, and
 // answers every rank with the rank table and the snapshot once all `size` ranks have
-// joined (or fails them at the deadline).
+// joined (or fails them at the deadline, or once the daemon refuses joins).
 #pragma once
 
 #include <map>

@@ -145,15 +145,6 @@ std::string Process::Output() const {
   return output_;
 }
 
-size_t Process::CountOutput(const std::string& text) const {
-  const std::string output = Output();
-  size_t count = 0;
-  for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
-    ++count;
-  }
-  return count;
-}
-
 namespace {
 
 // The "host:port" that follows `label` (e.g. "peer ") in cclod's ready line, or "".

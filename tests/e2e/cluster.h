@@ -42,8 +42,6 @@ class Process {
   ProcessResult Wait(absl::Duration timeout);
   void Signal(int signal);
   std::string Output() const;
-  /// How often `text` appears in the output so far.
-  size_t CountOutput(const std::string& text) const;
 
  private:
   void Drain(int fd);

@@ -96,23 +96,34 @@ TEST(DrainTest, JoinsAtADrainingRootFailAtOnceWithTheReason) {
   Daemon b;
   RawSession rank0(a->runtime_dir()), rank1(b.runtime_dir());
   auto [handle0, handle1] = JoinPair(rank0, rank1);
-  // An op in flight keeps a draining, alive, while ranks on b join communicators it roots.
+  // An op in flight keeps daemon a draining (and alive) while ranks on b join
+  // communicators that a roots.
   const uint64_t op0 = Submit(rank0, AllreduceRequest(handle0, rank0.Alloc(4096), 1024));
   const std::string waited_token = rank0.NewToken(), late_token = rank0.NewToken();
-  // This rank waits at a for rank 0, which will never join: a refuses local joins now.
-  const std::string join_at_a = "joining at this root";
-  const size_t joins_before = a->process().CountOutput(join_at_a);
+  // Rank 1 of 3 waits at a for ranks 0 and 2, which never join. Its timeout outlasts the
+  // drain's: should the drain not wake it, the daemon's exit would, with another reason.
   RawSession waiting(b.runtime_dir());
+  cclo::v1::JoinCommunicatorRequest join;
+  join.set_token(waited_token);
+  join.set_rank(1);
+  join.set_size(3);
+  join.set_timeout_ms(600'000);
   grpc::Status waited;
-  std::thread joiner([&] { waited = waiting.Join(waited_token, 1, 2); });
-  ASSERT_TRUE(WaitUntil([&] { return a->process().CountOutput(join_at_a) > joins_before; },
-                        absl::Seconds(20)));
+  std::thread joiner([&] {
+    cclo::v1::JoinCommunicatorResponse response;
+    waited = waiting.stub().JoinCommunicator(waiting.Context().get(), join, &response);
+  });
+  if (!a->process().WaitForOutput("rank 1 of 3 from", absl::Seconds(20))) {
+    joiner.join();
+    FAIL() << "the join did not reach the root: " << waited.error_message();
+  }
 
   std::unique_ptr<Process> drain = StartDrain(*a, "60");
   joiner.join();
   const std::string refused = "cclod is draining: joins refused";
   EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
-  EXPECT_NE(waited.error_message().find(refused), std::string::npos) << waited.error_message();
+  EXPECT_EQ(waited.error_message(),
+            "join at root daemon " + a->peer_address() + " failed: " + refused);
   RawSession late(b.runtime_dir());
   grpc::Status joined_late = late.Join(late_token, 1, 2);
   EXPECT_EQ(joined_late.error_code(), grpc::StatusCode::UNAVAILABLE);

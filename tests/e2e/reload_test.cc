@@ -34,11 +34,19 @@ class ReloadTest : public ::testing::Test {
   void Reload(const std::string& from, const std::string& to, const std::string& outcome) {
     ASSERT_TRUE(absl::StrContains(original_, from));
     std::ofstream(path_) << absl::StrReplaceAll(original_, {{from, to}});
-    const size_t before = daemon_.process().CountOutput(outcome);
+    const size_t before = Count(outcome);
     daemon_.process().Signal(SIGHUP);
-    ASSERT_TRUE(WaitUntil([&] { return daemon_.process().CountOutput(outcome) > before; },
-                          absl::Seconds(10)))
+    ASSERT_TRUE(WaitUntil([&] { return Count(outcome) > before; }, absl::Seconds(10)))
         << daemon_.process().Output();
+  }
+
+  size_t Count(const std::string& text) {
+    const std::string output = daemon_.process().Output();
+    size_t count = 0;
+    for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
+      ++count;
+    }
+    return count;
   }
 
   v1::TenantInfo Tenant() {
