@@ -100,8 +100,9 @@ TEST(DrainTest, JoinsAtADrainingRootFailAtOnceWithTheReason) {
   // communicators that a roots.
   const uint64_t op0 = Submit(rank0, AllreduceRequest(handle0, rank0.Alloc(4096), 1024));
   const std::string waited_token = rank0.NewToken(), late_token = rank0.NewToken();
-  // Rank 1 of 3 waits at a for ranks 0 and 2, which never join. Its timeout outlasts the
-  // drain's: should the drain not wake it, the daemon's exit would, with another reason.
+  // Rank 1 of 3 waits at a for ranks 0 and 2, which never join. Its join timeout lies far
+  // beyond the call's 30 s deadline, so that only the drain waking it gives the reason:
+  // otherwise the call ends at that deadline, with DEADLINE_EXCEEDED.
   RawSession waiting(b.runtime_dir());
   cclo::v1::JoinCommunicatorRequest join;
   join.set_token(waited_token);
