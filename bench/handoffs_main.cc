@@ -10,8 +10,12 @@
 //                         a process blocked in ppoll on an eventfd, woken by a write from
 //                         one on the same vCPU or another, after idle_us of nothing to do;
 //                         the time is the wake-up latency, write_us the writer's system call
+//   FutexWake/vcpus/idle_us
+//                         the same with a process blocked in FUTEX_WAIT on a shared word,
+//                         woken by FUTEX_WAKE (wake_us the waker's system call)
 //
 //   bazel build //bench:handoffs && bazel-bin/bench/handoffs
+#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -41,9 +45,11 @@ constexpr int64_t kPatienceNs = 10'000'000'000;
 struct Shared {
   std::atomic<uint64_t> turn;
   std::atomic<int64_t> woke_ns;
-  std::atomic<bool> child_failed;  ///< the child could not pin itself or do its part
+  std::atomic<uint32_t> futex_word;  ///< FutexWake: the round the waiter may go on to
+  std::atomic<bool> child_failed;    ///< the child could not pin itself or do its part
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                  std::atomic<uint32_t>::is_always_lock_free &&
                   std::atomic<int64_t>::is_always_lock_free &&
                   std::atomic<bool>::is_always_lock_free,
               "atomics shared between processes must not hide a lock");
@@ -227,6 +233,60 @@ void EventfdWake(benchmark::State& state) {
   if (shared != nullptr) munmap(shared, sizeof(Shared));
 }
 BENCHMARK(EventfdWake)
+    ->ArgNames({"vcpus", "idle_us"})
+    ->ArgsProduct({{1, 2}, {0, 100}})
+    ->Iterations(2000)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseManualTime();
+
+void FutexWake(benchmark::State& state) {
+  const bool same_vcpu = state.range(0) == 1;
+  const int idle_us = static_cast<int>(state.range(1));
+  Shared* shared = MapShared();
+  const int answer = eventfd(0, 0);
+  if (shared == nullptr || answer < 0) {
+    state.SkipWithError("mmap or eventfd failed");
+  } else {
+    const benchmark::IterationCount rounds = state.max_iterations;
+    int64_t wake_ns = 0;
+    // For the kernel, which compares the word itself (a lock-free atomic is the plain word).
+    auto* word = reinterpret_cast<uint32_t*>(&shared->futex_word);
+    WithChild(
+        state, same_vcpu, *shared,
+        [&] {
+          const uint64_t one = 1;
+          for (benchmark::IterationCount i = 0; i < rounds; ++i) {
+            const uint32_t target = static_cast<uint32_t>(i + 1);
+            for (uint32_t seen;
+                 (seen = shared->futex_word.load(std::memory_order_acquire)) != target;) {
+              syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
+            }
+            shared->woke_ns.store(NowNs());
+            if (write(answer, &one, sizeof(one)) != sizeof(one)) return false;
+          }
+          return true;
+        },
+        [&] {
+          uint32_t next = 0;
+          for (auto _ : state) {
+            usleep(idle_us);
+            const int64_t start = NowNs();
+            shared->futex_word.store(++next, std::memory_order_release);
+            syscall(SYS_futex, word, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+            wake_ns += NowNs() - start;
+            if (!Answered(answer, *shared)) {
+              return state.SkipWithError("the other process stopped answering");
+            }
+            state.SetIterationTime(static_cast<double>(shared->woke_ns.load() - start) * 1e-9);
+          }
+        });
+    state.counters["wake_us"] =
+        benchmark::Counter(static_cast<double>(wake_ns) * 1e-3, benchmark::Counter::kAvgIterations);
+  }
+  if (answer >= 0) close(answer);
+  if (shared != nullptr) munmap(shared, sizeof(Shared));
+}
+BENCHMARK(FutexWake)
     ->ArgNames({"vcpus", "idle_us"})
     ->ArgsProduct({{1, 2}, {0, 100}})
     ->Iterations(2000)

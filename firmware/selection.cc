@@ -45,7 +45,7 @@ constexpr std::array kRules = {
     Rule{Collective::kReduce, 512 * kKiB, 1, false, "all_to_one"},
     Rule{Collective::kReduce, kNoLimit, 3, false, "ring"},
     Rule{Collective::kReduce, kNoLimit, 1, false, "all_to_one"},
-    Rule{Collective::kAllreduce, 64 * kKiB, 1, false, "recursive_doubling"},
+    Rule{Collective::kAllreduce, 256 * kKiB, 1, false, "recursive_doubling"},
     Rule{Collective::kAllreduce, kNoLimit, 1, false, "ring"},
     Rule{Collective::kReduceScatter, kNoLimit, 1, false, "ring"},
     Rule{Collective::kAlltoall, 64 * kKiB, 1, false, "linear"},

@@ -58,6 +58,8 @@ TEST(RegistryTest, DefaultSelectionBySizeAndWorld) {
   }
   // Latency-bound small messages take few steps; large ones spread bytes over all links.
   EXPECT_EQ(DefaultFor(Collective::kAllreduce, 1024, 8).name, "recursive_doubling");
+  EXPECT_EQ(DefaultFor(Collective::kAllreduce, (256 << 10) - 1, 2).name, "recursive_doubling");
+  EXPECT_EQ(DefaultFor(Collective::kAllreduce, 256 << 10, 2).name, "ring");
   EXPECT_EQ(DefaultFor(Collective::kAllreduce, 16 << 20, 8).name, "ring");
   EXPECT_EQ(DefaultFor(Collective::kBcast, 1024, 8).name, "binomial_tree");
   EXPECT_EQ(DefaultFor(Collective::kBcast, 16 << 20, 8).name, "chain");
