@@ -211,8 +211,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   op.comm_handle = request.comm_handle();
   op.after.assign(request.after().begin(), request.after().end());
   op.done = std::move(done);
-  op.what = absl::StrCat(std::string(hw::CollectiveName(call.collective)), " on rank ", call.rank,
-                         " of communicator ", hw::CommIdHex(call.comm));
+  op.what = {call.collective, call.rank, call.comm};
   const OpLabels labels{tenant->name(), call.collective, call.protocol, call.count * element};
   // Communicators counts every accepted op as in flight until it ends, however it ends.
   op.accepted = [this, comm = call.comm] { communicators_->OpStarted(comm); };
@@ -236,8 +235,9 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
       return member.status();
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          what, " did not finish by its deadline: the ops it waited for took all its time"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(what.ToString(),
+                       " did not finish by its deadline: the ops it waited for took all its time"));
     }
     stats_->Started(labels, absl::Now() - submitted);
     device_->Call(call, buffers, deadline,

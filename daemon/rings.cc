@@ -236,7 +236,13 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
   const absl::Duration timeout = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
                                                           : ops_->default_deadline();
   const absl::Time deadline = submitted + timeout;
-  cclo::v1::SubmitRequest attempt = request;
+  // The request is kept for a retry only where it may be parked.
+  cclo::v1::SubmitRequest attempt;
+  if (wait_for_room) {
+    attempt = request;
+  } else {
+    attempt = std::move(request);
+  }
   attempt.set_wait_for_room(false);
   if (wait_for_room) {
     // Time spent parked counts toward the op's deadline.

@@ -113,6 +113,11 @@ absl::Status DependencyFailed(uint64_t dependency, const absl::Status& status) {
 
 }  // namespace
 
+std::string OpName::ToString() const {
+  return absl::StrCat(std::string(hw::CollectiveName(collective)), " on rank ", rank,
+                      " of communicator ", hw::CommIdHex(comm));
+}
+
 absl::StatusOr<uint64_t> Session::AddOp(NewOp new_op) {
   if (new_op.after.size() > kMaxAfter) {
     return absl::InvalidArgumentError(
@@ -223,7 +228,7 @@ std::optional<absl::Status> Session::ExpireOp(uint64_t op_id) {
                            " on the same communicator")
             : absl::StrCat("waiting for op ", *op.waiting_for.begin());
     expired = absl::DeadlineExceededError(
-        absl::StrCat(op.what, " did not finish by its deadline: it was still ", reason));
+        absl::StrCat(op.what.ToString(), " did not finish by its deadline: it was still ", reason));
     EndLocked(op_id, Unstarted(op.submitted, expired));
   }
   Pump();

@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/buffers.h"
 #include "cclo/v1/ring.h"
+#include "daemon/buffers.h"
 #include "daemon/tenants.h"
 #include "hw/device.h"
 
@@ -58,11 +58,20 @@ using OpEnded = std::function<void(const absl::Status& status)>;
 /// session's lock; the result stays in the session until ReleaseOp or WaitOp takes it.
 using OpDone = std::function<void(uint64_t op_id, const OpResult& result)>;
 
+/// Names an op in messages, e.g. "allreduce on rank 0 of communicator 1a2b"; formatted only
+/// when a message needs it.
+struct OpName {
+  hw::Collective collective = hw::Collective::kNop;
+  uint32_t rank = 0;
+  hw::CommId comm{};
+  std::string ToString() const;
+};
+
 /// An op as Submit registers it. The hooks may be empty; all run outside the session's lock.
 struct NewOp {
   uint64_t comm_handle = 0;     ///< ops of one handle start in submission order
   std::vector<uint64_t> after;  ///< ops of this session it waits for (at most kMaxAfter)
-  std::string what;             ///< e.g. "allreduce on rank 0 of communicator 1a2b", for messages
+  OpName what;
   OpStart start;
   /// Called once the op is registered, before it can start or end.
   std::function<void()> accepted;
@@ -171,7 +180,7 @@ class Session {
     OpState state = OpState::kWaiting;
     uint64_t comm_handle = 0;
     absl::Time submitted;
-    std::string what;
+    OpName what;
     std::set<uint64_t> waiting_for;    ///< kWaiting: ops of `after` not finished yet
     std::vector<uint64_t> dependents;  ///< ops whose `after` names this one
     OpStart start;                     ///< kWaiting: hands it to the engine

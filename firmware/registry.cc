@@ -1,5 +1,6 @@
 #include "firmware/registry.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,8 @@ std::vector<Algorithm> Table() {
   std::vector<Algorithm> table = {kNop};
   for (absl::Span<const Algorithm> algorithms :
        {SendRecvAlgorithms(), BcastAlgorithms(), ScatterAlgorithms(), GatherAlgorithms(),
-        AllgatherAlgorithms(), ReduceAlgorithms(), AllreduceAlgorithms(),
-        ReduceScatterAlgorithms(), AlltoallAlgorithms(), BarrierAlgorithms()}) {
+        AllgatherAlgorithms(), ReduceAlgorithms(), AllreduceAlgorithms(), ReduceScatterAlgorithms(),
+        AlltoallAlgorithms(), BarrierAlgorithms()}) {
     table.insert(table.end(), algorithms.begin(), algorithms.end());
   }
   return table;
@@ -43,7 +44,11 @@ std::vector<Algorithm> Table() {
 
 std::string Name(Collective collective) { return std::string(hw::CollectiveName(collective)); }
 
-bool Known(Collective collective) { return !ForCollective(collective).empty(); }
+bool Known(Collective collective) {
+  return std::ranges::any_of(AllAlgorithms(), [&](const Algorithm& algorithm) {
+    return algorithm.collective == collective;
+  });
+}
 
 }  // namespace
 

@@ -268,17 +268,18 @@ void EmuDevice::Remove(const CommId& id, absl::Status reason) {
 
 absl::Status EmuDevice::CheckCall(const CallDescriptor& call, Communicator** out) const {
   Communicator* comm = Find(call.comm);
-  const std::string hex = CommIdHex(call.comm);
-  if (comm == nullptr) return absl::NotFoundError(absl::StrCat("unknown communicator ", hex));
+  if (comm == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown communicator ", CommIdHex(call.comm)));
+  }
   if (!comm->broken.ok()) return comm->broken;
   if (!comm->ready) {
     return absl::FailedPreconditionError(
-        absl::StrCat("communicator ", hex, " is still being configured"));
+        absl::StrCat("communicator ", CommIdHex(call.comm), " is still being configured"));
   }
   if (call.rank >= comm->size() || !comm->local[call.rank]) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", call.rank, " of communicator ", hex,
-                                                   " (", comm->size(), " ranks) is not hosted",
-                                                   " by this engine at ", address_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", call.rank, " of communicator ", CommIdHex(call.comm), " (",
+                     comm->size(), " ranks) is not hosted", " by this engine at ", address_));
   }
   *out = comm;
   return absl::OkStatus();

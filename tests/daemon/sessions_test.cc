@@ -23,7 +23,7 @@ NewOp Op(Started& started, std::vector<uint64_t> after = {}, uint64_t handle = k
   NewOp op;
   op.comm_handle = handle;
   op.after = std::move(after);
-  op.what = "allreduce on rank 0 of communicator ab";
+  op.what = {hw::Collective::kAllreduce, 0, {0xab}};
   op.start = [&started](uint64_t op_id) {
     started.ids.push_back(op_id);
     return absl::OkStatus();
@@ -210,13 +210,15 @@ TEST(SessionTest, ExpiredWaitingOpSaysWhatItWaitedFor) {
   ASSERT_TRUE(expired.has_value());
   EXPECT_EQ(expired->code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(expired->message(),
-            absl::StrCat("allreduce on rank 0 of communicator ab did not finish by its deadline: "
+            absl::StrCat("allreduce on rank 0 of communicator ab000000000000000000000000000000 "
+                         "did not finish by its deadline: "
                          "it was still queued behind op ",
                          waiting, " on the same communicator"));
   expired = session.ExpireOp(waiting);
   ASSERT_TRUE(expired.has_value());
   EXPECT_EQ(expired->message(),
-            absl::StrCat("allreduce on rank 0 of communicator ab did not finish by its deadline: "
+            absl::StrCat("allreduce on rank 0 of communicator ab000000000000000000000000000000 "
+                         "did not finish by its deadline: "
                          "it was still waiting for op ",
                          running));
   EXPECT_EQ(Ended(session, waiting), *expired);
