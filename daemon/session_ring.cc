@@ -89,8 +89,6 @@ bool SessionRing::PostQuietly(const ring::CompletionSlot& slot) {
 }
 
 bool SessionRing::FlushOverflow() {
-  // The engine asks on every pass over the ring; nothing is kept nearly always.
-  if (!Overflowing()) return false;
   bool posted = false;
   absl::MutexLock lock(&mu_);
   while (!overflow_.empty() && PostLocked(overflow_.front())) {

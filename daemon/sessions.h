@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "cclo/v1/ring.h"
 #include "daemon/buffers.h"
+#include "cclo/v1/ring.h"
 #include "daemon/tenants.h"
 #include "hw/device.h"
 

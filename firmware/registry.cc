@@ -35,8 +35,8 @@ std::vector<Algorithm> Table() {
   std::vector<Algorithm> table = {kNop};
   for (absl::Span<const Algorithm> algorithms :
        {SendRecvAlgorithms(), BcastAlgorithms(), ScatterAlgorithms(), GatherAlgorithms(),
-        AllgatherAlgorithms(), ReduceAlgorithms(), AllreduceAlgorithms(), ReduceScatterAlgorithms(),
-        AlltoallAlgorithms(), BarrierAlgorithms()}) {
+        AllgatherAlgorithms(), ReduceAlgorithms(), AllreduceAlgorithms(),
+        ReduceScatterAlgorithms(), AlltoallAlgorithms(), BarrierAlgorithms()}) {
     table.insert(table.end(), algorithms.begin(), algorithms.end());
   }
   return table;

@@ -279,7 +279,7 @@ absl::Status EmuDevice::CheckCall(const CallDescriptor& call, Communicator** out
   if (call.rank >= comm->size() || !comm->local[call.rank]) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", call.rank, " of communicator ", CommIdHex(call.comm), " (",
-                     comm->size(), " ranks) is not hosted", " by this engine at ", address_));
+                     comm->size(), " ranks) is not hosted by this engine at ", address_));
   }
   *out = comm;
   return absl::OkStatus();
