@@ -3,6 +3,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/root_gather.h"
+#include "firmware/registry.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -34,6 +36,7 @@ absl::StatusOr<std::string> Communicators::CreateId(const SessionPtr& session,
   cclo::v1::CommPolicy policy;
   *policy.mutable_policy() = *policies_->Current();
   policy.set_root_address(self_address_);
+  policy.set_selection(firmware::kSelectionVersion);
   policy.set_tenant(session->tenant()->name());
   policy.set_comm_label(label);
   CommToken token = NewToken(self_address_);
@@ -96,6 +99,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   }
   cclo::v1::PeerJoinRequest request;
   request.set_version(1);
+  request.set_selection(firmware::kSelectionVersion);
   request.set_comm_id(IdBytes(id));
   request.set_rank(rank);
   request.set_size(size);
@@ -117,8 +121,13 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
     return fail(absl::InternalError(
         absl::StrCat("root daemon answered with ", response->ranks_size(), " ranks, not ", size)));
   }
-  // The root may run another version: its policy must make sense here too, or the ranks
-  // could choose differently.
+  // The root may run another version: its policy and its built-in selection must be this
+  // daemon's too, or the ranks could choose differently.
+  if (absl::Status same = SameSelection(response->policy().selection(),
+                                        absl::StrCat("root daemon ", token->root_address));
+      !same.ok()) {
+    return fail(same);
+  }
   if (absl::Status usable = ValidatePolicy(response->policy().policy()); !usable.ok()) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat("root daemon ", token->root_address,

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/policy.h"
 #include "daemon/token.h"
+#include "firmware/registry.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -11,6 +12,15 @@ namespace cclo::daemon {
 std::string JoinMessage(const cclo::v1::PeerJoinRequest& request) {
   return absl::StrCat("join|", request.comm_id(), "|", request.rank(), "|", request.size(), "|",
                       request.daemon_address(), "|", request.data_address());
+}
+
+absl::Status SameSelection(uint32_t theirs, const std::string& who) {
+  if (theirs == firmware::kSelectionVersion) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(who, " chooses built-in algorithms by selection ", theirs,
+                   theirs == 0 ? " (a release from before selections were numbered)" : "",
+                   " and this daemon by selection ", firmware::kSelectionVersion,
+                   ": all daemons of a communicator must run releases of one selection"));
 }
 
 void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret,
@@ -48,6 +58,12 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   if (request.size() == 0 || request.rank() >= request.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", request.rank(), " is not below size ", request.size()));
+  }
+  if (absl::Status same = SameSelection(
+          request.selection(),
+          absl::StrCat("rank ", request.rank(), "'s daemon at ", request.daemon_address()));
+      !same.ok()) {
+    return same;
   }
   if (gather.size != 0 && gather.size != request.size()) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", request.rank(), " joins with size ",

@@ -19,6 +19,11 @@ namespace cclo::daemon {
 /// What a joining rank's proof covers: the join's fields (not the proof itself).
 std::string JoinMessage(const cclo::v1::PeerJoinRequest& request);
 
+/// OK if `theirs`, the built-in algorithm selection of the daemon described by `who`, is
+/// this daemon's; else FAILED_PRECONDITION naming both: their ranks could choose
+/// different algorithms for the same collective.
+absl::Status SameSelection(uint32_t theirs, const std::string& who);
+
 class RootGather {
  public:
   /// A token nobody joins with within this time is forgotten.
@@ -31,7 +36,8 @@ class RootGather {
   /// Adds one rank and blocks until every rank joined or `deadline`; the answer has the
   /// rank table and the policy. Errors:
   /// NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
-  /// (size disagrees, rank out of range), ALREADY_EXISTS (rank taken),
+  /// (size disagrees, rank out of range), FAILED_PRECONDITION (another built-in selection,
+  /// SameSelection), ALREADY_EXISTS (rank taken),
   /// DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const cclo::v1::PeerJoinRequest& request,
                                                   absl::Time deadline);

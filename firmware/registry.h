@@ -25,6 +25,11 @@ const Algorithm* Find(hw::Collective collective, std::string_view name);
 /// The algorithms of `collective`, in table order; empty for an unknown collective.
 std::vector<const Algorithm*> ForCollective(hw::Collective collective);
 
+/// Which built-in default selection (selection.cc) this build has. Every rank of a
+/// communicator must choose alike, so daemons of different selections refuse to join one;
+/// any change to the rules takes the next number.
+inline constexpr uint32_t kSelectionVersion = 1;
+
 /// The algorithm used when a call names none: the built-in default selection
 /// (selection.cc) by `bytes` (one rank's contribution, count times datatype size) and
 /// `world_size`. `collective` must be one of hw::Collective's enumerators (each has at
