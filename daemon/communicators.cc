@@ -3,7 +3,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/root_gather.h"
 #include "firmware/registry.h"
 #include "spdlog/spdlog.h"
 
@@ -124,7 +123,8 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   // The root may run another version: its policy and its built-in selection must be this
   // daemon's too, or the ranks could choose differently.
   if (absl::Status same = SameSelection(response->policy().selection(),
-                                        absl::StrCat("root daemon ", token->root_address));
+                                        absl::StrCat("root daemon ", token->root_address),
+                                        "this daemon");
       !same.ok()) {
     return fail(same);
   }

@@ -14,12 +14,12 @@ std::string JoinMessage(const cclo::v1::PeerJoinRequest& request) {
                       request.daemon_address(), "|", request.data_address());
 }
 
-absl::Status SameSelection(uint32_t theirs, const std::string& who) {
+absl::Status SameSelection(uint32_t theirs, const std::string& who, const std::string& self) {
   if (theirs == firmware::kSelectionVersion) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat(who, " chooses built-in algorithms by selection ", theirs,
-                   theirs == 0 ? " (a release from before selections were numbered)" : "",
-                   " and this daemon by selection ", firmware::kSelectionVersion,
+                   theirs == 0 ? " (a release from before selections were numbered)" : "", " and ",
+                   self, " by selection ", firmware::kSelectionVersion,
                    ": all daemons of a communicator must run releases of one selection"));
 }
 
@@ -61,8 +61,12 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   }
   if (absl::Status same = SameSelection(
           request.selection(),
-          absl::StrCat("rank ", request.rank(), "'s daemon at ", request.daemon_address()));
+          absl::StrCat("rank ", request.rank(), "'s daemon at ", request.daemon_address()),
+          "the root daemon");
       !same.ok()) {
+    // The communicator cannot form: the ranks waiting for it, and later ones, learn why now.
+    gather.failed = true;
+    gather.refused = same;
     return same;
   }
   if (gather.size != 0 && gather.size != request.size()) {
@@ -71,6 +75,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
                                                    gather.size));
   }
   if (gather.failed) {
+    if (!gather.refused.ok()) return gather.refused;
     return absl::DeadlineExceededError(absl::StrCat(
         "communicator ", hw::CommIdHex(id), ": the join already failed for the other ranks"));
   }
@@ -100,6 +105,8 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     *response.mutable_policy() = gather.policy;
     response.mutable_policy()->set_transport(local ? kLocalTransport : kTcpTransport);
     result = std::move(response);
+  } else if (!gather.refused.ok()) {
+    result = gather.refused;
   } else if (!refusal_.ok()) {
     result = refusal_;
   } else {

@@ -1,9 +1,11 @@
 // The root daemon's side of JoinCommunicator: it remembers the communicators it created
 // tokens for (with the policy snapshot taken then), checks each joining rank's proof, and
 // answers every rank with the rank table and the snapshot once all `size` ranks have
-// joined (or fails them at the deadline, or once the daemon refuses joins).
+// joined (or fails them at the deadline, once a rank's daemon has another built-in
+// selection, or once the daemon refuses joins).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,9 +22,9 @@ namespace cclo::daemon {
 std::string JoinMessage(const cclo::v1::PeerJoinRequest& request);
 
 /// OK if `theirs`, the built-in algorithm selection of the daemon described by `who`, is
-/// this daemon's; else FAILED_PRECONDITION naming both: their ranks could choose
-/// different algorithms for the same collective.
-absl::Status SameSelection(uint32_t theirs, const std::string& who);
+/// this daemon's (`self` in the message); else FAILED_PRECONDITION naming both: their
+/// ranks could choose different algorithms for the same collective.
+absl::Status SameSelection(uint32_t theirs, const std::string& who, const std::string& self);
 
 class RootGather {
  public:
@@ -36,8 +38,8 @@ class RootGather {
   /// Adds one rank and blocks until every rank joined or `deadline`; the answer has the
   /// rank table and the policy. Errors:
   /// NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
-  /// (size disagrees, rank out of range), FAILED_PRECONDITION (another built-in selection,
-  /// SameSelection), ALREADY_EXISTS (rank taken),
+  /// (size disagrees, rank out of range), FAILED_PRECONDITION (this or another rank's daemon
+  /// has another built-in selection: SameSelection), ALREADY_EXISTS (rank taken),
   /// DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const cclo::v1::PeerJoinRequest& request,
                                                   absl::Time deadline);
@@ -54,6 +56,7 @@ class RootGather {
     std::map<uint32_t, cclo::v1::RankInfo> ranks;
     int waiting = 0;  ///< Join calls still inside; the gather is erased by the last
     bool failed = false;
+    absl::Status refused;  ///< why a rank was refused for its selection, failing the rest
   };
 
   absl::Mutex mu_;

@@ -27,7 +27,9 @@ struct Rule {
   std::string_view algorithm;
 };
 
-// `bytes` is one rank's contribution: count x datatype size.
+// `bytes` is one rank's contribution: count x datatype size. Any change here takes the next
+// kSelectionVersion (registry.h): daemons of different selections must not share a
+// communicator.
 constexpr std::array kRules = {
     Rule{Collective::kSend, kNoLimit, 1, false, "direct"},
     Rule{Collective::kRecv, kNoLimit, 1, false, "direct"},
