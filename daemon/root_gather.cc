@@ -65,8 +65,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
           "the root daemon");
       !same.ok()) {
     // The communicator cannot form: the ranks waiting for it, and later ones, learn why now.
-    gather.failed = true;
-    gather.refused = same;
+    gather.failure = same;
     return same;
   }
   if (gather.size != 0 && gather.size != request.size()) {
@@ -74,11 +73,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
                                                    request.size(), " but earlier ranks said ",
                                                    gather.size));
   }
-  if (gather.failed) {
-    if (!gather.refused.ok()) return gather.refused;
-    return absl::DeadlineExceededError(absl::StrCat(
-        "communicator ", hw::CommIdHex(id), ": the join already failed for the other ranks"));
-  }
+  if (!gather.failure.ok()) return gather.failure;
   if (gather.ranks.count(request.rank())) {
     return absl::AlreadyExistsError(absl::StrCat("rank ", request.rank(), " of communicator ",
                                                  hw::CommIdHex(id), " already joined"));
@@ -92,7 +87,9 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   spdlog::debug("rank {} of {} from {} joining at this root", request.rank(), request.size(),
                 request.daemon_address());
 
-  auto complete = [&gather]() { return gather.failed || gather.ranks.size() == gather.size; };
+  auto complete = [&gather]() {
+    return !gather.failure.ok() || gather.ranks.size() == gather.size;
+  };
   mu_.AwaitWithDeadline(absl::Condition(&complete), deadline);
   absl::StatusOr<cclo::v1::PeerJoinResponse> result;
   if (gather.ranks.size() == gather.size) {
@@ -105,20 +102,18 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     *response.mutable_policy() = gather.policy;
     response.mutable_policy()->set_transport(local ? kLocalTransport : kTcpTransport);
     result = std::move(response);
-  } else if (!gather.refused.ok()) {
-    result = gather.refused;
-  } else if (!refusal_.ok()) {
-    result = refusal_;
   } else {
-    // One rank timing out fails the whole gather: the others would wait in vain.
-    gather.failed = true;
-    std::vector<uint32_t> missing;
-    for (uint32_t rank = 0; rank < gather.size; ++rank) {
-      if (!gather.ranks.count(rank)) missing.push_back(rank);
+    if (gather.failure.ok()) {
+      // One rank timing out fails the whole gather: the others would wait in vain.
+      std::vector<uint32_t> missing;
+      for (uint32_t rank = 0; rank < gather.size; ++rank) {
+        if (!gather.ranks.count(rank)) missing.push_back(rank);
+      }
+      gather.failure = absl::DeadlineExceededError(absl::StrCat(
+          "communicator ", hw::CommIdHex(id), ": only ", gather.ranks.size(), " of ", gather.size,
+          " ranks joined before the deadline; missing ranks ", absl::StrJoin(missing, ",")));
     }
-    result = absl::DeadlineExceededError(absl::StrCat(
-        "communicator ", hw::CommIdHex(id), ": only ", gather.ranks.size(), " of ", gather.size,
-        " ranks joined before the deadline; missing ranks ", absl::StrJoin(missing, ",")));
+    result = gather.failure;
   }
   if (--gather.waiting == 0) gathers_.erase(id);
   return result;
@@ -127,7 +122,9 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
 void RootGather::Refuse(absl::Status why) {
   absl::MutexLock lock(&mu_);
   refusal_ = std::move(why);
-  for (auto& [id, gather] : gathers_) gather.failed = true;
+  for (auto& [id, gather] : gathers_) {
+    if (gather.failure.ok()) gather.failure = refusal_;
+  }
 }
 
 }  // namespace cclo::daemon

@@ -55,8 +55,9 @@ class RootGather {
     uint32_t size = 0;  ///< 0 until the first rank says how many
     std::map<uint32_t, cclo::v1::RankInfo> ranks;
     int waiting = 0;  ///< Join calls still inside; the gather is erased by the last
-    bool failed = false;
-    absl::Status refused;  ///< why a rank was refused for its selection, failing the rest
+    /// Why the gather cannot complete, OK while it can: a rank timed out, a rank's daemon
+    /// has another selection, or the daemon refuses joins. Waiting and later ranks get it.
+    absl::Status failure;
   };
 
   absl::Mutex mu_;
