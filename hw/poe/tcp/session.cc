@@ -18,10 +18,11 @@
 namespace cclo::hw::poe::tcp {
 namespace {
 
-/// Reads per readiness event before yielding to others. A data payload also ends the
-/// event: at most one segment's payload, and at most the engine's turn bytes of it, is
-/// read per session and loop turn, so every other session and the engine's scheduled
-/// work get a turn in between.
+/// Reads per readiness event before yielding to others. A data payload read from the
+/// socket also ends the event: at most one such payload, and at most the engine's turn
+/// bytes of it, per session and loop turn, so every other session and the engine's
+/// scheduled work get a turn in between. Segments that came whole in one read-ahead are
+/// all handled at once.
 constexpr int kReadTurns = 64;
 constexpr int kMaxIov = 64;
 
@@ -272,50 +273,80 @@ void TcpSession::Flush() {
 void TcpSession::OnReadable() {
   const uint64_t turn_bytes = engine_.turn_bytes();
   uint64_t payload_read = 0;
-  for (int turn = 0; turn < kReadTurns; ++turn) {
-    if (state_ == State::kClosed) return;
-    std::byte* into = nullptr;
-    uint64_t want = 0;
-    switch (rx_) {
-      case Rx::kHeader:
-        into = header_bytes_.data() + have_;
-        want = kHeaderBytes - have_;
-        break;
-      case Rx::kControl:
-        into = control_.data() + have_;
-        want = current_.length - have_;
-        break;
-      case Rx::kPayload:
-        into = landing_ + have_;
-        want = std::min(current_.length - have_, turn_bytes - payload_read);
-        // The socket stays readable: the rest comes next turn.
-        if (want == 0) return OnPayloadPart();
-        break;
+  int reads = 0;
+  bool drained = false;   // a read came back short: the socket has nothing more just now
+  bool finished = false;  // a data payload ended: no more reads this turn
+  while (state_ != State::kClosed) {
+    if (staged_begin_ < staged_end_) {
+      finished |= TakeStaged(payload_read);
+      continue;
     }
-    const ssize_t n = read(fd_, into, want);
+    // The socket stays readable if it has more: the loop comes back for it next turn.
+    if (finished || drained || reads == kReadTurns) break;
+    // A payload's rest goes straight to its landing; anything else is read ahead.
+    const bool direct = rx_ == Rx::kPayload;
+    const uint64_t budget = turn_bytes - std::min(payload_read, turn_bytes);
+    const uint64_t want = direct ? std::min(current_.length - have_, budget) : stage_.size();
+    if (want == 0) break;
+    const ssize_t n = read(fd_, direct ? landing_ + have_ : stage_.data(), want);
+    ++reads;
     if (n == 0) return Fail(absl::UnavailableError("connection closed by peer"));
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return OnPayloadPart();
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return Fail(absl::UnavailableError(Errno("read")));
     }
-    have_ += static_cast<uint64_t>(n);
-    if (rx_ == Rx::kPayload) payload_read += static_cast<uint64_t>(n);
-    if (static_cast<uint64_t>(n) < want || (rx_ == Rx::kPayload && have_ < current_.length)) {
+    drained = static_cast<uint64_t>(n) < want;
+    if (!direct) {
+      staged_begin_ = 0;
+      staged_end_ = static_cast<size_t>(n);
       continue;
     }
-    have_ = 0;
-    if (rx_ == Rx::kHeader) {
-      OnHeader();
-    } else if (rx_ == Rx::kControl) {
-      rx_ = Rx::kHeader;
-      OnControl();
-    } else {
+    have_ += static_cast<uint64_t>(n);
+    payload_read += static_cast<uint64_t>(n);
+    if (have_ == current_.length) {
       OnPayloadDone();
-      return;  // the socket stays readable: the loop comes back for the next segment
+      finished = true;
     }
   }
-  OnPayloadPart();  // out of reads for this turn, mid-payload perhaps
+  OnPayloadPart();  // leaving mid-payload perhaps
+}
+
+bool TcpSession::TakeStaged(uint64_t& payload_read) {
+  std::byte* into = nullptr;
+  uint64_t want = 0;
+  switch (rx_) {
+    case Rx::kHeader:
+      into = header_bytes_.data();
+      want = kHeaderBytes;
+      break;
+    case Rx::kControl:
+      into = control_.data();
+      want = current_.length;
+      break;
+    case Rx::kPayload:
+      into = landing_;
+      want = current_.length;
+      break;
+  }
+  const size_t take = std::min<uint64_t>(want - have_, staged_end_ - staged_begin_);
+  if (take > 0) std::memcpy(into + have_, stage_.data() + staged_begin_, take);
+  if (rx_ == Rx::kPayload) payload_read += take;
+  staged_begin_ += take;
+  have_ += take;
+  if (have_ < want) return false;
+  have_ = 0;
+  if (rx_ == Rx::kHeader) {
+    OnHeader();
+    return false;
+  }
+  if (rx_ == Rx::kControl) {
+    rx_ = Rx::kHeader;
+    OnControl();
+    return false;
+  }
+  OnPayloadDone();
+  return true;
 }
 
 void TcpSession::OnHeader() {

@@ -1,15 +1,18 @@
 // TcpSession: one data session over a nonblocking TCP socket (TCP_NODELAY), driven by the
 // TcpEngine's epoll loop.
 //
-// Receive side: a small state machine reads a 64-byte header, then the payload, straight
-// into the memory the handler names (the destination buffer, a scratch segment or an rx
-// pool buffer); control payloads go to a bounded buffer and run the handshake. Reading
+// Receive side: a small state machine reads ahead up to kStageBytes at a time and takes
+// from those a 64-byte header, then the payload, into the memory the handler names (the
+// destination buffer, a scratch segment or an rx pool buffer): a small segment costs one
+// read with its header, and what a payload has beyond the read-ahead is read straight into
+// its memory. Control payloads go to a bounded buffer and run the handshake. Reading
 // never stops: the handler's credits and rendezvous make sure it always has room, so a
 // peer's hang-up is seen only after everything it sent before.
 // Send side: a FIFO of segments, each written with one sendmsg of (header, payload) iovecs
 // gathered across several queued segments; the payload is never copied.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -79,8 +82,16 @@ class TcpSession final : public Session {
     std::function<void()> on_written;
   };
 
+  /// Read ahead per read of a header: a segment with up to this much (less its header) of
+  /// payload needs no other read.
+  static constexpr size_t kStageBytes = 4096;
+
   void OnConnected();
   void OnReadable();
+  /// Moves read-ahead bytes into the current header, control or payload (counting payload
+  /// bytes in `payload_read`) and handles it when whole; true when that ended a data
+  /// payload.
+  bool TakeStaged(uint64_t& payload_read);
   void OnHeader();
   void Offer();
   /// Leaving a payload partly read: tells the handler how much of it is in place.
@@ -134,6 +145,9 @@ class TcpSession final : public Session {
   std::vector<std::byte> control_;
   std::byte* landing_ = nullptr;
   uint64_t have_ = 0;  ///< bytes of the current header or payload read so far
+  std::array<std::byte, kStageBytes> stage_;  ///< read ahead, not yet taken
+  size_t staged_begin_ = 0;
+  size_t staged_end_ = 0;
 
   std::deque<TxEntry> tx_;
   bool reading_ = false;

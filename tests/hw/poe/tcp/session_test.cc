@@ -1,5 +1,6 @@
-// TcpSession's reading: at most one data payload per session and loop turn, so a session
-// streaming segments lets the rest of the engine run between them.
+// TcpSession's reading: at most one data payload read from the socket per session and loop
+// turn, so a session streaming segments lets the rest of the engine run between them; small
+// segments that came in one read-ahead are handled together.
 #include "hw/poe/tcp/session.h"
 
 #include <algorithm>
@@ -41,6 +42,7 @@ class RecordingHandler : public EngineHandler {
   }
   absl::Status OnPayload(Session&, const SegmentHeader& header) override {
     landed_by_turn_.emplace_back(turns_, header.length);
+    payloads_.emplace_back(landing_.begin(), landing_.begin() + header.length);
     turns_at_payload_.push_back(turns_);
     if (turns_at_payload_.size() == expected_) all_in_.set_value();
     return absl::OkStatus();
@@ -53,6 +55,8 @@ class RecordingHandler : public EngineHandler {
   std::future<void> AllIn() { return all_in_.get_future(); }
   /// Read once the engine stopped.
   const std::vector<uint64_t>& turns_at_payload() const { return turns_at_payload_; }
+  /// Each payload's bytes, in order. Read once the engine stopped.
+  const std::vector<std::vector<std::byte>>& payloads() const { return payloads_; }
   /// (loop turn, payload bytes in place) each time a payload was left partly read or
   /// finished. Read once the engine stopped.
   const std::vector<std::pair<uint64_t, uint64_t>>& landed_by_turn() const {
@@ -66,6 +70,7 @@ class RecordingHandler : public EngineHandler {
   uint64_t turns_ = 0;
   std::vector<uint64_t> turns_at_payload_;
   std::vector<std::pair<uint64_t, uint64_t>> landed_by_turn_;
+  std::vector<std::vector<std::byte>> payloads_;
   std::promise<void> all_in_;
 };
 
@@ -118,6 +123,41 @@ TEST(TcpSessionTest, ReadsOnePayloadPerLoopTurn) {
   for (size_t i = 1; i < kSegments; ++i) {
     EXPECT_LT(turns[i - 1], turns[i]) << "payloads " << i - 1 << " and " << i << " in one turn";
   }
+}
+
+// Small segments written together come in one read-ahead and are handled in one turn, a
+// header cut by the end of a read-ahead included; each payload lands whole and in order.
+TEST(TcpSessionTest, HandlesSmallSegmentsOfOneReadTogether) {
+  // The first segment (64-byte header and 4000 bytes) leaves 32 bytes of the second
+  // segment's header in the first read-ahead of 4096 bytes.
+  const std::vector<size_t> sizes = {4000, 10, 100, 7};
+  UpSession up(sizes.size());
+  ASSERT_NO_FATAL_FAILURE(up.Start({}));
+
+  std::promise<void> written;
+  up.engine->Post([wait = written.get_future().share()] { wait.wait(); });
+  uint64_t total = 0;
+  for (size_t size : sizes) total += size;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    up.peer->SendSegment(up.peer->Message(SegmentType::kRendezvousData, total, 0, offset),
+                         Pattern(sizes[i], static_cast<int>(i)));
+    offset += sizes[i];
+  }
+  written.set_value();
+  std::future<void> all_in = up.handler.AllIn();
+  ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  up.engine->Stop();
+
+  const std::vector<std::vector<std::byte>>& payloads = up.handler.payloads();
+  ASSERT_EQ(payloads.size(), sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(payloads[i], Pattern(sizes[i], static_cast<int>(i))) << "payload " << i;
+  }
+  const std::vector<uint64_t>& turns = up.handler.turns_at_payload();
+  EXPECT_LT(turns[0], turns[1]) << "the first read-ahead ends inside the second header";
+  EXPECT_EQ(turns[1], turns[2]);
+  EXPECT_EQ(turns[2], turns[3]);
 }
 
 // A session reads at most the turn bytes set on the engine (kTurnBytes until set) of a
