@@ -60,8 +60,10 @@ class EngineHandler {
   virtual absl::StatusOr<std::byte*> OnSegment(Session& session, const SegmentHeader& header) = 0;
 
   /// The payload of the segment last accepted by OnSegment is in place (at once for a
-  /// segment without payload). An error closes the session with it. A session offers at
-  /// most one payload per turn of the loop: OnTimer runs between two of them.
+  /// segment without payload). An error closes the session with it. A session reads at
+  /// most one payload from its socket per turn of the loop (OnTimer runs between two of
+  /// them); the segments that came whole in one read-ahead of a few KiB may all be offered
+  /// in one turn.
   virtual absl::Status OnPayload(Session& session, const SegmentHeader& header) = 0;
 
   /// The first `landed` bytes of that payload are in place and the rest comes in later
@@ -110,7 +112,8 @@ class Engine {
   virtual uint64_t wire_errors() const = 0;
 
   /// Engine thread: payload bytes each session reads, and bytes it writes, per turn of
-  /// the loop from now on (> 0; kTurnBytes until set).
+  /// the loop from now on (> 0; kTurnBytes until set). A turn also takes whatever payload
+  /// came with a header in its read-ahead (up to 4 KiB), even past a smaller setting.
   virtual void SetTurnBytes(uint64_t bytes) = 0;
 };
 

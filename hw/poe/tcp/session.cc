@@ -21,8 +21,8 @@ namespace {
 /// Reads per readiness event before yielding to others. A data payload read from the
 /// socket also ends the event: at most one such payload, and at most the engine's turn
 /// bytes of it, per session and loop turn, so every other session and the engine's
-/// scheduled work get a turn in between. Segments that came whole in one read-ahead are
-/// all handled at once.
+/// scheduled work get a turn in between. Segments that came whole in a read-ahead are
+/// all handled at once, and at most kStageBytes are read ahead per event (64 headers).
 constexpr int kReadTurns = 64;
 constexpr int kMaxIov = 64;
 
@@ -273,6 +273,7 @@ void TcpSession::Flush() {
 void TcpSession::OnReadable() {
   const uint64_t turn_bytes = engine_.turn_bytes();
   uint64_t payload_read = 0;
+  uint64_t read_ahead = 0;
   int reads = 0;
   bool drained = false;   // a read came back short: the socket has nothing more just now
   bool finished = false;  // a data payload ended: no more reads this turn
@@ -287,7 +288,7 @@ void TcpSession::OnReadable() {
     const bool direct = rx_ == Rx::kPayload;
     const uint64_t budget = turn_bytes - std::min(payload_read, turn_bytes);
     const uint64_t want = direct ? std::min(current_.length - have_, budget) : stage_.size();
-    if (want == 0) break;
+    if (want == 0 || (!direct && read_ahead >= stage_.size())) break;
     const ssize_t n = read(fd_, direct ? landing_ + have_ : stage_.data(), want);
     ++reads;
     if (n == 0) return Fail(absl::UnavailableError("connection closed by peer"));
@@ -298,6 +299,7 @@ void TcpSession::OnReadable() {
     }
     drained = static_cast<uint64_t>(n) < want;
     if (!direct) {
+      read_ahead += static_cast<uint64_t>(n);
       staged_begin_ = 0;
       staged_end_ = static_cast<size_t>(n);
       continue;

@@ -138,12 +138,19 @@ TEST(TcpSessionTest, HandlesSmallSegmentsOfOneReadTogether) {
   up.engine->Post([wait = written.get_future().share()] { wait.wait(); });
   uint64_t total = 0;
   for (size_t size : sizes) total += size;
+  // One write, so that all of it is in the engine's socket at once, whenever it reads.
+  std::vector<std::byte> stream;
   uint64_t offset = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    up.peer->SendSegment(up.peer->Message(SegmentType::kRendezvousData, total, 0, offset),
-                         Pattern(sizes[i], static_cast<int>(i)));
+    SegmentHeader header = up.peer->Message(SegmentType::kRendezvousData, total, 0, offset);
+    header.length = static_cast<uint32_t>(sizes[i]);
+    const EncodedHeader encoded = Encode(header);
+    const std::vector<std::byte> payload = Pattern(sizes[i], static_cast<int>(i));
+    stream.insert(stream.end(), encoded.begin(), encoded.end());
+    stream.insert(stream.end(), payload.begin(), payload.end());
     offset += sizes[i];
   }
+  up.peer->Write(stream.data(), stream.size());
   written.set_value();
   std::future<void> all_in = up.handler.AllIn();
   ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
@@ -158,6 +165,34 @@ TEST(TcpSessionTest, HandlesSmallSegmentsOfOneReadTogether) {
   EXPECT_LT(turns[0], turns[1]) << "the first read-ahead ends inside the second header";
   EXPECT_EQ(turns[1], turns[2]);
   EXPECT_EQ(turns[2], turns[3]);
+}
+
+// A readiness event reads ahead at most 4 KiB: of 100 bare headers (rendezvous requests)
+// written together, the first 64 (4 KiB) are handled in one turn and the rest later.
+TEST(TcpSessionTest, ReadsAheadAtMostOneStagePerTurn) {
+  constexpr size_t kSegments = 100;
+  UpSession up(kSegments);
+  ASSERT_NO_FATAL_FAILURE(up.Start({}));
+
+  std::promise<void> written;
+  up.engine->Post([wait = written.get_future().share()] { wait.wait(); });
+  std::vector<std::byte> stream;
+  for (size_t i = 0; i < kSegments; ++i) {
+    SegmentHeader header = up.peer->Message(SegmentType::kRequest, 8);
+    header.length = 0;
+    const EncodedHeader encoded = Encode(header);
+    stream.insert(stream.end(), encoded.begin(), encoded.end());
+  }
+  up.peer->Write(stream.data(), stream.size());
+  written.set_value();
+  std::future<void> all_in = up.handler.AllIn();
+  ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  up.engine->Stop();
+
+  const std::vector<uint64_t>& turns = up.handler.turns_at_payload();
+  ASSERT_EQ(turns.size(), kSegments);
+  EXPECT_EQ(turns[0], turns[63]);
+  EXPECT_LT(turns[63], turns[64]);
 }
 
 // A session reads at most the turn bytes set on the engine (kTurnBytes until set) of a
