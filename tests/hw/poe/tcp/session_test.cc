@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <optional>
 #include <thread>
@@ -94,6 +95,31 @@ struct UpSession {
     ASSERT_EQ(accept->kind, ControlKind::kAccept);
   }
 
+  /// Runs `write` while the engine waits, so that all it writes is readable at once, then
+  /// waits for every payload and stops the engine.
+  void WriteWhileWaiting(const std::function<void()>& write) {
+    std::promise<void> written;
+    engine->Post([wait = written.get_future().share()] { wait.wait(); });
+    write();
+    written.set_value();
+    std::future<void> all_in = handler.AllIn();
+    ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    engine->Stop();
+  }
+
+  /// Writes the segments with their payloads in one write (one packet on loopback).
+  void WriteAtOnce(const std::vector<std::pair<SegmentHeader, std::vector<std::byte>>>& segments) {
+    std::vector<std::byte> stream;
+    for (const auto& [header, payload] : segments) {
+      SegmentHeader sized = header;
+      sized.length = static_cast<uint32_t>(payload.size());
+      const EncodedHeader encoded = Encode(sized);
+      stream.insert(stream.end(), encoded.begin(), encoded.end());
+      stream.insert(stream.end(), payload.begin(), payload.end());
+    }
+    peer->Write(stream.data(), stream.size());
+  }
+
   TestComm comm;
   RecordingHandler handler;
   EnginePtr engine;
@@ -105,18 +131,13 @@ TEST(TcpSessionTest, ReadsOnePayloadPerLoopTurn) {
   UpSession up(kSegments);
   ASSERT_NO_FATAL_FAILURE(up.Start({}));
 
-  // The engine waits while every segment is written, so all are readable at once.
-  std::promise<void> written;
-  up.engine->Post([wait = written.get_future().share()] { wait.wait(); });
-  for (size_t i = 0; i < kSegments; ++i) {
-    up.peer->SendSegment(
-        up.peer->Message(SegmentType::kRendezvousData, 4096 * kSegments, 0, 4096 * i),
-        Pattern(4096, static_cast<int>(i)));
-  }
-  written.set_value();
-  std::future<void> all_in = up.handler.AllIn();
-  ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  up.engine->Stop();
+  ASSERT_NO_FATAL_FAILURE(up.WriteWhileWaiting([&] {
+    for (size_t i = 0; i < kSegments; ++i) {
+      up.peer->SendSegment(
+          up.peer->Message(SegmentType::kRendezvousData, 4096 * kSegments, 0, 4096 * i),
+          Pattern(4096, static_cast<int>(i)));
+    }
+  }));
 
   const std::vector<uint64_t>& turns = up.handler.turns_at_payload();
   ASSERT_EQ(turns.size(), kSegments);
@@ -134,27 +155,16 @@ TEST(TcpSessionTest, HandlesSmallSegmentsOfOneReadTogether) {
   UpSession up(sizes.size());
   ASSERT_NO_FATAL_FAILURE(up.Start({}));
 
-  std::promise<void> written;
-  up.engine->Post([wait = written.get_future().share()] { wait.wait(); });
   uint64_t total = 0;
   for (size_t size : sizes) total += size;
-  // One write, so that all of it is in the engine's socket at once, whenever it reads.
-  std::vector<std::byte> stream;
+  std::vector<std::pair<SegmentHeader, std::vector<std::byte>>> segments;
   uint64_t offset = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    SegmentHeader header = up.peer->Message(SegmentType::kRendezvousData, total, 0, offset);
-    header.length = static_cast<uint32_t>(sizes[i]);
-    const EncodedHeader encoded = Encode(header);
-    const std::vector<std::byte> payload = Pattern(sizes[i], static_cast<int>(i));
-    stream.insert(stream.end(), encoded.begin(), encoded.end());
-    stream.insert(stream.end(), payload.begin(), payload.end());
+    segments.emplace_back(up.peer->Message(SegmentType::kRendezvousData, total, 0, offset),
+                          Pattern(sizes[i], static_cast<int>(i)));
     offset += sizes[i];
   }
-  up.peer->Write(stream.data(), stream.size());
-  written.set_value();
-  std::future<void> all_in = up.handler.AllIn();
-  ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  up.engine->Stop();
+  ASSERT_NO_FATAL_FAILURE(up.WriteWhileWaiting([&] { up.WriteAtOnce(segments); }));
 
   const std::vector<std::vector<std::byte>>& payloads = up.handler.payloads();
   ASSERT_EQ(payloads.size(), sizes.size());
@@ -174,20 +184,9 @@ TEST(TcpSessionTest, ReadsAheadAtMostOneStagePerTurn) {
   UpSession up(kSegments);
   ASSERT_NO_FATAL_FAILURE(up.Start({}));
 
-  std::promise<void> written;
-  up.engine->Post([wait = written.get_future().share()] { wait.wait(); });
-  std::vector<std::byte> stream;
-  for (size_t i = 0; i < kSegments; ++i) {
-    SegmentHeader header = up.peer->Message(SegmentType::kRequest, 8);
-    header.length = 0;
-    const EncodedHeader encoded = Encode(header);
-    stream.insert(stream.end(), encoded.begin(), encoded.end());
-  }
-  up.peer->Write(stream.data(), stream.size());
-  written.set_value();
-  std::future<void> all_in = up.handler.AllIn();
-  ASSERT_EQ(all_in.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  up.engine->Stop();
+  std::vector<std::pair<SegmentHeader, std::vector<std::byte>>> segments(
+      kSegments, {up.peer->Message(SegmentType::kRequest, 8), {}});
+  ASSERT_NO_FATAL_FAILURE(up.WriteWhileWaiting([&] { up.WriteAtOnce(segments); }));
 
   const std::vector<uint64_t>& turns = up.handler.turns_at_payload();
   ASSERT_EQ(turns.size(), kSegments);
