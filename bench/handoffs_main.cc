@@ -185,51 +185,69 @@ BENCHMARK(Handoff)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-void EventfdWake(benchmark::State& state) {
+/// Times wake-ups of a blocked process: the child waits for each round with `wait`, which
+/// calls `woke` as it returns from its blocking call; the parent, after idle_us, starts round
+/// r with `wake(r)`. The time is the wake-up latency; `counter` the waker's system call.
+void TimeWakeUps(benchmark::State& state, Shared& shared, const char* counter,
+                 const std::function<bool(uint32_t round, const std::function<void()>& woke)>& wait,
+                 const std::function<bool(uint32_t round)>& wake) {
   const bool same_vcpu = state.range(0) == 1;
   const int idle_us = static_cast<int>(state.range(1));
+  const int answer = eventfd(0, 0);
+  if (answer < 0) return state.SkipWithError("eventfd failed");
+  const benchmark::IterationCount rounds = state.max_iterations;
+  int64_t wake_ns = 0;
+  WithChild(
+      state, same_vcpu, shared,
+      [&] {
+        const uint64_t one = 1;
+        for (benchmark::IterationCount i = 0; i < rounds; ++i) {
+          if (!wait(static_cast<uint32_t>(i + 1), [&] { shared.woke_ns.store(NowNs()); }) ||
+              write(answer, &one, sizeof(one)) != sizeof(one)) {
+            return false;
+          }
+        }
+        return true;
+      },
+      [&] {
+        uint32_t round = 0;
+        for (auto _ : state) {
+          usleep(idle_us);
+          const int64_t start = NowNs();
+          const bool rang = wake(++round);
+          wake_ns += NowNs() - start;
+          if (!rang || !Answered(answer, shared)) {
+            return state.SkipWithError("the other process stopped answering");
+          }
+          state.SetIterationTime(static_cast<double>(shared.woke_ns.load() - start) * 1e-9);
+        }
+      });
+  state.counters[counter] =
+      benchmark::Counter(static_cast<double>(wake_ns) * 1e-3, benchmark::Counter::kAvgIterations);
+  close(answer);
+}
+
+void EventfdWake(benchmark::State& state) {
   Shared* shared = MapShared();
-  const int doorbell = eventfd(0, 0), answer = eventfd(0, 0);
-  if (shared == nullptr || doorbell < 0 || answer < 0) {
+  const int doorbell = eventfd(0, 0);
+  if (shared == nullptr || doorbell < 0) {
     state.SkipWithError("mmap or eventfd failed");
   } else {
-    const benchmark::IterationCount rounds = state.max_iterations;
-    int64_t write_ns = 0;
-    WithChild(
-        state, same_vcpu, *shared,
-        [&] {
+    TimeWakeUps(
+        state, *shared, "write_us",
+        [&](uint32_t, const std::function<void()>& woke) {
+          pollfd ready{doorbell, POLLIN, 0};
+          if (ppoll(&ready, 1, nullptr, nullptr) != 1) return false;
+          woke();
           uint64_t count = 0;
-          const uint64_t one = 1;
-          for (benchmark::IterationCount i = 0; i < rounds; ++i) {
-            pollfd ready{doorbell, POLLIN, 0};
-            if (ppoll(&ready, 1, nullptr, nullptr) != 1) return false;
-            shared->woke_ns.store(NowNs());
-            if (read(doorbell, &count, sizeof(count)) != sizeof(count) ||
-                write(answer, &one, sizeof(one)) != sizeof(one)) {
-              return false;
-            }
-          }
-          return true;
+          return read(doorbell, &count, sizeof(count)) == sizeof(count);
         },
-        [&] {
+        [&](uint32_t) {
           const uint64_t one = 1;
-          for (auto _ : state) {
-            usleep(idle_us);
-            const int64_t start = NowNs();
-            const bool rang = write(doorbell, &one, sizeof(one)) == sizeof(one);
-            write_ns += NowNs() - start;
-            if (!rang || !Answered(answer, *shared)) {
-              return state.SkipWithError("the other process stopped answering");
-            }
-            state.SetIterationTime(static_cast<double>(shared->woke_ns.load() - start) * 1e-9);
-          }
+          return write(doorbell, &one, sizeof(one)) == sizeof(one);
         });
-    state.counters["write_us"] = benchmark::Counter(static_cast<double>(write_ns) * 1e-3,
-                                                    benchmark::Counter::kAvgIterations);
   }
-  for (int fd : {doorbell, answer}) {
-    if (fd >= 0) close(fd);
-  }
+  if (doorbell >= 0) close(doorbell);
   if (shared != nullptr) munmap(shared, sizeof(Shared));
 }
 BENCHMARK(EventfdWake)
@@ -240,50 +258,27 @@ BENCHMARK(EventfdWake)
     ->UseManualTime();
 
 void FutexWake(benchmark::State& state) {
-  const bool same_vcpu = state.range(0) == 1;
-  const int idle_us = static_cast<int>(state.range(1));
   Shared* shared = MapShared();
-  const int answer = eventfd(0, 0);
-  if (shared == nullptr || answer < 0) {
-    state.SkipWithError("mmap or eventfd failed");
+  if (shared == nullptr) {
+    state.SkipWithError("mmap failed");
   } else {
-    const benchmark::IterationCount rounds = state.max_iterations;
-    int64_t wake_ns = 0;
     // For the kernel, which compares the word itself (a lock-free atomic is the plain word).
     auto* word = reinterpret_cast<uint32_t*>(&shared->futex_word);
-    WithChild(
-        state, same_vcpu, *shared,
-        [&] {
-          const uint64_t one = 1;
-          for (benchmark::IterationCount i = 0; i < rounds; ++i) {
-            const uint32_t target = static_cast<uint32_t>(i + 1);
-            for (uint32_t seen;
-                 (seen = shared->futex_word.load(std::memory_order_acquire)) != target;) {
-              syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
-            }
-            shared->woke_ns.store(NowNs());
-            if (write(answer, &one, sizeof(one)) != sizeof(one)) return false;
+    TimeWakeUps(
+        state, *shared, "wake_us",
+        [&](uint32_t round, const std::function<void()>& woke) {
+          for (uint32_t seen;
+               (seen = shared->futex_word.load(std::memory_order_acquire)) != round;) {
+            syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
           }
+          woke();
           return true;
         },
-        [&] {
-          uint32_t next = 0;
-          for (auto _ : state) {
-            usleep(idle_us);
-            const int64_t start = NowNs();
-            shared->futex_word.store(++next, std::memory_order_release);
-            syscall(SYS_futex, word, FUTEX_WAKE, 1, nullptr, nullptr, 0);
-            wake_ns += NowNs() - start;
-            if (!Answered(answer, *shared)) {
-              return state.SkipWithError("the other process stopped answering");
-            }
-            state.SetIterationTime(static_cast<double>(shared->woke_ns.load() - start) * 1e-9);
-          }
+        [&](uint32_t round) {
+          shared->futex_word.store(round, std::memory_order_release);
+          return syscall(SYS_futex, word, FUTEX_WAKE, 1, nullptr, nullptr, 0) >= 0;
         });
-    state.counters["wake_us"] =
-        benchmark::Counter(static_cast<double>(wake_ns) * 1e-3, benchmark::Counter::kAvgIterations);
   }
-  if (answer >= 0) close(answer);
   if (shared != nullptr) munmap(shared, sizeof(Shared));
 }
 BENCHMARK(FutexWake)
