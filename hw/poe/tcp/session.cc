@@ -287,8 +287,9 @@ void TcpSession::OnReadable() {
     // A payload's rest goes straight to its landing; anything else is read ahead.
     const bool direct = rx_ == Rx::kPayload;
     const uint64_t budget = turn_bytes - std::min(payload_read, turn_bytes);
-    const uint64_t want = direct ? std::min(current_.length - have_, budget) : stage_.size();
-    if (want == 0 || (!direct && read_ahead >= stage_.size())) break;
+    const uint64_t want =
+        direct ? std::min(current_.length - have_, budget) : stage_.size() - read_ahead;
+    if (want == 0) break;
     const ssize_t n = read(fd_, direct ? landing_ + have_ : stage_.data(), want);
     ++reads;
     if (n == 0) return Fail(absl::UnavailableError("connection closed by peer"));
@@ -332,7 +333,7 @@ bool TcpSession::TakeStaged(uint64_t& payload_read) {
       break;
   }
   const size_t take = std::min<uint64_t>(want - have_, staged_end_ - staged_begin_);
-  if (take > 0) std::memcpy(into + have_, stage_.data() + staged_begin_, take);
+  std::memcpy(into + have_, stage_.data() + staged_begin_, take);
   if (rx_ == Rx::kPayload) payload_read += take;
   staged_begin_ += take;
   have_ += take;
