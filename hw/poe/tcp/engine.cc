@@ -316,13 +316,6 @@ void TcpEngine::Loop() {
     const absl::Time now = absl::Now();
     if (n > 0) last_work = now;
     if (timeout_ms != 0) last_yield = now;  // it slept: the core was given away already
-    // The loop gives way to whatever else wants this core (clients share it): at every
-    // turn while it spins idle, and every kBusyYield while it works, so that a woken
-    // client does not wait a scheduler slice behind a busy engine.
-    if ((n == 0 && spinning) || now - last_yield >= kBusyYield) {
-      sched_yield();
-      last_yield = now;
-    }
     if (accept_paused_until_ != absl::InfinitePast() && now >= accept_paused_until_) {
       accept_paused_until_ = absl::InfinitePast();
       WatchListener(true);
@@ -332,6 +325,15 @@ void TcpEngine::Loop() {
     if (handler_deadline_ <= now) last_work = now;  // the handler has more work at once
     RunDeferred();
     retired_.clear();
+    // The loop gives way to whatever else wants this core (clients share it): at every
+    // turn while it spins idle, and every kBusyYield while it works, so that a woken
+    // client does not wait a scheduler slice behind a busy engine. It does so last, once
+    // the handler's turn has run and what it queued is written: the first send of an op
+    // that a command started this turn leaves before the client gets the core.
+    if ((n == 0 && spinning) || now - last_yield >= kBusyYield) {
+      sched_yield();
+      last_yield = now;
+    }
   }
 }
 
