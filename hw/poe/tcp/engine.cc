@@ -327,9 +327,9 @@ void TcpEngine::Loop() {
     retired_.clear();
     // The loop gives way to whatever else wants this core (clients share it): at every
     // turn while it spins idle, and every kBusyYield while it works, so that a woken
-    // client does not wait a scheduler slice behind a busy engine. It does so last, once
-    // the handler's turn has run and what it queued is written: the first send of an op
-    // that a command started this turn leaves before the client gets the core.
+    // client does not wait a scheduler slice behind a busy engine. This idle yield comes
+    // last, after the handler's turn and the writes it queued: the first send of an op
+    // that a command started this turn is handed to its socket before the client runs.
     if ((n == 0 && spinning) || now - last_yield >= kBusyYield) {
       sched_yield();
       last_yield = now;
