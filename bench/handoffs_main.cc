@@ -227,6 +227,15 @@ void TimeWakeUps(benchmark::State& state, Shared& shared, const char* counter,
   close(answer);
 }
 
+/// The cases every wake-up benchmark runs: same vCPU or two, at once or after 100 µs idle.
+void WakeUpArgs(benchmark::internal::Benchmark* cases) {
+  cases->ArgNames({"vcpus", "idle_us"})
+      ->ArgsProduct({{1, 2}, {0, 100}})
+      ->Iterations(2000)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseManualTime();
+}
+
 void EventfdWake(benchmark::State& state) {
   Shared* shared = MapShared();
   const int doorbell = eventfd(0, 0);
@@ -250,12 +259,7 @@ void EventfdWake(benchmark::State& state) {
   if (doorbell >= 0) close(doorbell);
   if (shared != nullptr) munmap(shared, sizeof(Shared));
 }
-BENCHMARK(EventfdWake)
-    ->ArgNames({"vcpus", "idle_us"})
-    ->ArgsProduct({{1, 2}, {0, 100}})
-    ->Iterations(2000)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseManualTime();
+BENCHMARK(EventfdWake)->Apply(WakeUpArgs);
 
 void FutexWake(benchmark::State& state) {
   Shared* shared = MapShared();
@@ -281,12 +285,7 @@ void FutexWake(benchmark::State& state) {
   }
   if (shared != nullptr) munmap(shared, sizeof(Shared));
 }
-BENCHMARK(FutexWake)
-    ->ArgNames({"vcpus", "idle_us"})
-    ->ArgsProduct({{1, 2}, {0, 100}})
-    ->Iterations(2000)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseManualTime();
+BENCHMARK(FutexWake)->Apply(WakeUpArgs);
 
 }  // namespace
 }  // namespace cclo::bench

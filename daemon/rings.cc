@@ -237,12 +237,7 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
                                                           : ops_->default_deadline();
   const absl::Time deadline = submitted + timeout;
   // The request is kept for a retry only where it may be parked.
-  cclo::v1::SubmitRequest attempt;
-  if (wait_for_room) {
-    attempt = request;
-  } else {
-    attempt = std::move(request);
-  }
+  cclo::v1::SubmitRequest attempt = wait_for_room ? request : std::move(request);
   attempt.set_wait_for_room(false);
   if (wait_for_room) {
     // Time spent parked counts toward the op's deadline.
