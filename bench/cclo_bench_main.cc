@@ -34,7 +34,7 @@ namespace {
 
 // The kernel's TCP congestion control, which the sockets of every stack measured here use
 // but cclod's data sessions under --data-tcp-congestion (BBR's pacing slows loopback
-// transfers: docs/performance.md).
+// transfers: docs/performance-log.md).
 std::string CongestionControl() { return hw::poe::tcp::Ipv4Setting("tcp_congestion_control"); }
 
 // Prints a failure's message; returns the exit code for it (0 for OK).
@@ -244,6 +244,9 @@ int Main(int argc, char** argv) {
     std::printf("link: iperf3 failed in every round\n");
   }
   std::printf("\n%s", RenderReport(*options, measurements).c_str());
+  if (const std::string geomeans = RenderGeomeans(measurements); !geomeans.empty()) {
+    std::printf("\ngeometric means of x<stack> over the sizes from 1 MiB:\n%s", geomeans.c_str());
+  }
   for (const auto& [key, check] : measurements.cclo.checks) {
     if (check != "ok")
       return Fail(

@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +88,43 @@ std::string RenderReport(const BenchOptions& options, const Measurements& measur
     }
     rows.push_back(std::move(row));
   }
+  return client::RenderTable(header, rows);
+}
+
+std::string RenderGeomeans(const Measurements& measurements) {
+  if (measurements.stacks.empty()) return "";
+  std::vector<std::string> header = {"op", "sizes", "from", "to"};
+  for (const auto& [stack, timings] : measurements.stacks) {
+    header.push_back("x" + BaselineName(stack));
+  }
+  // Our p50 per size from kGeomeanFromBytes, per op (the map keeps sizes in order).
+  std::map<Op, std::map<uint64_t, double>> ours;
+  for (const auto& [key, micros] : measurements.cclo.timings) {
+    if (key.second >= kGeomeanFromBytes) ours[key.first][key.second] = Percentile(micros, 0.5);
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [op, p50s] : ours) {
+    std::vector<std::string> row = {OpName(op), absl::StrCat(p50s.size()),
+                                    absl::StrCat(p50s.begin()->first),
+                                    absl::StrCat(p50s.rbegin()->first)};
+    bool any = false;
+    for (const auto& [stack, timings] : measurements.stacks) {
+      double log_sum = 0;
+      bool whole = true;
+      for (const auto& [size, p50] : p50s) {
+        auto theirs = timings.find({op, size});
+        if (theirs == timings.end() || p50 <= 0) {
+          whole = false;
+          break;
+        }
+        log_sum += std::log(Percentile(theirs->second, 0.5) / p50);
+      }
+      row.push_back(whole ? Fixed(std::exp(log_sum / p50s.size()), 2) : "-");
+      any |= whole;
+    }
+    if (any) rows.push_back(std::move(row));
+  }
+  if (rows.empty()) return "";
   return client::RenderTable(header, rows);
 }
 

@@ -32,4 +32,13 @@ void Pool(Measurements& into, Measurements round);
 /// / iperf3's one-stream rate and / its per-direction rate with both directions at once.
 std::string RenderReport(const BenchOptions& options, const Measurements& measurements);
 
+/// Sizes from which RenderGeomeans averages (the allreduce target: 1 MiB to 64 MiB).
+inline constexpr uint64_t kGeomeanFromBytes = uint64_t{1} << 20;
+
+/// One row per op we ran at sizes of kGeomeanFromBytes and more: how many such sizes, the
+/// first and the last, and per stack baseline the geometric mean over them of their p50 /
+/// our p50 ("-" where the stack lacks one of those sizes). Empty without a baseline or such
+/// a size.
+std::string RenderGeomeans(const Measurements& measurements);
+
 }  // namespace cclo::bench

@@ -35,7 +35,7 @@ inline constexpr size_t kLinkStates = 4;
 /// for that peer (data, requests, clear-to-sends, credits) on the session it opened and
 /// receives on the one the peer opened, so each TCP connection carries data one way: on
 /// loopback under BBR, exchanges from 1 MiB take 0.65-0.75 × the time they take over one
-/// connection carrying both ways (docs/performance.md).
+/// connection carrying both ways (docs/performance-log.md).
 struct PeerLink {
   bool up() const { return state == LinkState::kUp; }
 

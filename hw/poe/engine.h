@@ -27,7 +27,7 @@ namespace cclo::hw::poe {
 /// the engine thread for about this much copying; then every other session, the command
 /// rings and the scheduled work get their turn (a large segment takes several turns).
 /// Writes this large are what TCP needs for its full rate: on loopback here, 256 KiB
-/// writes move about half of what 1 MiB writes do (bench/tcp-writes, docs/performance.md).
+/// writes move about half of what 1 MiB writes do (bench/tcp-writes, docs/performance-log.md).
 constexpr uint64_t kTurnBytes = 1 << 20;
 
 /// The engine's user. Every method runs on the engine thread and must not block.

@@ -79,5 +79,40 @@ TEST(RenderReportTest, FiguresComeFromEveryRound) {
   EXPECT_EQ(row[8], "2.67");
 }
 
+TEST(RenderGeomeansTest, AveragesEachStackOverTheSizesFromOneMiB) {
+  Measurements measured;
+  auto& ours = measured.cclo.timings;
+  auto& mpi = measured.stacks[Baseline::kMpi];
+  auto& gloo = measured.stacks[Baseline::kGloo];
+  ours[{Op::kAllreduce, 512 << 10}] = {10};  // below 1 MiB: left out
+  mpi[{Op::kAllreduce, 512 << 10}] = {1000};
+  ours[{Op::kAllreduce, 1 << 20}] = {10};
+  mpi[{Op::kAllreduce, 1 << 20}] = {20};
+  gloo[{Op::kAllreduce, 1 << 20}] = {30};
+  ours[{Op::kAllreduce, 4 << 20}] = {10, 10, 50};  // p50 10
+  mpi[{Op::kAllreduce, 4 << 20}] = {80};
+  ours[{Op::kSend, 1 << 20}] = {10};  // no baseline ran it
+  const std::string table = RenderGeomeans(measured);
+  std::vector<std::vector<std::string>> rows;
+  for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
+    rows.push_back(absl::StrSplit(line, ' ', absl::SkipWhitespace()));
+  }
+  ASSERT_EQ(rows.size(), 2u) << table;
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"op", "sizes", "from", "to", "xmpi", "xgloo"}));
+  // mpi: the geometric mean of 2 and 8; gloo lacks 4 MiB, so it has none.
+  EXPECT_EQ(rows[1],
+            (std::vector<std::string>{"allreduce", "2", "1048576", "4194304", "4.00", "-"}));
+}
+
+TEST(RenderGeomeansTest, NothingWithoutABaselineOrALargeSize) {
+  Measurements measured;
+  measured.cclo.timings[{Op::kAllreduce, 1 << 20}] = {10};
+  EXPECT_EQ(RenderGeomeans(measured), "");
+  measured.cclo.timings.clear();
+  measured.cclo.timings[{Op::kAllreduce, 64 << 10}] = {10};
+  measured.stacks[Baseline::kMpi][{Op::kAllreduce, 64 << 10}] = {20};
+  EXPECT_EQ(RenderGeomeans(measured), "");
+}
+
 }  // namespace
 }  // namespace cclo::bench

@@ -1,5 +1,6 @@
 #include "hw/emu/reduce.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -145,6 +146,37 @@ TEST_P(ReduceAllTest, UnalignedPointers) {
       Reduce(op, type, a_bytes.data() + 1, b_bytes.data() + 3, out.data() + 1, a.size()).ok());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(Load(type, out.data() + 1 + i * DataTypeSize(type)), Apply(op, a[i], b[i]));
+  }
+}
+
+TEST_P(ReduceAllTest, EveryStartWithinACacheLine) {
+  const auto [type, op] = GetParam();
+  const size_t size = DataTypeSize(type);
+  // The kernels take the elements before `out`'s first 64-byte boundary one by one, then
+  // run the vector loop: every start in a line, with counts that end before the boundary,
+  // on it and past it, leaves every element right and the bytes around `out` alone.
+  for (const size_t count : {size_t{1}, size_t{5}, size_t{17}, size_t{100}}) {
+    std::vector<double> a;
+    std::vector<double> b;
+    for (size_t i = 0; i < count; ++i) {
+      a.push_back(static_cast<double>(i % 7));
+      b.push_back(static_cast<double>((i * 3) % 5));
+    }
+    const std::vector<std::byte> a_bytes = Encode(type, a);
+    const std::vector<std::byte> b_bytes = Encode(type, b);
+    for (size_t start = 0; start < 64; ++start) {
+      SCOPED_TRACE(testing::Message() << "count " << count << ", start " << start);
+      alignas(64) std::array<std::byte, 64 + 100 * 8 + 64> out;
+      out.fill(std::byte{0x5A});
+      std::byte* const first = out.data() + 64 + start;
+      ASSERT_TRUE(Reduce(op, type, a_bytes.data(), b_bytes.data(), first, count).ok());
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(Load(type, first + i * size), Apply(op, a[i], b[i])) << "index " << i;
+      }
+      for (std::byte* at = out.data(); at < out.data() + out.size(); ++at) {
+        if (at < first || at >= first + count * size) ASSERT_EQ(*at, std::byte{0x5A});
+      }
+    }
   }
 }
 
