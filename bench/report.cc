@@ -113,11 +113,12 @@ std::string RenderGeomeans(const Measurements& measurements) {
       bool whole = true;
       for (const auto& [size, p50] : p50s) {
         auto theirs = timings.find({op, size});
-        if (theirs == timings.end() || p50 <= 0) {
+        const double their_p50 = theirs == timings.end() ? 0 : Percentile(theirs->second, 0.5);
+        if (their_p50 <= 0 || p50 <= 0) {
           whole = false;
           break;
         }
-        log_sum += std::log(Percentile(theirs->second, 0.5) / p50);
+        log_sum += std::log(their_p50 / p50);
       }
       row.push_back(whole ? Fixed(std::exp(log_sum / p50s.size()), 2) : "-");
       any |= whole;

@@ -3,7 +3,8 @@
 // of the first argument's size both ways at once, over one TCP connection used in both
 // directions (second argument 1, what a data session between two daemons is) or over two,
 // one per direction (2). Each iteration is one exchange: this side has sent its message
-// and received the other's. docs/performance.md.
+// and received the other's. docs/performance-log.md, "One connection or two for an
+// exchange both ways".
 //
 //   bazel build //bench:tcp-exchange && bazel-bin/bench/tcp-exchange
 #include <fcntl.h>

@@ -4,7 +4,8 @@
 // buffer as large in reads of at most 1 MiB. With 64 MiB buffers it shows how much the
 // write size alone costs the kernel's path (the choice of poe::kTurnBytes); with 1 MiB
 // ones, which stay in the cache, it is what iperf3 measures (one 1 MiB buffer written
-// over and over). docs/performance.md; it reports bytes moved per second.
+// over and over). docs/performance-log.md, "Turns of 1 MiB"; it reports bytes moved per
+// second.
 //
 //   bazel build //bench:tcp-writes && bazel-bin/bench/tcp-writes
 #include <sys/socket.h>

@@ -112,6 +112,10 @@ TEST(RenderGeomeansTest, NothingWithoutABaselineOrALargeSize) {
   measured.cclo.timings[{Op::kAllreduce, 64 << 10}] = {10};
   measured.stacks[Baseline::kMpi][{Op::kAllreduce, 64 << 10}] = {20};
   EXPECT_EQ(RenderGeomeans(measured), "");
+  // A stack with no times at a size has no mean either (not a mean of a zero p50).
+  measured.cclo.timings[{Op::kAllreduce, 1 << 20}] = {10};
+  measured.stacks[Baseline::kMpi][{Op::kAllreduce, 1 << 20}] = {};
+  EXPECT_EQ(RenderGeomeans(measured), "");
 }
 
 }  // namespace

@@ -154,27 +154,37 @@ TEST_P(ReduceAllTest, EveryStartWithinACacheLine) {
   const size_t size = DataTypeSize(type);
   // The kernels take the elements before `out`'s first 64-byte boundary one by one, then
   // run the vector loop: every start in a line, with counts that end before the boundary,
-  // on it and past it, leaves every element right and the bytes around `out` alone.
-  for (const size_t count : {size_t{1}, size_t{5}, size_t{17}, size_t{100}}) {
-    std::vector<double> a;
-    std::vector<double> b;
-    for (size_t i = 0; i < count; ++i) {
-      a.push_back(static_cast<double>(i % 7));
-      b.push_back(static_cast<double>((i * 3) % 5));
-    }
-    const std::vector<std::byte> a_bytes = Encode(type, a);
-    const std::vector<std::byte> b_bytes = Encode(type, b);
-    for (size_t start = 0; start < 64; ++start) {
-      SCOPED_TRACE(testing::Message() << "count " << count << ", start " << start);
-      alignas(64) std::array<std::byte, 64 + 100 * 8 + 64> out;
-      out.fill(std::byte{0x5A});
-      std::byte* const first = out.data() + 64 + start;
-      ASSERT_TRUE(Reduce(op, type, a_bytes.data(), b_bytes.data(), first, count).ok());
+  // on it and past it, leaves every element right and the bytes around `out` alone, into
+  // a buffer of its own and in place (`out` is `a`). Reduce and ReducePortable differ for
+  // float16 on a CPU with F16C.
+  for (const auto reduce : {&Reduce, &ReducePortable}) {
+    for (const size_t count : {size_t{1}, size_t{5}, size_t{17}, size_t{100}}) {
+      std::vector<double> a;
+      std::vector<double> b;
       for (size_t i = 0; i < count; ++i) {
-        ASSERT_EQ(Load(type, first + i * size), Apply(op, a[i], b[i])) << "index " << i;
+        a.push_back(static_cast<double>(i % 7));
+        b.push_back(static_cast<double>((i * 3) % 5));
       }
-      for (std::byte* at = out.data(); at < out.data() + out.size(); ++at) {
-        if (at < first || at >= first + count * size) ASSERT_EQ(*at, std::byte{0x5A});
+      const std::vector<std::byte> a_bytes = Encode(type, a);
+      const std::vector<std::byte> b_bytes = Encode(type, b);
+      for (const bool in_place : {false, true}) {
+        for (size_t start = 0; start < 64; ++start) {
+          SCOPED_TRACE(testing::Message()
+                       << "portable " << (reduce == &ReducePortable) << ", count " << count
+                       << ", in place " << in_place << ", start " << start);
+          alignas(64) std::array<std::byte, 64 + 100 * 8 + 64> out;
+          out.fill(std::byte{0x5A});
+          std::byte* const first = out.data() + 64 + start;
+          if (in_place) std::memcpy(first, a_bytes.data(), a_bytes.size());
+          const std::byte* const input = in_place ? first : a_bytes.data();
+          ASSERT_TRUE(reduce(op, type, input, b_bytes.data(), first, count).ok());
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(Load(type, first + i * size), Apply(op, a[i], b[i])) << "index " << i;
+          }
+          for (std::byte* at = out.data(); at < out.data() + out.size(); ++at) {
+            if (at < first || at >= first + count * size) ASSERT_EQ(*at, std::byte{0x5A});
+          }
+        }
       }
     }
   }
