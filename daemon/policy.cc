@@ -215,7 +215,7 @@ PolicyChoice Choose(const cclo::v1::Policy& policy, const PolicyQuery& query) {
   choice.rule = "built-in";
   for (int i = 0; i < policy.rules_size(); ++i) {
     const PolicyRule& rule = policy.rules(i);
-    auto matches = [](const std::string& want, const std::string& have) {
+    auto matches = [](const std::string& want, std::string_view have) {
       return want.empty() || want == have;
     };
     if (rule.collective() != static_cast<int>(query.collective) ||

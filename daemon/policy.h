@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -28,9 +29,9 @@ struct PolicyQuery {
   hw::DataType datatype = hw::DataType::kFloat32;
   uint64_t bytes = 0;  ///< one rank's contribution: count x datatype size
   uint32_t world_size = 1;
-  std::string transport;
-  std::string tenant;
-  std::string comm_label;
+  std::string_view transport;  ///< the strings are the caller's, for the call
+  std::string_view tenant;
+  std::string_view comm_label;
 };
 
 /// What runs, and which rule chose it.

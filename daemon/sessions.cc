@@ -66,7 +66,17 @@ void Session::AddCommHandle(uint64_t handle) {
 
 bool Session::RemoveCommHandle(uint64_t handle) {
   absl::MutexLock lock(&mu_);
-  return comm_handles_.erase(handle) > 0;
+  const bool removed = comm_handles_.erase(handle) > 0;
+  DropQueueLocked(handle);
+  return removed;
+}
+
+void Session::DropQueueLocked(uint64_t handle) {
+  auto found = waiting_by_handle_.find(handle);
+  if (found != waiting_by_handle_.end() && found->second.empty() &&
+      !comm_handles_.contains(handle)) {
+    waiting_by_handle_.erase(found);
+  }
 }
 
 std::vector<uint64_t> Session::CommHandles() const {
@@ -265,11 +275,12 @@ void Session::Pump() {
 std::optional<Session::ReadyOp> Session::TakeReadyLocked() {
   for (auto& entry : waiting_by_handle_) {
     std::deque<uint64_t>& queue = entry.second;
+    if (queue.empty()) continue;
     const uint64_t op_id = queue.front();
     Op& op = ops_.at(op_id);
     if (!op.waiting_for.empty()) continue;
     queue.pop_front();
-    if (queue.empty()) waiting_by_handle_.erase(op.comm_handle);
+    DropQueueLocked(op.comm_handle);
     op.state = OpState::kStarted;
     return ReadyOp{op_id, std::exchange(op.start, nullptr), std::exchange(op.ended, nullptr)};
   }
@@ -291,7 +302,7 @@ void Session::EndLocked(uint64_t op_id, OpResult result) {
     if (op.state == OpState::kWaiting) {
       std::deque<uint64_t>& queue = waiting_by_handle_.at(op.comm_handle);
       queue.erase(std::find(queue.begin(), queue.end(), id));
-      if (queue.empty()) waiting_by_handle_.erase(op.comm_handle);
+      DropQueueLocked(op.comm_handle);
       op.start = nullptr;  // never starts: releases its buffers now
       if (op.ended) unstarted_ends_.emplace_back(std::exchange(op.ended, nullptr), status);
     }

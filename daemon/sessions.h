@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/buffers.h"
 #include "cclo/v1/ring.h"
+#include "daemon/buffers.h"
 #include "daemon/tenants.h"
 #include "hw/device.h"
 
@@ -205,6 +205,8 @@ class Session {
   /// end lets them go on, any other aborts them (ABORTED naming it), transitively. Waiting
   /// ops' OpEnded calls are queued in `unstarted_ends_` for Pump to make.
   void EndLocked(uint64_t op_id, OpResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Erases `handle`'s queue if it is empty and the session no longer holds the handle.
+  void DropQueueLocked(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   /// Serialises frames on the attach socket and orders them before Close().
   absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -216,7 +218,9 @@ class Session {
   std::set<uint64_t> comm_handles_ ABSL_GUARDED_BY(mu_);
   /// Every op not collected yet, by id.
   std::map<uint64_t, Op> ops_ ABSL_GUARDED_BY(mu_);
-  /// Waiting ops per communicator handle, in submission order.
+  /// Waiting ops per communicator handle, in submission order. A handle's queue stays,
+  /// empty, while the session holds the handle, so that an op does not make and free a
+  /// deque (a map node, its block array and a 512-byte block) when it is the only one.
   std::map<uint64_t, std::deque<uint64_t>> waiting_by_handle_ ABSL_GUARDED_BY(mu_);
   /// Ends of ops that never reached the engine, to report outside the lock.
   std::vector<std::pair<OpEnded, absl::Status>> unstarted_ends_ ABSL_GUARDED_BY(mu_);

@@ -239,12 +239,12 @@ void TcpEngine::Stop() {
 }
 
 void TcpEngine::RunTasks() {
-  std::vector<std::function<void()>> tasks;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    tasks.swap(tasks_);
+    running_tasks_.swap(tasks_);
   }
-  for (auto& task : tasks) task();
+  for (auto& task : running_tasks_) task();
+  running_tasks_.clear();  // keeps its capacity for the next swap
 }
 
 bool TcpEngine::Poll() {

@@ -128,6 +128,8 @@ class TcpEngine final : public Engine {
   std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
 
   // Engine thread only.
+  /// The tasks RunTasks is running, swapped out of tasks_ (both keep their capacity).
+  std::vector<std::function<void()>> running_tasks_;
   bool running_ = true;
   uint64_t turn_bytes_ = kTurnBytes;
   /// 0, 1 and 2 tag the eventfd, the listening socket and the pollers' fds in epoll.
