@@ -218,7 +218,8 @@ __attribute__((target("avx2"))) inline __m256 Apply8(Min, __m256 a, __m256 b) {
 // conversions take some twenty vector instructions each. Each 8 elements of `a` and `b`
 // are loaded before their result is stored, so `out` may be `a` or `b`; a NaN comes out
 // quiet either way. (16 elements at a time with AVX-512 ran 1.7-1.8x as fast in the cache
-// and 1.1x from memory in a separate test: not built.)
+// in a separate test, but no faster in the engine's kernel on an AMD EPYC:
+// docs/performance-log.md, "Tried: float16 with AVX-512".)
 template <typename Op>
 __attribute__((target("avx2,f16c"))) void HalfF16cKernel(const std::byte* a, const std::byte* b,
                                                          std::byte* out, uint64_t count) {
