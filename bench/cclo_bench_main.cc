@@ -245,7 +245,8 @@ int Main(int argc, char** argv) {
   }
   std::printf("\n%s", RenderReport(*options, measurements).c_str());
   if (const std::string geomeans = RenderGeomeans(measurements); !geomeans.empty()) {
-    std::printf("\ngeometric means of x<stack> over the sizes from 1 MiB:\n%s", geomeans.c_str());
+    std::printf("\ngeometric means of x<stack> over the sizes from %llu MiB:\n%s",
+                static_cast<unsigned long long>(kGeomeanFromBytes >> 20), geomeans.c_str());
   }
   for (const auto& [key, check] : measurements.cclo.checks) {
     if (check != "ok")
