@@ -38,6 +38,12 @@ bool PartlyOverlap(const std::byte* a, const std::byte* b, uint64_t bytes) {
   return a != b && a < b + bytes && b < a + bytes;
 }
 
+/// "(tag 9, message 3)", or "(collective, message 3)" for the collectives' tag.
+std::string Numbered(const MessageKey& key) {
+  return absl::StrCat("(", key.tag == kCollectiveTag ? "collective" : absl::StrCat("tag ", key.tag),
+                      ", message ", key.sequence, ")");
+}
+
 }  // namespace
 
 Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, Counters& counters, Hooks hooks)
@@ -289,6 +295,44 @@ absl::Time Dmp::NextDeadline() const {
 const CallState* Dmp::Expired(absl::Time now) const {
   if (deadlines_.empty() || deadlines_.begin()->first > now) return nullptr;
   return calls_.at(deadlines_.begin()->second).get();
+}
+
+std::string Dmp::Waiting(const CallState& call) const {
+  if (!call.running) {
+    const std::deque<uint64_t>& queue = call.comm->queues.at(call.desc.rank);
+    const auto ahead = std::find(queue.begin(), queue.end(), call.id) - queue.begin();
+    return absl::StrCat("it has not started: ", ahead, " earlier calls of rank ", call.desc.rank,
+                        " are ahead of it");
+  }
+  constexpr int kListed = 3;
+  std::string text =
+      absl::StrCat(call.moves_done, " of ", call.program.moves.size(), " moves done");
+  int listed = 0;
+  for (uint32_t i = 0; i < call.next_move && listed < kListed; ++i) {
+    if (call.moves[i].done) continue;
+    ++listed;
+    const Move& move = call.program.moves[i];
+    absl::StrAppend(&text, "; move ", i, ": ");
+    if (move.result.kind == Kind::kNetwork) {
+      const MessageKey key = SendKey(call, i);
+      absl::StrAppend(&text, "send to rank ", key.dst, " ", Numbered(key), ": ");
+      auto awaited = awaited_.find(key);
+      if (call.comm->local[key.dst]) {
+        absl::StrAppend(&text, rbm_.Describe(key));
+      } else if (awaited != awaited_.end() && awaited->second.call_id == call.id) {
+        absl::StrAppend(&text, "waiting for its clear-to-send");
+      } else {
+        absl::StrAppend(&text, call.moves[i].segments_left, " segments not yet written");
+      }
+    } else if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
+      const MessageKey key = ReceiveKey(call, i);
+      absl::StrAppend(&text, "receive from rank ", key.src, " ", Numbered(key), ": ",
+                      rbm_.Describe(key));
+    } else {
+      absl::StrAppend(&text, "memory move, ", call.moves[i].segments_left, " units not yet run");
+    }
+  }
+  return text;
 }
 
 }  // namespace cclo::hw::emu

@@ -46,6 +46,7 @@
 #include <functional>
 #include <memory>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -167,6 +168,10 @@ class Dmp {
 
   /// A call whose deadline is at or before `now`, or nullptr.
   const CallState* Expired(absl::Time now) const;
+
+  /// What `call` waits for, for the error when it misses its deadline: how many of its
+  /// moves are done, and how far the first few started ones that are not have come.
+  std::string Waiting(const CallState& call) const;
 
   /// Where calls take their scratch memory and give it back when they are done.
   const ScratchPool& scratch_pool() const { return scratch_pool_; }

@@ -281,7 +281,8 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
           absl::UnavailableError(absl::StrCat("communicator ", CommIdHex(call->comm->id),
                                               " is broken: ", what, " missed its deadline")),
           call->id,
-          absl::DeadlineExceededError(absl::StrCat(what, " did not finish by its deadline")));
+          absl::DeadlineExceededError(
+              absl::StrCat(what, " did not finish by its deadline: ", dmp_.Waiting(*call))));
   }
   while (!configure_deadlines_.empty() && configure_deadlines_.begin()->first <= now) {
     const CommId id = configure_deadlines_.begin()->second;

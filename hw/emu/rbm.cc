@@ -296,6 +296,16 @@ bool Rbm::Arrived(const MessageKey& key) const {
   return it != streams_.end() && !it->second.posted && AllArrived(it->second);
 }
 
+std::string Rbm::Describe(const MessageKey& key) const {
+  auto it = streams_.find(key);
+  if (it == streams_.end() || it->second.protocol == Protocol::kNone) return "nothing arrived";
+  const Stream& stream = it->second;
+  constexpr const char* kProtocols[] = {"", "eager", "rendezvous", "local"};
+  return absl::StrCat(kProtocols[static_cast<int>(stream.protocol)], ", ", stream.arrived, " of ",
+                      stream.total, " bytes arrived, ", stream.applied, " applied",
+                      stream.landing == Landing::kNone ? "" : ", a segment landing");
+}
+
 bool Rbm::Abandon(const MessageKey& key) {
   auto it = streams_.find(key);
   if (it == streams_.end() || !it->second.posted) return true;

@@ -161,6 +161,10 @@ class Rbm {
   /// Forgets every posted receive and message of `comm`.
   void Drop(const CommId& comm);
 
+  /// How far the message of `key` has come, for an error about a call that waits for it:
+  /// "nothing arrived", "eager, 4096 of 4096 bytes arrived, 0 applied", ...
+  std::string Describe(const MessageKey& key) const;
+
  private:
   enum class Protocol : uint8_t { kNone, kEager, kRendezvous, kLocal };
   enum class Landing : uint8_t { kNone, kDirect, kScratch, kPool };

@@ -9,6 +9,7 @@
 namespace cclo::hw::emu::testing {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 
 RankBuffers RecvBuffers(uint64_t count) {
@@ -153,6 +154,9 @@ TEST(EmuFailureTest, DeadlineExpiryBreaksTheCommunicator) {
   Completion expired = Wait(expiring);
   EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(expired.status.message(), HasSubstr("recv on rank 1"));
+  EXPECT_THAT(std::string(expired.status.message()),
+              EndsWith("did not finish by its deadline: 0 of 1 moves done; move 0: receive "
+                       "from rank 0 (tag 1, message 0): nothing arrived"));
 
   auto next = Submit(*devices[1], Recv(comm, 1, 0, 10), later.Views());
   Completion broken = Wait(next);
@@ -165,6 +169,26 @@ TEST(EmuFailureTest, DeadlineExpiryBreaksTheCommunicator) {
   EXPECT_THAT(told.status.message(),
               HasSubstr("rank 1 on peer daemon " + devices[1]->DataAddress() + " left: "));
   EXPECT_THAT(told.status.message(), HasSubstr("missed its deadline"));
+}
+
+TEST(EmuFailureTest, AnExpiredSendSaysItWaitedForItsClearToSend) {
+  std::vector<DevicePtr> devices = MakeDevices(2);
+  const TestComm comm = MakeComm({devices[0].get(), devices[1].get()}, 28);
+  ASSERT_TRUE(ConfigureAll(comm).ok());
+  // Past the eager limit, so the send asks and rank 1, which posts no receive, never
+  // clears it.
+  constexpr uint64_t kCount = 1 << 18;
+  RankBuffers data;
+  data.slots[0].resize(kCount * 4);
+  CallDescriptor send = Describe(comm, Collective::kSend, 0, kCount);
+  send.peer = 1;
+  send.tag = 1;
+  auto sending = Submit(*devices[0], send, data.Views(), absl::Milliseconds(200));
+  Completion expired = Wait(sending);
+  EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(expired.status.message()),
+              EndsWith("did not finish by its deadline: 0 of 1 moves done; move 0: send to "
+                       "rank 1 (tag 1, message 0): waiting for its clear-to-send"));
 }
 
 TEST(EmuFailureTest, DestroyedPeerFailsPendingCallsAndSparesOtherCommunicators) {
