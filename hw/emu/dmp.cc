@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "hw/emu/reduce.h"
 
 namespace cclo::hw::emu {
@@ -333,6 +334,19 @@ std::string Dmp::Waiting(const CallState& call) const {
     }
   }
   return text;
+}
+
+std::string Dmp::Running(const Communicator& comm) const {
+  std::vector<std::string> running;
+  for (const auto& [rank, queue] : comm.queues) {
+    for (uint64_t id : queue) {
+      const CallState& call = *calls_.at(id);
+      if (!call.running) break;  // none behind it started
+      running.push_back(absl::StrCat(std::string(CollectiveName(call.desc.collective)), " on rank ",
+                                     rank, ": ", Waiting(call)));
+    }
+  }
+  return running.empty() ? "none" : absl::StrJoin(running, " | ");
 }
 
 }  // namespace cclo::hw::emu

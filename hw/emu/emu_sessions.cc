@@ -214,7 +214,8 @@ void EmuDevice::ExpireHalfClosed(absl::Time now) {
 }
 
 void EmuDevice::Depart(Communicator& comm, PeerLink& link, const absl::Status& reason) {
-  spdlog::info("communicator {}: {}", CommIdHex(comm.id), std::string(reason.message()));
+  spdlog::info("communicator {}: {}; calls running: {}", CommIdHex(comm.id),
+               std::string(reason.message()), dmp_.Running(comm));
   for (uint32_t rank : link.ranks) comm.departed[rank] = reason;
   rbm_.DropUnfinished(comm.id, link.ranks);
   dmp_.Depart(comm);
@@ -225,7 +226,8 @@ void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t e
   if (!comm.broken.ok()) return dmp_.FailCalls(comm, comm.broken, expired, expired_status);
   comm.broken = status;
   spdlog::log(shutting_down_ ? spdlog::level::info : spdlog::level::warn,
-              "communicator {} broken: {}", CommIdHex(comm.id), std::string(status.message()));
+              "communicator {} broken: {}; calls running: {}", CommIdHex(comm.id),
+              std::string(status.message()), dmp_.Running(comm));
   CloseSessions(comm, status);
   rbm_.Drop(comm.id);
   dmp_.FailCalls(comm, status, expired, expired_status);

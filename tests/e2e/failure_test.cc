@@ -236,6 +236,14 @@ TEST(FailureTest, OpThatCannotCompleteEndsAtItsDeadline) {
   request.set_timeout_ms(300);  // rank 1 never sends
   grpc::Status status = rank0.Run(request);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  // The error, and the daemon's line about the broken communicator, say what it waited for.
+  const std::string waited =
+      "0 of 1 moves done; move 0: receive from rank 1 (tag 7, message 0): "
+      "nothing arrived";
+  EXPECT_TRUE(absl::EndsWith(status.error_message(), waited)) << status.error_message();
+  EXPECT_TRUE(
+      a.process().WaitForOutput("; calls running: recv on rank 0: " + waited, absl::Seconds(10)))
+      << a.process().Output();
   grpc::Status later = rank0.Run(RecvRequest(handle0, rank0.Alloc(4096), 1));
   EXPECT_EQ(later.error_code(), grpc::StatusCode::UNAVAILABLE) << later.error_message();
   EXPECT_NE(later.error_message().find("broken"), std::string::npos) << later.error_message();

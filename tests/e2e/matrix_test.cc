@@ -28,6 +28,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +50,8 @@ constexpr uint64_t kSegmentBytes = 16384;
 // A hung op fails after this, and the whole round is bounded by kRoundTimeout.
 constexpr int kOpTimeoutSeconds = 60;
 constexpr absl::Duration kRoundTimeout = absl::Minutes(4);
+// Lines of each daemon's log printed after a failure.
+constexpr size_t kDaemonLogLines = 40;
 
 // The ops of `cclo-run --ops all`, in its order, as the collective each one runs (sendrecv:
 // recv, whose algorithms cclo-run forces on both sides).
@@ -149,10 +153,10 @@ std::vector<std::string> TableRuns(const std::string& output, std::vector<std::s
   return runs;
 }
 
-// The last non-empty line of `output`.
-std::string LastLine(const std::string& output) {
+// The last `count` non-empty lines of `output`.
+std::string LastLines(const std::string& output, size_t count) {
   std::vector<std::string> lines = absl::StrSplit(output, '\n', absl::SkipEmpty());
-  return lines.empty() ? "" : lines.back();
+  return absl::StrJoin(lines.end() - std::min(count, lines.size()), lines.end(), "\n");
 }
 
 // Where `got` first departs from `expected`, or "" if they are equal.
@@ -182,8 +186,14 @@ class MatrixTest : public ::testing::TestWithParam<Layout> {
     }
   }
 
-  // Stops the daemons side by side rather than one after the other.
+  // Stops the daemons side by side rather than one after the other. After a failure, first
+  // prints the end of each daemon's log: a broken communicator's line says what every call
+  // on it was waiting for.
   void TearDown() override {
+    for (size_t i = 0; i < daemons_.size() && HasFailure(); ++i) {
+      std::fprintf(stderr, "--- the last lines of cclod %zu's log:\n%s\n", i,
+                   LastLines(daemons_[i]->process().Output(), kDaemonLogLines).c_str());
+    }
     for (const std::unique_ptr<Daemon>& daemon : daemons_) daemon->process().Signal(SIGTERM);
   }
 
@@ -228,7 +238,7 @@ class MatrixTest : public ::testing::TestWithParam<Layout> {
       std::vector<std::string> unchecked;
       const std::vector<std::string> runs = TableRuns(result.output, unchecked);
       // An op error ends cclo-run before its table; its last line names the op.
-      EXPECT_EQ(result.exit_code, 0) << LastLine(result.output);
+      EXPECT_EQ(result.exit_code, 0) << LastLines(result.output, 1);
       if (result.exit_code != 0 && runs.empty()) continue;
       EXPECT_EQ(FirstDifference(expected, runs), "");
       EXPECT_TRUE(unchecked.empty()) << unchecked.size() << " runs with wrong results:\n"
