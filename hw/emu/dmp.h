@@ -229,6 +229,7 @@ class Dmp {
     uint64_t segment = 0;  ///< bytes per data segment, a whole number of elements
     const std::byte* source = nullptr;
     std::shared_ptr<const std::vector<std::byte>> copy;
+    bool asked = false;  ///< its request was written to the session
   };
 
   Rbm& rbm_;

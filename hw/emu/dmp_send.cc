@@ -74,13 +74,15 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
   header.type = poe::SegmentType::kRequest;
   Schedule(call, poe::kHeaderBytes, [this, header](CallState& call) {
     if (PeerLink* link = hooks_.link_for(*call.comm, header.dst)) {
-      link->Send(header, nullptr, nullptr);
+      link->Send(header, nullptr, [this, key = MessageKey::Of(header)] {
+        if (auto it = awaited_.find(key); it != awaited_.end()) it->second.asked = true;
+      });
     }
   });
   uint64_t segment = link->segment_bytes;
   if (call.desc.segment_bytes > 0) segment = std::min(segment, call.desc.segment_bytes);
   segment = std::max(element, segment / element * element);
-  awaited_[key] = {call.id, index, bytes, segment, state.source, nullptr};
+  awaited_[key] = {call.id, index, bytes, segment, state.source, nullptr, false};
   return absl::OkStatus();
 }
 

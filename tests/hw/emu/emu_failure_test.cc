@@ -188,7 +188,7 @@ TEST(EmuFailureTest, AnExpiredSendSaysItWaitedForItsClearToSend) {
   EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(expired.status.message()),
               EndsWith("did not finish by its deadline: 0 of 1 moves done; move 0: send to "
-                       "rank 1 (tag 1, message 0): waiting for its clear-to-send"));
+                       "rank 1 (tag 1, message 0): asked, waiting for its clear-to-send"));
 }
 
 TEST(EmuFailureTest, DestroyedPeerFailsPendingCallsAndSparesOtherCommunicators) {
