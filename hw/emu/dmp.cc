@@ -338,15 +338,22 @@ std::string Dmp::Waiting(const CallState& call) const {
 }
 
 std::string Dmp::Running(const Communicator& comm) const {
+  constexpr size_t kListed = 8;
   std::vector<std::string> running;
+  size_t more = 0;
   for (const auto& [rank, queue] : comm.queues) {
     for (uint64_t id : queue) {
       const CallState& call = *calls_.at(id);
       if (!call.running) break;  // none behind it started
+      if (running.size() == kListed) {
+        ++more;
+        continue;
+      }
       running.push_back(absl::StrCat(std::string(CollectiveName(call.desc.collective)), " on rank ",
                                      rank, ": ", Waiting(call)));
     }
   }
+  if (more > 0) running.push_back(absl::StrCat("and ", more, " more"));
   return running.empty() ? "none" : absl::StrJoin(running, " | ");
 }
 

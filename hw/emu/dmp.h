@@ -173,9 +173,9 @@ class Dmp {
   /// moves are done, and how far the first few started ones that are not have come.
   std::string Waiting(const CallState& call) const;
 
-  /// Waiting() of every started call of `comm` not yet finished, each after "<collective>
-  /// on rank <r>: ", joined by " | "; "none" if there is none. For the log when `comm`
-  /// breaks or a rank of it leaves.
+  /// Waiting() of the started calls of `comm` not yet finished (the first 8, then "and N
+  /// more"), each after "<collective> on rank <r>: ", joined by " | "; "none" if there is
+  /// none. For the log when `comm` breaks or a rank of it leaves.
   std::string Running(const Communicator& comm) const;
 
   /// Where calls take their scratch memory and give it back when they are done.

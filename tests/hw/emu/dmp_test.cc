@@ -5,8 +5,10 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace cclo::hw::emu {
@@ -25,9 +27,11 @@ class DmpTest : public ::testing::Test {
 
   /// Submits `program` for `rank` of a call with int32 elements; returns its slot in done_.
   size_t Submit(uint32_t rank, std::vector<Move> moves, std::array<std::vector<int32_t>*, 3> slots,
-                absl::Time deadline = absl::InfiniteFuture()) {
+                absl::Time deadline = absl::InfiniteFuture(),
+                Collective collective = Collective::kNop) {
     auto call = std::make_unique<CallState>();
     call->id = next_id_++;
+    call->desc.collective = collective;
     call->desc.rank = rank;
     call->desc.datatype = DataType::kInt32;
     call->program.algorithm = "handmade";
@@ -180,6 +184,30 @@ TEST_F(DmpTest, CallsOfOneRankRunOneAtATime) {
   ASSERT_TRUE(done_[r2]);
   EXPECT_EQ(first_out[0], 1);
   EXPECT_EQ(second_out[0], 2);
+}
+
+TEST_F(DmpTest, RunningSaysWhatEachStartedCallWaitsFor) {
+  EXPECT_EQ(dmp_.Running(comm_), "none");
+  // Rank 0 sends a message past the eager limit that no receive takes; rank 1 posts ten
+  // receives side by side, each into its own buffer, for messages nobody sends.
+  std::vector<int32_t> large(3 * kSegment / 4, 3);
+  Submit(0, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 2), large.size())},
+         {&large, nullptr, nullptr}, absl::InfiniteFuture(), Collective::kSend);
+  std::vector<std::vector<int32_t>> outs(10, std::vector<int32_t>(1));
+  for (std::vector<int32_t>& out : outs) {
+    Submit(1, {Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), 1)},
+           {nullptr, nullptr, &out}, absl::InfiniteFuture(), Collective::kRecv);
+  }
+  std::string expected =
+      "send on rank 0: 0 of 1 moves done; move 0: send to rank 1 (tag 2, "
+      "message 0): local, 0 of 12288 bytes arrived, 0 applied";
+  for (int message = 0; message < 7; ++message) {
+    absl::StrAppend(&expected,
+                    " | recv on rank 1: 0 of 1 moves done; move 0: receive from rank 0 "
+                    "(tag 1, message ",
+                    message, "): nothing arrived");
+  }
+  EXPECT_EQ(dmp_.Running(comm_), expected + " | and 3 more");
 }
 
 }  // namespace
