@@ -302,8 +302,8 @@ std::string Dmp::Waiting(const CallState& call) const {
   if (!call.running) {
     const std::deque<uint64_t>& queue = call.comm->queues.at(call.desc.rank);
     const auto ahead = std::find(queue.begin(), queue.end(), call.id) - queue.begin();
-    return absl::StrCat("it has not started: ", ahead, " earlier calls of rank ", call.desc.rank,
-                        " are ahead of it");
+    return absl::StrCat("it has not started: it waits behind ", ahead, " earlier calls of rank ",
+                        call.desc.rank);
   }
   constexpr int kListed = 3;
   std::string text =
@@ -317,9 +317,9 @@ std::string Dmp::Waiting(const CallState& call) const {
     if (move.result.kind == Kind::kNetwork) {
       const MessageKey key = SendKey(call, i);
       absl::StrAppend(&text, "send to rank ", key.dst, " ", Numbered(key), ": ");
-      auto awaited = awaited_.find(key);
+      const auto awaited = awaited_.find(key);
       if (call.comm->local[key.dst]) {
-        absl::StrAppend(&text, rbm_.Describe(key));
+        absl::StrAppend(&text, rbm_.Describe(key));  // the RBM holds a local message
       } else if (awaited != awaited_.end() && awaited->second.call_id == call.id) {
         absl::StrAppend(&text, awaited->second.asked ? "asked, waiting for its clear-to-send"
                                                      : "its request not yet written");

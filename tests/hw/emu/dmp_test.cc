@@ -208,6 +208,14 @@ TEST_F(DmpTest, RunningSaysWhatEachStartedCallWaitsFor) {
                     message, "): nothing arrived");
   }
   EXPECT_EQ(dmp_.Running(comm_), expected + " | and 3 more");
+  // A collective of rank 1 waits behind its ten receives, and says so past its deadline.
+  std::vector<int32_t> in = {1}, out(1);
+  const absl::Time soon = absl::Now() + absl::Seconds(1);
+  Submit(1, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Memory(Slot::kResult, 0), 1)},
+         {&in, nullptr, &out}, soon, Collective::kAllreduce);
+  const CallState* late = dmp_.Expired(soon);
+  ASSERT_NE(late, nullptr);
+  EXPECT_EQ(dmp_.Waiting(*late), "it has not started: it waits behind 10 earlier calls of rank 1");
 }
 
 }  // namespace
