@@ -14,8 +14,9 @@
 namespace cclo::daemon {
 namespace {
 
-/// How often a parked command (waiting for room in its tenant's quota) is retried.
-constexpr int kParkedRetryMs = 1;
+/// While the engine sleeps, how often it looks again at a parked command (waiting for room
+/// in its tenant's quota) and at completions kept for want of room in the completion ring.
+constexpr int kRetryMs = 1;
 /// epoll data of the wake eventfd (session ids start at 1).
 constexpr uint64_t kWakeId = 0;
 
@@ -138,17 +139,19 @@ bool Rings::Poll() {
 
 absl::Time Rings::Sleeping() {
   // Say so before sleeping, then look once more: a client that posts after this rings.
+  // A client that made room in its completion ring while the engine was still awake did
+  // not ring, so kept completions are looked at again like a parked command.
   Refresh();
-  bool parked = false;
+  bool retry = false;
   for (auto& [id, served] : served_) served.ring->SetDaemonSleeping(true);
   for (auto& [id, served] : served_) {
-    parked |= served.parked.has_value();
-    if (!served.broken && !served.parked && !served.ring->Overflowing() &&
-        served.ring->HasCommands()) {
+    if (served.broken) continue;
+    retry |= served.parked.has_value() || served.ring->Overflowing();
+    if (!served.parked && !served.ring->Overflowing() && served.ring->HasCommands()) {
       return absl::InfinitePast();
     }
   }
-  return parked ? absl::Now() + absl::Milliseconds(kParkedRetryMs) : absl::InfiniteFuture();
+  return retry ? absl::Now() + absl::Milliseconds(kRetryMs) : absl::InfiniteFuture();
 }
 
 void Rings::Awake() {

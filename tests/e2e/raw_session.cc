@@ -106,6 +106,17 @@ void RawSession::AwaitPosted(uint64_t count) {
   }
 }
 
+void RawSession::AwaitDaemonSleeping() {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ring::Header(rings_)->daemon_sleeping.load(std::memory_order_seq_cst) == 0) {
+    if (absl::Now() >= deadline) {
+      std::fprintf(stderr, "the daemon did not sleep within 30 s\n");
+      std::abort();
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
 void RawSession::PublishCommandHead(uint64_t head) {
   ring::Header(rings_)->command_head.store(head, std::memory_order_seq_cst);
   const uint64_t one = 1;

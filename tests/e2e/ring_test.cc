@@ -176,6 +176,33 @@ TEST_F(RingTest, AFloodOfCommandsIsServedInBatchesAndNothingIsLost) {
   ExpectBystanderServed();
 }
 
+TEST_F(RingTest, KeptCompletionsArePostedWhenTheClientMakesRoomWithoutRinging) {
+  // Two passes of valid commands fill the completion ring (an ACCEPTED and a FINISHED
+  // each), and one more command's completions are kept for want of room.
+  constexpr uint64_t kBatch = ring::kCompletionSlots / 4;
+  uint64_t cookie = 1;
+  for (int pass = 1; pass <= 2; ++pass) {
+    std::vector<ring::CommandSlot> slots;
+    for (uint64_t i = 0; i < kBatch; ++i) slots.push_back(Valid(cookie++));
+    hostile_.PostAll(slots);
+    hostile_.AwaitPosted(pass * 2 * kBatch);
+  }
+  hostile_.Post(Valid(cookie++));
+  // A client consumes without ringing when it sees the daemon awake; here the daemon went
+  // to sleep first, as when the client made room between its last look and its sleep.
+  absl::SleepFor(absl::Milliseconds(100));
+  hostile_.AwaitDaemonSleeping();
+  uint64_t answered = 0;
+  while (answered < 2 * kBatch + 1) {
+    const ring::CompletionSlot completion = hostile_.NextCompletion();
+    if (completion.kind == static_cast<uint32_t>(ring::CompletionKind::kFinished)) {
+      EXPECT_EQ(completion.code, 0) << completion.message;
+      ++answered;
+    }
+  }
+  ExpectBystanderServed();
+}
+
 TEST_F(RingTest, APassOverTheRingRingsASleepingClientOnce) {
   // Commands that one pass of the daemon takes get their answers and one doorbell, not a
   // doorbell for each answer and another for the room they left.
