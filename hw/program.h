@@ -68,6 +68,11 @@ struct Move {
   Function function = Function::kCopy;
   uint64_t count = 0;           ///< elements of the call's datatype
   std::vector<uint32_t> deps;   ///< indices of earlier moves that must complete first
+
+  /// An operand comes from the network (the move is a receive).
+  bool Receives() const {
+    return op0.kind == Endpoint::Kind::kNetwork || op1.kind == Endpoint::Kind::kNetwork;
+  }
 };
 
 /// What firmware emits for one rank of one call.

@@ -98,7 +98,7 @@ void Dmp::Start(CallState& call) {
     const Move& move = call.program.moves[i];
     if (move.result.kind == Kind::kNetwork) {
       call.moves[i].sequence = comm.send_sequence[{rank, move.result.peer, move.result.tag}]++;
-    } else if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
+    } else if (move.Receives()) {
       const Endpoint& net = move.op0.kind == Kind::kNetwork ? move.op0 : move.op1;
       call.moves[i].sequence = comm.recv_sequence[{net.peer, rank, net.tag}]++;
     }
@@ -176,7 +176,7 @@ std::byte* Dmp::Address(const CallState& call, const Endpoint& endpoint) const {
 absl::Status Dmp::StartMove(CallState& call, uint32_t index) {
   const Move& move = call.program.moves[index];
   if (move.result.kind == Kind::kNetwork) return StartSend(call, index);
-  if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
+  if (move.Receives()) {
     return StartReceive(call, index);
   }
   return StartMemoryMove(call, index);
@@ -326,7 +326,7 @@ std::string Dmp::Waiting(const CallState& call) const {
       } else {
         absl::StrAppend(&text, call.moves[i].segments_left, " segments not yet written");
       }
-    } else if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
+    } else if (move.Receives()) {
       const MessageKey key = ReceiveKey(call, i);
       absl::StrAppend(&text, "receive from rank ", key.src, " ", Numbered(key), ": ",
                       rbm_.Describe(key));

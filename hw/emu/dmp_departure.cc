@@ -23,7 +23,7 @@ absl::Status Dmp::Unreachable(const CallState& call) const {
     if (move.result.kind == Kind::kNetwork) {
       auto it = comm.departed.find(move.result.peer);
       if (it != comm.departed.end()) return it->second;
-    } else if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
+    } else if (move.Receives()) {
       const MessageKey key = ReceiveKey(call, i);
       auto it = comm.departed.find(key.src);
       // A posted receive not done yet lacks data that can no longer come.
@@ -42,7 +42,7 @@ void Dmp::Doom(CallState& call, const absl::Status& status) {
     if (call.moves[i].done) continue;
     if (move.result.kind == Kind::kNetwork) {
       call.moves[i].done = LetGo(call, i);
-    } else if (move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork) {
+    } else if (move.Receives()) {
       call.moves[i].done = rbm_.Abandon(ReceiveKey(call, i));
     }
   }

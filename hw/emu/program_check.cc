@@ -79,7 +79,7 @@ absl::Status CheckMove(const Move& move, uint32_t index, const std::string& wher
   if (move.op0.kind == Kind::kNone) return invalid("has no op0");
   if (!reduce && move.op1.kind != Kind::kNone) return invalid("is a copy with an op1");
   if (reduce && move.op1.kind == Kind::kNone) return invalid("is a reduce without op1");
-  const bool receives = move.op0.kind == Kind::kNetwork || move.op1.kind == Kind::kNetwork;
+  const bool receives = move.Receives();
   if (move.result.kind == Kind::kNone && (reduce || !receives)) {
     return invalid("writes nowhere");
   }
