@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -144,6 +145,9 @@ absl::Time Rings::Sleeping() {
   Refresh();
   bool retry = false;
   for (auto& [id, served] : served_) served.ring->SetDaemonSleeping(true);
+  // Orders those stores before the loads below, as the client's fence orders its post
+  // before it reads the flag.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   for (auto& [id, served] : served_) {
     if (served.broken) continue;
     retry |= served.parked.has_value() || served.ring->Overflowing();

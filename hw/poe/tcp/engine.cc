@@ -30,9 +30,6 @@ constexpr uint64_t kWakeId = 0;
 constexpr uint64_t kListenId = 1;
 /// epoll data of every poller's wake fd (pollers are polled on every turn anyway).
 constexpr uint64_t kPollerId = 2;
-/// How long the loop keeps turning without sleeping after its last work: a reply to what
-/// it just did (the next command, the peer's answer) is then taken without a wake-up.
-constexpr absl::Duration kSpin = absl::Microseconds(50);
 /// Longest the loop works without giving way to other threads that want its core (it
 /// checks between sessions' turns, each up to kTurnBytes read and written).
 constexpr absl::Duration kBusyYield = absl::Microseconds(100);
@@ -284,7 +281,9 @@ void TcpEngine::Loop() {
       work = true;
     }
     if (work) last_work = absl::Now();
-    const bool spinning = absl::Now() - last_work < kSpin || self_posted_;
+    // A turn that did work never sleeps: what it did may have queued writes and set the
+    // handler's next deadline, which only the rest of this turn flushes and learns.
+    const bool spinning = work || self_posted_ || absl::Now() - last_work < config_.spin;
     const int timeout_ms = SleepMs(absl::Now(), spinning);
     const int n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
     if (n < 0 && errno != EINTR) spdlog::error("{}", Errno("epoll_wait"));

@@ -42,6 +42,9 @@ struct TcpEngineConfig {
   /// TCP congestion control of every session, outgoing and accepted (TCP_CONGESTION);
   /// empty: the host's (net.ipv4.tcp_congestion_control).
   std::string congestion;
+  /// How long the loop keeps turning without sleeping after its last work: a reply to what
+  /// it just did (the next command, the peer's answer) is then taken without a wake-up.
+  absl::Duration spin = absl::Microseconds(50);
 };
 
 /// The first line of /proc/sys/net/ipv4/`name` (e.g. tcp_congestion_control, the host's

@@ -1,7 +1,7 @@
 // TcpEngine's pollers (hw/poller.h): polled on the engine thread, woken by their fd while
 // the engine sleeps, or by the time Sleeping() asks for; a task a poller posts runs in the
-// same turn, before the next poll. And the bound on accepted connections in their
-// handshake.
+// same turn, before the next poll, and the deadline it gives the handler counts before the
+// engine next sleeps. And the bound on accepted connections in their handshake.
 #include "hw/poe/tcp/engine.h"
 
 #include <poll.h>
@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <string>
@@ -54,7 +55,12 @@ class CountingPoller : public Poller {
     Record('p');
     if (work_.exchange(0) == 0) return false;
     done_.fetch_add(1);
-    if (engine_ != nullptr) engine_->Post([this] { Record('t'); });
+    if (engine_ != nullptr) {
+      engine_->Post([this] {
+        Record('t');
+        if (on_task_) on_task_();
+      });
+    }
     return true;
   }
   absl::Time Sleeping() override {
@@ -77,8 +83,8 @@ class CountingPoller : public Poller {
   }
   /// Waits (bounded) until `ready` holds.
   template <typename Ready>
-  static bool Eventually(Ready ready) {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  static bool Eventually(Ready ready, std::chrono::seconds bound = std::chrono::seconds(60)) {
+    const auto give_up = std::chrono::steady_clock::now() + bound;
     while (!ready()) {
       if (std::chrono::steady_clock::now() > give_up) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -87,6 +93,7 @@ class CountingPoller : public Poller {
   }
 
   Engine* engine_ = nullptr;  ///< set to have Poll post a task after each piece of work
+  std::function<void()> on_task_;  ///< what that task does besides recording itself
   absl::Duration wake_after_ = absl::InfiniteDuration();
   std::atomic<int> done_{0};
   std::atomic<int> sleeps_{0};
@@ -114,6 +121,25 @@ class CountingPoller : public Poller {
   std::mutex mu_;
   std::vector<char> events_;
   std::vector<std::thread::id> threads_;
+};
+
+/// Gives the engine a deadline when asked (on the engine thread) and records when its
+/// OnTimer ran at or past it.
+class DeadlineHandler : public IdleHandler {
+ public:
+  absl::Time OnTimer(absl::Time now) override {
+    if (now >= deadline_) {
+      deadline_ = absl::InfiniteFuture();
+      expired_ = true;
+    }
+    return deadline_;
+  }
+  void Arm(absl::Time at) { deadline_ = at; }
+  bool expired() const { return expired_.load(); }
+
+ private:
+  absl::Time deadline_ = absl::InfiniteFuture();  // engine thread only
+  std::atomic<bool> expired_{false};
 };
 
 class EngineTest : public ::testing::Test {
@@ -191,6 +217,31 @@ TEST_F(EngineTest, SleepEndsAtTheTimeThePollerAsks) {
   EXPECT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() >= 5; }));
   engine_->Stop();
   EXPECT_EQ(poller.done_.load(), 0);
+}
+
+TEST(EngineSleepTest, DeadlineATaskSetsIsKeptWhenTheEngineSleepsRightAfterIt) {
+  // With no spin the engine sleeps on the first turn after its work, as it did when
+  // preempted for longer than its spin right after working. The deadline the task gave
+  // the handler must reach the engine before that sleep, or nothing ends the sleep (as a
+  // call's deadline and its clear-to-send, queued by a task, once waited for ever).
+  DeadlineHandler handler;
+  TcpEngineConfig config;
+  config.spin = absl::ZeroDuration();
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine(config, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  CountingPoller poller;
+  poller.engine_ = engine->get();
+  poller.on_task_ = [&] { handler.Arm(absl::Now() + absl::Milliseconds(1)); };
+  (*engine)->AddPoller(&poller);
+  (*engine)->Start();
+  ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() > 0; }));
+  poller.Ring();
+  // Within the test's own time: a sleep past the 1 ms deadline lasts until Stop().
+  EXPECT_TRUE(
+      CountingPoller::Eventually([&] { return handler.expired(); }, std::chrono::seconds(20)))
+      << "the engine slept past the deadline its task set";
+  (*engine)->Stop();
+  EXPECT_EQ(poller.done_.load(), 1);
 }
 
 TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFromOutgoingOnes) {
