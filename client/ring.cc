@@ -127,6 +127,7 @@ void ClientRing::ConsumeLocked() {
     }
   }
   header_->completion_tail.store(completion_tail_, std::memory_order_release);
+  if (sleepers_ > 0) SignalEventfd(completion_doorbell_);
   ReleaseLocked();
   // The daemon releases consumed results and posts what did not fit when it runs.
   WakeDaemon();
@@ -161,15 +162,22 @@ std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready
     ConsumeLocked();
     if (ready()) return absl::OkStatus();
     if (!broken_.ok()) return broken_;
+    ++sleepers_;
   }
   const absl::Duration nap = std::min(deadline - absl::Now(), kAliveCheck);
   const timespec timeout = absl::ToTimespec(std::max(nap, absl::ZeroDuration()));
   pollfd doorbell{completion_doorbell_, POLLIN, 0};
-  if (ppoll(&doorbell, 1, &timeout, nullptr) > 0) {
+  const bool rung = ppoll(&doorbell, 1, &timeout, nullptr) > 0;
+  if (rung) {
     uint64_t count;
     (void)!read(completion_doorbell_, &count, sizeof(count));
-  } else if (absl::Status alive = alive_(); !alive.ok()) {
-    return alive;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    --sleepers_;
+  }
+  if (!rung) {
+    if (absl::Status alive = alive_(); !alive.ok()) return alive;
   }
   return std::nullopt;
 }
@@ -190,6 +198,9 @@ absl::Status ClientRing::Await(const std::function<bool()>& ready, absl::Time de
     if (absl::Now() >= deadline) return absl::DeadlineExceededError("deadline passed");
     // Say so before sleeping, then look once more: the daemon rings after this.
     header_->client_waiters.fetch_add(1, std::memory_order_seq_cst);
+    // Orders that before the look at the completion head, as the daemon's fence orders
+    // its post before it reads client_waiters.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     std::optional<absl::Status> ended = Sleep(ready, deadline);
     header_->client_waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (ended) return *ended;

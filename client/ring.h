@@ -105,6 +105,10 @@ class ClientRing {
   /// release (ring.h); posted as room allows.
   std::vector<uint64_t> to_release_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> forgotten_ ABSL_GUARDED_BY(mu_);
+  /// Threads of this process between Sleep's last look and the end of its sleep. One
+  /// sleeper's wake-up clears the doorbell for all, so a thread that consumes completions
+  /// rings it again for them: what it consumed may be what another waits for.
+  int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cclo::client

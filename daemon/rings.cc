@@ -151,7 +151,10 @@ absl::Time Rings::Sleeping() {
   for (auto& [id, served] : served_) {
     if (served.broken) continue;
     retry |= served.parked.has_value() || served.ring->Overflowing();
-    if (!served.parked && !served.ring->Overflowing() && served.ring->HasCommands()) {
+    // A client that consumed while the engine was awake did not ring either: its
+    // consumed results are released now rather than at the next wake-up.
+    if (!served.parked && !served.ring->Overflowing() &&
+        (served.ring->HasCommands() || served.ring->ConsumedMore())) {
       return absl::InfinitePast();
     }
   }

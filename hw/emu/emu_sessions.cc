@@ -156,6 +156,9 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     link->tx_end = reason;
     link->rx_end_deadline = absl::Now() + config_.handshake_timeout;
     half_closed_.insert({link->rx_end_deadline, comm->id, session.peer_address()});
+    // A write that failed in the loop's last flush of a turn lands here after OnTimer:
+    // the loop must turn again to learn this deadline before it sleeps.
+    engine_->Post([] {});
     return;
   }
   // A lost tx outranks rx's goodbye: the peer says one on rx when it loses its end of tx.
