@@ -2,7 +2,8 @@
 // sessions whose queued segments the test writes when it likes, and arrivals go through
 // the RBM as the device would land them. A rank leaves as EmuDevice does it: marked
 // departed, its session closed, its unfinished messages dropped, then Dmp::Depart.
-// Messages of up to 4 ints go eagerly; longer ones by rendezvous.
+// Messages of up to 4 ints go eagerly; longer ones by rendezvous. Also what a running
+// rendezvous send says it waits for, step by step.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -285,6 +286,28 @@ TEST_F(DmpDepartureTest, ClearToSendStreamsTheDataAndUnknownOnesAreRejected) {
   for (auto& written : std::exchange(one_.queued, {})) written();
   ASSERT_TRUE(done_[call]);
   EXPECT_TRUE(done_[call]->status.ok());
+}
+
+TEST_F(DmpDepartureTest, ARendezvousSendSaysHowFarItCame) {
+  std::vector<int32_t> data(3000, 7);  // 12000 bytes: three segments
+  Submit({Copy(Mem(Slot::kOp0), Endpoint::Network(1, 1), data.size())}, &data, nullptr);
+  const std::string send =
+      "nop on rank 0: 0 of 1 moves done; move 0: send to rank 1 (tag 1, message 0): ";
+  EXPECT_EQ(dmp_.Running(comm_), send + "its request not yet written");
+  std::exchange(one_.queued, {})[0]();  // the session wrote the request
+  EXPECT_EQ(dmp_.Running(comm_), send + "asked, waiting for its clear-to-send");
+  poe::SegmentHeader clear = one_.sent.at(0);
+  clear.type = poe::SegmentType::kClearToSend;
+  ASSERT_TRUE(dmp_.ClearToSend(comm_, clear).ok());
+  dmp_.Serve(UINT64_MAX);
+  EXPECT_EQ(dmp_.Running(comm_), send + "3 segments not yet written");
+  std::vector<std::function<void()>> written = std::exchange(one_.queued, {});
+  ASSERT_EQ(written.size(), 3u);
+  written[0]();
+  EXPECT_EQ(dmp_.Running(comm_), send + "2 segments not yet written");
+  written[1]();
+  written[2]();
+  EXPECT_EQ(dmp_.Running(comm_), "none");
 }
 
 TEST_F(DmpDepartureTest, FailingCallLetsGoOfItsRendezvousSendsButTheirDataStillGoes) {
