@@ -16,8 +16,6 @@ namespace {
 
 /// How long a waiter spins on the ring before it sleeps on the doorbell.
 constexpr absl::Duration kSpin = absl::Microseconds(5);
-/// Longest sleep between checks that the daemon still holds the session.
-constexpr absl::Duration kAliveCheck = absl::Milliseconds(100);
 
 void SignalEventfd(int eventfd) {
   const uint64_t one = 1;
@@ -28,8 +26,8 @@ void SignalEventfd(int eventfd) {
 
 absl::StatusOr<std::unique_ptr<ClientRing>> ClientRing::Map(int memfd, uint64_t bytes,
                                                             int command_doorbell,
-                                                            int completion_doorbell,
-                                                            AliveFn alive) {
+                                                            int completion_doorbell, AliveFn alive,
+                                                            absl::Duration alive_check) {
   auto fail = [&](absl::Status status) -> absl::Status {
     close(memfd);
     close(command_doorbell);
@@ -56,18 +54,19 @@ absl::StatusOr<std::unique_ptr<ClientRing>> ClientRing::Map(int memfd, uint64_t 
         absl::StrCat("cclod's rings have magic 0x", absl::Hex(header->magic), ", version ",
                      header->version, "; this libcclo speaks version ", ring::kVersion)));
   }
-  return std::unique_ptr<ClientRing>(
-      new ClientRing(memfd, base, command_doorbell, completion_doorbell, std::move(alive)));
+  return std::unique_ptr<ClientRing>(new ClientRing(
+      memfd, base, command_doorbell, completion_doorbell, std::move(alive), alive_check));
 }
 
 ClientRing::ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell,
-                       AliveFn alive)
+                       AliveFn alive, absl::Duration alive_check)
     : memfd_(memfd),
       base_(base),
       header_(ring::Header(base)),
       command_doorbell_(command_doorbell),
       completion_doorbell_(completion_doorbell),
-      alive_(std::move(alive)) {}
+      alive_(std::move(alive)),
+      alive_check_(alive_check) {}
 
 ClientRing::~ClientRing() {
   munmap(base_, ring::kRingBytes);
@@ -164,7 +163,7 @@ std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready
     if (!broken_.ok()) return broken_;
     ++sleepers_;
   }
-  const absl::Duration nap = std::min(deadline - absl::Now(), kAliveCheck);
+  const absl::Duration nap = std::min(deadline - absl::Now(), alive_check_);
   const timespec timeout = absl::ToTimespec(std::max(nap, absl::ZeroDuration()));
   pollfd doorbell{completion_doorbell_, POLLIN, 0};
   const bool rung = ppoll(&doorbell, 1, &timeout, nullptr) > 0;
@@ -176,9 +175,8 @@ std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready
     absl::MutexLock lock(&mu_);
     --sleepers_;
   }
-  if (!rung) {
-    if (absl::Status alive = alive_(); !alive.ok()) return alive;
-  }
+  if (rung) return std::nullopt;
+  if (absl::Status alive = alive_(); !alive.ok()) return alive;
   return std::nullopt;
 }
 

@@ -25,12 +25,15 @@ class ClientRing {
  public:
   /// Says whether the daemon still holds the session: OK, or why not.
   using AliveFn = std::function<absl::Status()>;
+  /// Longest sleep on the doorbell before a waiter calls the AliveFn.
+  static constexpr absl::Duration kAliveCheck = absl::Milliseconds(100);
 
   /// Maps the rings the WELCOME frame carried (`bytes` as it said) and takes the fds.
   /// A size, magic or version other than this library's is FAILED_PRECONDITION.
   static absl::StatusOr<std::unique_ptr<ClientRing>> Map(int memfd, uint64_t bytes,
                                                          int command_doorbell,
-                                                         int completion_doorbell, AliveFn alive);
+                                                         int completion_doorbell, AliveFn alive,
+                                                         absl::Duration alive_check = kAliveCheck);
   ~ClientRing();
   ClientRing(const ClientRing&) = delete;
   ClientRing& operator=(const ClientRing&) = delete;
@@ -60,7 +63,8 @@ class ClientRing {
   void Forget(uint64_t cookie);
 
  private:
-  ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell, AliveFn alive);
+  ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell, AliveFn alive,
+             absl::Duration alive_check);
 
   /// Consumes every posted completion into the maps below.
   void ConsumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -87,6 +91,7 @@ class ClientRing {
   const int command_doorbell_;
   const int completion_doorbell_;
   const AliveFn alive_;
+  const absl::Duration alive_check_;
 
   absl::Mutex mu_;
   uint64_t command_head_ ABSL_GUARDED_BY(mu_) = 0;
