@@ -271,7 +271,7 @@ absl::Status Simulation::Stuck() const {
                                      move.result.tag));
         continue;
       }
-      const Endpoint& from = move.op0.kind == Kind::kNetwork ? move.op0 : move.op1;
+      const Endpoint& from = move.NetworkOperand();
       waits.push_back(absl::StrCat("move ", index, " waits for message ", state.sequence[index],
                                    " from rank ", from.peer, " tag ", from.tag));
     }

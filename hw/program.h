@@ -73,6 +73,10 @@ struct Move {
   bool Receives() const {
     return op0.kind == Endpoint::Kind::kNetwork || op1.kind == Endpoint::Kind::kNetwork;
   }
+  /// The operand that comes from the network, of a move that Receives().
+  const Endpoint& NetworkOperand() const {
+    return op0.kind == Endpoint::Kind::kNetwork ? op0 : op1;
+  }
 };
 
 /// What firmware emits for one rank of one call.

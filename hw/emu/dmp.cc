@@ -99,7 +99,7 @@ void Dmp::Start(CallState& call) {
     if (move.result.kind == Kind::kNetwork) {
       call.moves[i].sequence = comm.send_sequence[{rank, move.result.peer, move.result.tag}]++;
     } else if (move.Receives()) {
-      const Endpoint& net = move.op0.kind == Kind::kNetwork ? move.op0 : move.op1;
+      const Endpoint& net = move.NetworkOperand();
       call.moves[i].sequence = comm.recv_sequence[{net.peer, rank, net.tag}]++;
     }
   }
@@ -242,7 +242,7 @@ absl::Status Dmp::StartReceive(CallState& call, uint32_t index) {
 
 MessageKey Dmp::ReceiveKey(const CallState& call, uint32_t index) const {
   const Move& move = call.program.moves[index];
-  const Endpoint& net = move.op0.kind == Kind::kNetwork ? move.op0 : move.op1;
+  const Endpoint& net = move.NetworkOperand();
   return {call.comm->id, net.peer, call.desc.rank, net.tag, call.moves[index].sequence};
 }
 

@@ -53,9 +53,7 @@ bool Dmp::InFlight(const CallState& call) const {
   for (uint32_t i = 0; i < call.next_move; ++i) {
     if (call.moves[i].done) continue;
     const Move& move = call.program.moves[i];
-    const Endpoint& net = move.result.kind == Kind::kNetwork ? move.result
-                          : move.op0.kind == Kind::kNetwork  ? move.op0
-                                                             : move.op1;
+    const Endpoint& net = move.result.kind == Kind::kNetwork ? move.result : move.NetworkOperand();
     // Nothing is written to or lands from the session of a rank that left.
     if (net.kind == Kind::kNetwork && call.comm->departed.contains(net.peer)) continue;
     return true;

@@ -75,7 +75,9 @@ class EngineHandler {
 
   /// Called after every turn of the loop: expire what is due at `now` and return the
   /// next time to be called (absl::InfiniteFuture() for none). The loop sleeps until then
-  /// unless I/O or a posted task wakes it.
+  /// unless I/O or a posted task wakes it: a handler whose next time comes earlier outside
+  /// OnTimer posts a task (an empty one will do), and a turn that ran tasks always ends
+  /// here before the loop sleeps.
   virtual absl::Time OnTimer(absl::Time now) = 0;
 };
 

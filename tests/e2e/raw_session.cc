@@ -108,7 +108,11 @@ void RawSession::AwaitPosted(uint64_t count) {
 
 void RawSession::AwaitDaemonSleeping() {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (ring::Header(rings_)->daemon_sleeping.load(std::memory_order_seq_cst) == 0) {
+  ring::RingHeader* header = ring::Header(rings_);
+  // The flag is read after the daemon was seen to take the last command: it is clear
+  // whenever the daemon polls, so a set flag then says it went to sleep since.
+  while (header->command_tail.load(std::memory_order_seq_cst) < command_head_ ||
+         header->daemon_sleeping.load(std::memory_order_seq_cst) == 0) {
     if (absl::Now() >= deadline) {
       std::fprintf(stderr, "the daemon did not sleep within 30 s\n");
       std::abort();

@@ -59,8 +59,8 @@ class RawSession {
   /// Waits until `count` completions are posted and not consumed, touching no doorbell;
   /// aborts the test process after 30 s.
   void AwaitPosted(uint64_t count);
-  /// Waits until the daemon says it is about to sleep (`daemon_sleeping` in the ring
-  /// header); aborts the test process after 30 s.
+  /// Waits until the daemon has taken every command posted and then says it is about to
+  /// sleep (`daemon_sleeping` in the ring header); aborts the test process after 30 s.
   void AwaitDaemonSleeping();
   /// Publishes `head` as the command head (whatever it is) and rings the doorbell.
   void PublishCommandHead(uint64_t head);

@@ -190,7 +190,6 @@ TEST_F(RingTest, KeptCompletionsArePostedWhenTheClientMakesRoomWithoutRinging) {
   hostile_.Post(Valid(cookie++));
   // A client consumes without ringing when it sees the daemon awake; here the daemon went
   // to sleep first, as when the client made room between its last look and its sleep.
-  absl::SleepFor(absl::Milliseconds(100));
   hostile_.AwaitDaemonSleeping();
   uint64_t answered = 0;
   while (answered < 2 * kBatch + 1) {
