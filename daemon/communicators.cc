@@ -39,7 +39,13 @@ absl::StatusOr<std::string> Communicators::CreateId(const SessionPtr& session,
   policy.set_tenant(session->tenant()->name());
   policy.set_comm_label(label);
   CommToken token = NewToken(self_address_);
-  root_gather_->Register(token.id, token.secret, std::move(policy));
+  const uint32_t pending_limit =
+      session->tenant()->Limits()[static_cast<size_t>(Resource::kCommunicators)];
+  if (absl::Status registered =
+          root_gather_->Register(token.id, token.secret, std::move(policy), pending_limit);
+      !registered.ok()) {
+    return registered;
+  }
   return FormatToken(token);
 }
 

@@ -34,9 +34,6 @@ struct Member {
   CommPolicyPtr policy;  ///< what its ops choose algorithms by
 };
 
-/// Largest communicator accepted.
-inline constexpr uint32_t kMaxWorldSize = 65536;
-
 class Communicators {
  public:
   /// `self_address` is this daemon's advertised Peer address; `policies` gives the

@@ -23,18 +23,41 @@ absl::Status SameSelection(uint32_t theirs, const std::string& who, const std::s
                    ": all daemons of a communicator must run releases of one selection"));
 }
 
-void RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret,
-                          cclo::v1::CommPolicy policy) {
+absl::Status RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret,
+                                  cclo::v1::CommPolicy policy, uint32_t pending_limit) {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
+  uint32_t pending = 0;
   for (auto it = gathers_.begin(); it != gathers_.end();) {
-    const bool unused = it->second.waiting == 0 && now - it->second.created > kUnusedTokenLifetime;
-    it = unused ? gathers_.erase(it) : std::next(it);
+    const Gather& gather = it->second;
+    const bool forgotten =
+        gather.waiting == 0 && (gather.failure.ok() ? now - gather.created > kUnusedTokenLifetime
+                                                    : now - gather.failed > kFailedGatherLifetime);
+    if (forgotten) {
+      it = gathers_.erase(it);
+      continue;
+    }
+    pending += gather.policy.tenant() == policy.tenant();
+    ++it;
+  }
+  if (pending >= pending_limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tenant '", policy.tenant(), "' already has ", pending,
+        " communicators rooted here that not all ranks joined (its communicators quota); "
+        "join them, or wait until unused tokens expire (after ",
+        absl::FormatDuration(kUnusedTokenLifetime), ") or failed ones are forgotten (after ",
+        absl::FormatDuration(kFailedGatherLifetime), ")"));
   }
   Gather& gather = gathers_[id];
   gather.secret = secret;
   gather.policy = std::move(policy);
   gather.created = now;
+  return absl::OkStatus();
+}
+
+void RootGather::Fail(Gather& gather, absl::Status why) {
+  gather.failure = std::move(why);
+  gather.failed = absl::Now();
 }
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
@@ -46,16 +69,21 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   if (!refusal_.ok()) return refusal_;
   auto found = gathers_.find(id);
   if (found == gathers_.end()) {
-    return absl::NotFoundError(absl::StrCat("this daemon is not the root of communicator ",
-                                            hw::CommIdHex(id),
-                                            " (unknown, or all its ranks already joined)"));
+    return absl::NotFoundError(
+        absl::StrCat("this daemon is not the root of communicator ", hw::CommIdHex(id),
+                     " (unknown, all its ranks already joined, or its token expired unused or ",
+                     absl::FormatDuration(kFailedGatherLifetime), " after its join failed)"));
   }
   Gather& gather = found->second;
   if (!ProofMatches(gather.secret, JoinMessage(request), request.proof())) {
     return absl::PermissionDeniedError(absl::StrCat(
         "join proof for communicator ", hw::CommIdHex(id), " is wrong: token secret mismatch"));
   }
-  if (request.size() == 0 || request.rank() >= request.size()) {
+  if (request.size() == 0 || request.size() > kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("communicator size ", request.size(), " is not in [1, ", kMaxWorldSize, "]"));
+  }
+  if (request.rank() >= request.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", request.rank(), " is not below size ", request.size()));
   }
@@ -65,7 +93,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
           "the root daemon");
       !same.ok()) {
     // The communicator cannot form: the ranks waiting for it, and later ones, learn why now.
-    gather.failure = same;
+    Fail(gather, same);
     return same;
   }
   if (gather.size != 0 && gather.size != request.size()) {
@@ -106,16 +134,20 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     if (gather.failure.ok()) {
       // One rank timing out fails the whole gather: the others would wait in vain.
       std::vector<uint32_t> missing;
-      for (uint32_t rank = 0; rank < gather.size; ++rank) {
+      for (uint32_t rank = 0; rank < gather.size && missing.size() < kMissingRanksNamed; ++rank) {
         if (!gather.ranks.count(rank)) missing.push_back(rank);
       }
-      gather.failure = absl::DeadlineExceededError(absl::StrCat(
-          "communicator ", hw::CommIdHex(id), ": only ", gather.ranks.size(), " of ", gather.size,
-          " ranks joined before the deadline; missing ranks ", absl::StrJoin(missing, ",")));
+      const size_t unnamed = gather.size - gather.ranks.size() - missing.size();
+      Fail(gather, absl::DeadlineExceededError(absl::StrCat(
+                       "communicator ", hw::CommIdHex(id), ": only ", gather.ranks.size(), " of ",
+                       gather.size, " ranks joined before the deadline; missing ranks ",
+                       absl::StrJoin(missing, ","),
+                       unnamed > 0 ? absl::StrCat(" and ", unnamed, " more") : "")));
     }
     result = gather.failure;
   }
-  if (--gather.waiting == 0) gathers_.erase(id);
+  // A failed gather stays a while, so that ranks arriving late learn why it failed.
+  if (--gather.waiting == 0 && gather.failure.ok()) gathers_.erase(id);
   return result;
 }
 
@@ -123,7 +155,7 @@ void RootGather::Refuse(absl::Status why) {
   absl::MutexLock lock(&mu_);
   refusal_ = std::move(why);
   for (auto& [id, gather] : gathers_) {
-    if (gather.failure.ok()) gather.failure = refusal_;
+    if (gather.failure.ok()) Fail(gather, refusal_);
   }
 }
 

@@ -18,6 +18,9 @@
 
 namespace cclo::daemon {
 
+/// The largest communicator.
+inline constexpr uint32_t kMaxWorldSize = 65536;
+
 /// What a joining rank's proof covers: the join's fields (not the proof itself).
 std::string JoinMessage(const cclo::v1::PeerJoinRequest& request);
 
@@ -30,17 +33,24 @@ class RootGather {
  public:
   /// A token nobody joins with within this time is forgotten.
   static constexpr absl::Duration kUnusedTokenLifetime = absl::Hours(1);
+  /// A failed gather answers late ranks with its failure for this long, then is forgotten.
+  static constexpr absl::Duration kFailedGatherLifetime = absl::Minutes(1);
+  /// A deadline message names at most this many missing ranks.
+  static constexpr size_t kMissingRanksNamed = 16;
 
   /// Remembers a communicator this daemon is root of and the policy its ranks will choose
-  /// by, and forgets tokens that have gone unused for kUnusedTokenLifetime.
-  void Register(const hw::CommId& id, const hw::CommSecret& secret, cclo::v1::CommPolicy policy);
+  /// by, and forgets tokens that have gone unused for kUnusedTokenLifetime. The policy's
+  /// tenant may have at most `pending_limit` gathers here (waiting for ranks, unused, or
+  /// failed within kFailedGatherLifetime); beyond that, RESOURCE_EXHAUSTED.
+  absl::Status Register(const hw::CommId& id, const hw::CommSecret& secret,
+                        cclo::v1::CommPolicy policy, uint32_t pending_limit);
 
   /// Adds one rank and blocks until every rank joined or `deadline`; the answer has the
   /// rank table and the policy. Errors:
   /// NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
-  /// (size disagrees, rank out of range), FAILED_PRECONDITION (this or another rank's daemon
-  /// has another built-in selection: SameSelection), ALREADY_EXISTS (rank taken),
-  /// DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
+  /// (size disagrees or above kMaxWorldSize, rank out of range), FAILED_PRECONDITION (this or
+  /// another rank's daemon has another built-in selection: SameSelection), ALREADY_EXISTS (rank
+  /// taken), DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const cclo::v1::PeerJoinRequest& request,
                                                   absl::Time deadline);
 
@@ -52,13 +62,16 @@ class RootGather {
     hw::CommSecret secret{};
     cclo::v1::CommPolicy policy;
     absl::Time created;
+    absl::Time failed;  ///< when `failure` was set
     uint32_t size = 0;  ///< 0 until the first rank says how many
     std::map<uint32_t, cclo::v1::RankInfo> ranks;
-    int waiting = 0;  ///< Join calls still inside; the gather is erased by the last
+    int waiting = 0;  ///< Join calls still inside; the last erases a gather that completed
     /// Why the gather cannot complete, OK while it can: a rank timed out, a rank's daemon
     /// has another selection, or the daemon refuses joins. Waiting and later ranks get it.
     absl::Status failure;
   };
+
+  void Fail(Gather& gather, absl::Status why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::map<hw::CommId, Gather> gathers_ ABSL_GUARDED_BY(mu_);

@@ -47,7 +47,7 @@ class RootGatherSelectionTest : public ::testing::TestWithParam<OtherSelection> 
 TEST_P(RootGatherSelectionTest, ARankOfAnotherSelectionFailsTheJoinNamingBoth) {
   RootGather gather;
   const CommToken token = NewToken("10.0.0.1:7470");
-  gather.Register(token.id, token.secret, RootPolicy());
+  ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   absl::StatusOr<cclo::v1::PeerJoinResponse> waiting;
   std::thread first(
@@ -79,12 +79,70 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(RootGatherTest, TheAnswerCarriesTheRootsSelection) {
   RootGather gather;
   const CommToken token = NewToken("10.0.0.1:7470");
-  gather.Register(token.id, token.secret, RootPolicy());
+  ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined = gather.Join(
       JoinFrom(token, 0, 1, firmware::kSelectionVersion), absl::Now() + absl::Seconds(30));
   ASSERT_TRUE(joined.ok()) << joined.status();
   ASSERT_EQ(joined->ranks_size(), 1);
   EXPECT_EQ(joined->policy().selection(), firmware::kSelectionVersion);
+}
+
+// A size beyond the largest communicator is refused before anything is kept for it.
+TEST(RootGatherTest, ASizeAboveTheLargestWorldIsRefused) {
+  RootGather gather;
+  const CommToken token = NewToken("10.0.0.1:7470");
+  ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
+  absl::StatusOr<cclo::v1::PeerJoinResponse> joined =
+      gather.Join(JoinFrom(token, 0, kMaxWorldSize + 1, firmware::kSelectionVersion),
+                  absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(joined.status(),
+            absl::InvalidArgumentError("communicator size 65537 is not in [1, 65536]"));
+}
+
+// The deadline message names the first missing ranks and counts the rest, and a rank that
+// arrives after the gather failed learns why instead of "not the root".
+TEST(RootGatherTest, ALateRankLearnsWhyTheGatherFailed) {
+  RootGather gather;
+  const CommToken token = NewToken("10.0.0.1:7470");
+  ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
+  const uint32_t size = kMaxWorldSize;
+  absl::StatusOr<cclo::v1::PeerJoinResponse> first = gather.Join(
+      JoinFrom(token, 0, size, firmware::kSelectionVersion), absl::Now() + absl::Milliseconds(1));
+  const absl::Status expected = absl::DeadlineExceededError(absl::StrCat(
+      "communicator ", hw::CommIdHex(token.id),
+      ": only 1 of 65536 ranks joined before the "
+      "deadline; missing ranks 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 and 65519 more"));
+  EXPECT_EQ(first.status(), expected);
+  absl::StatusOr<cclo::v1::PeerJoinResponse> late = gather.Join(
+      JoinFrom(token, 1, size, firmware::kSelectionVersion), absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(late.status(), expected);
+}
+
+// A tenant may have as many gathers pending at one root as its communicators quota; other
+// tenants are not held back by it, and a completed gather frees its place.
+TEST(RootGatherTest, PendingGathersAreLimitedPerTenant) {
+  RootGather gather;
+  cclo::v1::CommPolicy alpha = RootPolicy();
+  alpha.set_tenant("alpha");
+  cclo::v1::CommPolicy beta = RootPolicy();
+  beta.set_tenant("beta");
+  const CommToken first = NewToken("10.0.0.1:7470");
+  ASSERT_TRUE(gather.Register(first.id, first.secret, alpha, 2).ok());
+  const CommToken second = NewToken("10.0.0.1:7470");
+  ASSERT_TRUE(gather.Register(second.id, second.secret, alpha, 2).ok());
+  const CommToken third = NewToken("10.0.0.1:7470");
+  EXPECT_EQ(gather.Register(third.id, third.secret, alpha, 2),
+            absl::ResourceExhaustedError(
+                "tenant 'alpha' already has 2 communicators rooted here that not all ranks "
+                "joined (its communicators quota); join them, or wait until unused tokens "
+                "expire (after 1h) or failed ones are forgotten (after 1m)"));
+  EXPECT_TRUE(gather.Register(third.id, third.secret, beta, 2).ok());
+  ASSERT_TRUE(
+      gather
+          .Join(JoinFrom(first, 0, 1, firmware::kSelectionVersion), absl::Now() + absl::Seconds(30))
+          .ok());
+  const CommToken fourth = NewToken("10.0.0.1:7470");
+  EXPECT_TRUE(gather.Register(fourth.id, fourth.secret, alpha, 2).ok());
 }
 
 // What a member says of a root of another selection.
