@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/services.h"
 #include "daemon/status.h"
@@ -79,8 +81,11 @@ grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
   if (absl::Status admitted = drain_->Admit("joins"); !admitted.ok()) return ToGrpc(admitted);
   absl::Duration timeout =
       request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : config_->join_timeout;
+  // Not past the caller's own deadline: a join it gave up on must not go on without it.
+  const absl::Time deadline =
+      std::min(absl::Now() + timeout, absl::FromChrono(context->deadline()));
   absl::StatusOr<Communicators::Joined> joined = communicators_->Join(
-      *session, request->token(), request->rank(), request->size(), absl::Now() + timeout);
+      *session, request->token(), request->rank(), request->size(), deadline);
   if (!joined.ok()) {
     spdlog::warn("session {}: join as rank {} of {} failed: {}", (*session)->id(), request->rank(),
                  request->size(), std::string(joined.status().message()));

@@ -244,6 +244,7 @@ Daemon::~Daemon() {
   // Wake every handler that could be waiting (joins, configures, op waits) before the
   // servers wait for their handlers to return.
   root_gather_.Refuse(absl::UnavailableError("root daemon is shutting down"));
+  peer_client_.Stop();
   communicators_.Stop();
   attach_server_.reset();  // ends every session
   const absl::Time deadline = absl::Now() + absl::Seconds(2);

@@ -2,16 +2,32 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "daemon/status.h"
 
 namespace cclo::daemon {
-cclo::v1::Peer::Stub* PeerClient::StubFor(const std::string& address) {
-  absl::MutexLock lock(&mu_);
-  auto& stub = stubs_[address];
-  if (!stub) {
-    stub = cclo::v1::Peer::NewStub(grpc::CreateChannel(address, credentials_));
+namespace {
+
+absl::Status Stopping() { return absl::UnavailableError("this daemon is shutting down"); }
+
+}  // namespace
+
+std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& address) {
+  Channel& channel = channels_[address];
+  channel.used = ++uses_;
+  if (!channel.stub) {
+    channel.stub = cclo::v1::Peer::NewStub(grpc::CreateChannel(address, credentials_));
   }
-  return stub.get();
+  std::shared_ptr<cclo::v1::Peer::Stub> stub = channel.stub;
+  if (channels_.size() > kMaxChannels) {
+    // A call still using the evicted stub keeps it alive until it returns.
+    channels_.erase(std::min_element(channels_.begin(), channels_.end(),
+                                     [](const auto& a, const auto& b) {
+                                       return a.second.used < b.second.used;
+                                     }));
+  }
+  return stub;
 }
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
@@ -19,10 +35,30 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     absl::Time deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
+  std::shared_ptr<cclo::v1::Peer::Stub> stub;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return Stopping();
+    calls_.insert(&context);
+    stub = StubFor(root_address);
+  }
   cclo::v1::PeerJoinResponse response;
-  grpc::Status status = StubFor(root_address)->Join(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status);
-  return response;
+  grpc::Status status = stub->Join(&context, request, &response);
+  absl::MutexLock lock(&mu_);
+  calls_.erase(&context);
+  if (status.ok()) return response;
+  return stopped_ ? Stopping() : FromGrpc(status);
+}
+
+void PeerClient::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  for (grpc::ClientContext* call : calls_) call->TryCancel();
+}
+
+size_t PeerClient::channels() const {
+  absl::MutexLock lock(&mu_);
+  return channels_.size();
 }
 
 }  // namespace cclo::daemon

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -18,21 +19,40 @@ namespace cclo::daemon {
 
 class PeerClient {
  public:
+  /// At most this many channels stay cached; the least recently used goes first. Tokens
+  /// name their root's address, so a tenant could otherwise make the cache grow at will.
+  static constexpr size_t kMaxChannels = 64;
+
   /// Dials every peer with `credentials` (TLS or plaintext, see peer_tls.h).
   explicit PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
       : credentials_(std::move(credentials)) {}
 
-  /// Joins a rank at the root daemon (blocks until the root answers or `deadline`).
+  /// Joins a rank at the root daemon (blocks until the root answers, `deadline`, or Stop).
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
                                                   absl::Time deadline);
 
+  /// Ends the joins in progress and refuses later ones, with UNAVAILABLE: the daemon stops.
+  void Stop();
+
+  /// How many channels are cached.
+  size_t channels() const;
+
  private:
-  cclo::v1::Peer::Stub* StubFor(const std::string& address);
+  struct Channel {
+    std::shared_ptr<cclo::v1::Peer::Stub> stub;
+    uint64_t used = 0;  ///< `uses_` at its last use
+  };
+
+  std::shared_ptr<cclo::v1::Peer::Stub> StubFor(const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<cclo::v1::Peer::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex mu_;
+  std::map<std::string, Channel> channels_ ABSL_GUARDED_BY(mu_);
+  uint64_t uses_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cclo::daemon
