@@ -75,6 +75,23 @@ TEST_F(BadInputTest, JoinWithRankNotBelowSize) {
   ExpectStillServing();
 }
 
+// A join whose RPC deadline comes before its timeout ends by the RPC's deadline: the root
+// answers in time with what is missing, and nothing goes on joining without the caller.
+TEST_F(BadInputTest, JoinTimeoutLongerThanItsRpcDeadline) {
+  RawSession session(daemon_->runtime_dir());
+  cclo::v1::JoinCommunicatorRequest request;
+  request.set_token(session.NewToken());
+  request.set_rank(0);
+  request.set_size(2);
+  request.set_timeout_ms(600'000);
+  std::unique_ptr<grpc::ClientContext> context = session.Context();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  cclo::v1::JoinCommunicatorResponse response;
+  ExpectError(session.stub().JoinCommunicator(context.get(), request, &response),
+              grpc::StatusCode::DEADLINE_EXCEEDED, "missing ranks 1");
+  ExpectStillServing();
+}
+
 TEST_F(BadInputTest, BufferOfAnotherSession) {
   RawSession owner(daemon_->runtime_dir());
   RawSession intruder(daemon_->runtime_dir());
