@@ -84,8 +84,8 @@ grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
   // Not past the caller's own deadline: a join it gave up on must not go on without it.
   const absl::Time deadline =
       std::min(absl::Now() + timeout, absl::FromChrono(context->deadline()));
-  absl::StatusOr<Communicators::Joined> joined = communicators_->Join(
-      *session, request->token(), request->rank(), request->size(), deadline);
+  absl::StatusOr<Communicators::Joined> joined =
+      communicators_->Join(*session, request->token(), request->rank(), request->size(), deadline);
   if (!joined.ok()) {
     spdlog::warn("session {}: join as rank {} of {} failed: {}", (*session)->id(), request->rank(),
                  request->size(), std::string(joined.status().message()));

@@ -22,10 +22,9 @@ std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& add
   std::shared_ptr<cclo::v1::Peer::Stub> stub = channel.stub;
   if (channels_.size() > kMaxChannels) {
     // A call still using the evicted stub keeps it alive until it returns.
-    channels_.erase(std::min_element(channels_.begin(), channels_.end(),
-                                     [](const auto& a, const auto& b) {
-                                       return a.second.used < b.second.used;
-                                     }));
+    channels_.erase(std::min_element(
+        channels_.begin(), channels_.end(),
+        [](const auto& a, const auto& b) { return a.second.used < b.second.used; }));
   }
   return stub;
 }

@@ -44,18 +44,17 @@ TEST(PeerClientTest, StopEndsAJoinInProgressAndRefusesLaterOnes) {
   PeerClient client(grpc::InsecureChannelCredentials());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
   std::thread joining([&] {
-    joined = client.Join(root.address(), cclo::v1::PeerJoinRequest(),
-                         absl::Now() + absl::Seconds(120));
+    joined =
+        client.Join(root.address(), cclo::v1::PeerJoinRequest(), absl::Now() + absl::Seconds(120));
   });
   absl::SleepFor(absl::Milliseconds(300));  // the join is on its way or waiting; both end
   client.Stop();
   joining.join();
   EXPECT_EQ(joined.status(), absl::UnavailableError("this daemon is shutting down"));
-  EXPECT_EQ(client
-                .Join(root.address(), cclo::v1::PeerJoinRequest(),
-                      absl::Now() + absl::Seconds(120))
-                .status(),
-            absl::UnavailableError("this daemon is shutting down"));
+  EXPECT_EQ(
+      client.Join(root.address(), cclo::v1::PeerJoinRequest(), absl::Now() + absl::Seconds(120))
+          .status(),
+      absl::UnavailableError("this daemon is shutting down"));
 }
 
 // Every token names its root's address; the channels cached for them stay bounded.
