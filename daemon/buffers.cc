@@ -17,11 +17,11 @@ absl::StatusOr<std::shared_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t id, 
   if (fd < 0) {
     return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", std::strerror(errno)));
   }
-  auto fail = [fd](const char* what) {
+  auto fail = [fd, bytes](const char* what) {
     int error = errno;
     close(fd);
     return absl::ResourceExhaustedError(
-        absl::StrCat(what, " for a buffer of ", "bytes: ", std::strerror(error)));
+        absl::StrCat(what, " for a buffer of ", bytes, " bytes: ", std::strerror(error)));
   };
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) return fail("ftruncate");
   if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
@@ -33,9 +33,14 @@ absl::StatusOr<std::shared_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t id, 
       new SharedBuffer(id, bytes, fd, static_cast<std::byte*>(data)));
 }
 
+void SharedBuffer::CloseFd() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
 SharedBuffer::~SharedBuffer() {
   munmap(data_, bytes_);
-  close(fd_);
+  CloseFd();
 }
 
 }  // namespace cclo::daemon

@@ -22,8 +22,11 @@ class SharedBuffer {
   uint64_t id() const { return id_; }
   uint64_t bytes() const { return bytes_; }
   std::byte* data() const { return data_; }
-  /// The memfd, to send to the client; stays owned by this object.
+  /// The memfd, to send to the client; owned by this object; -1 after CloseFd.
   int fd() const { return fd_; }
+  /// Closes the memfd once it was sent: the mapping stays, and a daemon holding many
+  /// buffers does not run out of file descriptors.
+  void CloseFd();
 
  private:
   SharedBuffer(uint64_t id, uint64_t bytes, int fd, std::byte* data)
@@ -31,7 +34,7 @@ class SharedBuffer {
 
   const uint64_t id_;
   const uint64_t bytes_;
-  const int fd_;
+  int fd_;
   std::byte* const data_;
 };
 

@@ -34,9 +34,11 @@ grpc::Status ClientService::AllocBuffer(grpc::ServerContext* context,
     return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
         "buffer size ", request->bytes(), " is not in [1, ", config_->max_buffer_bytes, "]")));
   }
-  absl::StatusOr<Lease> lease =
+  absl::StatusOr<Lease> count = (*session)->tenant()->Acquire(Resource::kBuffers, 1);
+  if (!count.ok()) return ToGrpc(count.status());
+  absl::StatusOr<Lease> bytes =
       (*session)->tenant()->Acquire(Resource::kBufferBytes, request->bytes());
-  if (!lease.ok()) return ToGrpc(lease.status());
+  if (!bytes.ok()) return ToGrpc(bytes.status());
   uint64_t id;
   {
     absl::MutexLock lock(&mu_);
@@ -44,7 +46,8 @@ grpc::Status ClientService::AllocBuffer(grpc::ServerContext* context,
   }
   absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(id, request->bytes());
   if (!buffer.ok()) return ToGrpc(buffer.status());
-  if (absl::Status added = (*session)->AddBuffer(*buffer, *std::move(lease)); !added.ok())
+  if (absl::Status added = (*session)->AddBuffer(*buffer, *std::move(bytes), *std::move(count));
+      !added.ok())
     return ToGrpc(added);
   response->set_buffer_id(id);
   response->set_bytes(request->bytes());

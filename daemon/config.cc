@@ -112,9 +112,12 @@ absl::Status ParseQuotas(const YAML::Node& node, TenantQuotas& quotas) {
       status = Bounded(entry.second, key, 0, 1u << 20, quotas.inflight_ops);
     } else if (key == "sessions") {
       status = Bounded(entry.second, key, 0, 1u << 20, quotas.sessions);
+    } else if (key == "buffers") {
+      status = Bounded(entry.second, key, 0, 1u << 20, quotas.buffers);
     } else {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          "unknown quota '", key, "'; valid: buffer_bytes, communicators, inflight_ops, sessions"));
+      status = absl::InvalidArgumentError(
+          absl::StrCat("unknown quota '", key,
+                       "'; valid: buffer_bytes, buffers, communicators, inflight_ops, sessions"));
     }
     if (!status.ok()) return status;
   }

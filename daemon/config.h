@@ -18,6 +18,7 @@ struct TenantQuotas {
   uint32_t communicators = 256;         ///< communicator memberships (handles)
   uint32_t inflight_ops = 1024;         ///< ops submitted and not finished
   uint32_t sessions = 64;               ///< attached client sessions
+  uint32_t buffers = 4096;              ///< shared-memory buffers (each is a mapping)
 };
 
 /// A tenant: who belongs to it (any of the listed uids, user names or group names, as

@@ -10,16 +10,16 @@
 
 namespace cclo::daemon {
 
-absl::Status Session::AddBuffer(SharedBufferPtr buffer, Lease lease) {
+absl::Status Session::AddBuffer(SharedBufferPtr buffer, Lease bytes, Lease count) {
   absl::MutexLock send_lock(&send_mu_);
   if (closed()) return absl::UnavailableError("session is closing");
   attach::Frame frame{attach::FrameType::kBuffer, buffer->id(), buffer->bytes(), ""};
-  if (absl::Status sent = attach::SendFrame(attach_fd_, frame, {buffer->fd()}); !sent.ok()) {
-    return sent;
-  }
+  absl::Status sent = attach::SendFrame(attach_fd_, frame, {buffer->fd()});
+  buffer->CloseFd();
+  if (!sent.ok()) return sent;
   absl::MutexLock lock(&mu_);
   const uint64_t id = buffer->id();
-  buffers_.emplace(id, HeldBuffer{std::move(buffer), std::move(lease)});
+  buffers_.emplace(id, HeldBuffer{std::move(buffer), std::move(bytes), std::move(count)});
   return absl::OkStatus();
 }
 

@@ -110,9 +110,10 @@ class Session {
   /// Sends the buffer's fd to the client, then records the buffer. The send holds only
   /// `send_mu_` (never `mu_`, which op completions on the engine thread take) and is
   /// bounded by the attach socket's send timeout, so a client that stops reading fails
-  /// its own AllocBuffer and stalls no one else. `lease` (the buffer's charge to the
-  /// tenant's buffer_bytes quota) is held until the buffer is removed or the session ends.
-  absl::Status AddBuffer(SharedBufferPtr buffer, Lease lease);
+  /// its own AllocBuffer and stalls no one else. The daemon closes its fd once sent (its
+  /// mapping stays). `bytes` and `count` (the buffer's charges to the tenant's buffer_bytes
+  /// and buffers quotas) are held until the buffer is removed or the session ends.
+  absl::Status AddBuffer(SharedBufferPtr buffer, Lease bytes, Lease count);
   absl::Status RemoveBuffer(uint64_t buffer_id);
   /// The buffer if this session owns it, else NOT_FOUND (never says whose it is).
   absl::StatusOr<SharedBufferPtr> FindBuffer(uint64_t buffer_id) const;
@@ -173,7 +174,8 @@ class Session {
 
   struct HeldBuffer {
     SharedBufferPtr buffer;
-    Lease lease;
+    Lease bytes;
+    Lease count;
   };
   enum class OpState { kWaiting, kStarted, kDone };
   struct Op {

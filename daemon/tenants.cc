@@ -63,6 +63,8 @@ const char* ResourceName(Resource resource) {
       return "inflight_ops";
     case Resource::kSessions:
       return "sessions";
+    case Resource::kBuffers:
+      return "buffers";
   }
   return "unknown";
 }
@@ -106,6 +108,8 @@ uint64_t Tenant::Limit(Resource resource) const {
       return config_.quotas.inflight_ops;
     case Resource::kSessions:
       return config_.quotas.sessions;
+    case Resource::kBuffers:
+      return config_.quotas.buffers;
   }
   return 0;
 }

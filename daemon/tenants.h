@@ -20,8 +20,8 @@
 namespace cclo::daemon {
 
 /// What a quota limits.
-enum class Resource { kBufferBytes, kCommunicators, kInflightOps, kSessions };
-inline constexpr size_t kResourceCount = 4;
+enum class Resource { kBufferBytes, kCommunicators, kInflightOps, kSessions, kBuffers };
+inline constexpr size_t kResourceCount = 5;
 
 /// The quota's name as the config and messages spell it.
 const char* ResourceName(Resource resource);

@@ -253,7 +253,8 @@ TEST_F(AttachServerTest, BufferFrameCarriesTheFd) {
   SessionPtr session = *sessions_.FindByToken(welcome->frame.text);
   absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(42, 4096);
   ASSERT_TRUE(buffer.ok());
-  ASSERT_TRUE(session->AddBuffer(*buffer, {}).ok());
+  ASSERT_TRUE(session->AddBuffer(*buffer, {}, {}).ok());
+  EXPECT_EQ((*buffer)->fd(), -1);  // sent: the daemon keeps only its mapping
   absl::StatusOr<attach::Received> frame =
       attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(frame.ok()) << frame.status();

@@ -42,6 +42,21 @@ TEST(SharedBufferTest, ClientCannotShrinkGrowOrUnseal) {
   close(client_fd);
 }
 
+TEST(SharedBufferTest, TheMappingOutlivesTheFd) {
+  absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(3, 4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  int client_fd = dup((*buffer)->fd());
+  ASSERT_GE(client_fd, 0);
+  (*buffer)->CloseFd();
+  EXPECT_EQ((*buffer)->fd(), -1);
+  void* client = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, client_fd, 0);
+  ASSERT_NE(client, MAP_FAILED);
+  std::memcpy((*buffer)->data() + 4092, "cclo", 4);
+  EXPECT_EQ(std::memcmp(static_cast<char*>(client) + 4092, "cclo", 4), 0);
+  munmap(client, 4096);
+  close(client_fd);
+}
+
 TEST(SharedBufferTest, ZeroBytesIsRejected) {
   absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(1, 0);
   ASSERT_FALSE(buffer.ok());

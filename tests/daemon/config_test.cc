@@ -172,9 +172,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "tenant 0: 'weight': '0' is not a whole number in [1, 1000]"},
         BadConfig{"tenants: [{name: a, color: red}]",
                   "unknown tenant key 'color'; valid: name, uids, users, groups, weight, quotas"},
-        BadConfig{"tenants: [{name: a, quotas: {memory: 1}}]",
-                  "unknown quota 'memory'; valid: buffer_bytes, communicators, inflight_ops, "
-                  "sessions"},
+        BadConfig{
+            "tenants: [{name: a, quotas: {memory: 1}}]",
+            "unknown quota 'memory'; valid: buffer_bytes, buffers, communicators, inflight_ops, "
+            "sessions"},
         BadConfig{"tenants: [{name: a, quotas: {sessions: -1}}]", "'sessions': '-1' is not"},
         BadConfig{"tenants: [{name: a, uids: 5}]", "'uids' must be a list"},
         BadConfig{"tenants: [{name: a, users: [bob]}, {name: b, users: [bob]}]",

@@ -2,6 +2,7 @@
 // every Client RPC and is refused without learning anything; unknown callers are refused
 // or take the default tenant as configured; admin.sock is for the admin group; each quota
 // is hit and reported.
+#include <dirent.h>
 #include <grp.h>
 #include <sys/stat.h>
 
@@ -325,6 +326,40 @@ TEST(TenantsTest, EachQuotaIsEnforcedAndReported) {
   ProcessResult table = Ccloctl(daemon, {"tenants"});
   EXPECT_EQ(table.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(table.output, "8192/8192")) << table.output;
+}
+
+/// How many file descriptors process `pid` has open.
+size_t OpenFds(pid_t pid) {
+  DIR* dir = opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
+  if (dir == nullptr) return 0;
+  size_t count = 0;
+  while (dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
+  closedir(dir);
+  return count;
+}
+
+// The buffers quota counts buffers, whatever their size; the daemon keeps no file
+// descriptor per buffer, so many small buffers cannot use up its descriptors.
+TEST(TenantsTest, TheBuffersQuotaCountsBuffersAndTheDaemonKeepsNoFdForThem) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {buffers: 40}\n");
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(client.ok()) << client.status();
+  const size_t fds_before = OpenFds(daemon.process().pid());
+  std::vector<Buffer> buffers;
+  for (int i = 0; i < 40; ++i) {
+    absl::StatusOr<Buffer> buffer = (*client)->AllocBuffer(1);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    buffers.push_back(*std::move(buffer));
+  }
+  EXPECT_LT(OpenFds(daemon.process().pid()), fds_before + 40);
+  absl::StatusOr<Buffer> over = (*client)->AllocBuffer(1);
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
+  EXPECT_TRUE(absl::StrContains(over.status().message(),
+                                "tenant 'default' quota buffers: limit 40, in use 40, asked for 1"))
+      << over.status();
+  EXPECT_EQ(Used(daemon, "default", "buffer_bytes"), 40u);
+  ASSERT_TRUE((*client)->FreeBuffer(std::move(buffers.back())).ok());
+  EXPECT_TRUE((*client)->AllocBuffer(1).ok());
 }
 
 }  // namespace
