@@ -95,9 +95,12 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
       ->capture_default_str();
   app.add_option("--max-bytes", arguments.max_bytes, "largest size")->capture_default_str();
   app.add_option("--step-factor", arguments.step_factor, "2 or 4: each size is the last times it")
+      ->check(client::Decimal())
       ->capture_default_str();
-  app.add_option("--daemons", arguments.daemons, "daemons to start on loopback (default 2)");
+  app.add_option("--daemons", arguments.daemons, "daemons to start on loopback (default 2)")
+      ->check(client::Decimal());
   app.add_option("--ranks-per-daemon", arguments.ranks_per_daemon, "client processes per daemon")
+      ->check(client::Decimal())
       ->capture_default_str();
   app.add_option("--runtime-dirs", arguments.runtime_dirs,
                  "comma-separated runtime dirs of running daemons to use instead");
@@ -105,11 +108,15 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
                  "TCP congestion control of the started daemons' data sessions (their "
                  "data_tcp_congestion); default: the host's, as every other stack's");
   app.add_option("--warmup", arguments.warmup, "untimed iterations per size")
+      ->check(client::Decimal())
       ->capture_default_str();
-  app.add_option("--iters", arguments.iters, "timed iterations per size")->capture_default_str();
+  app.add_option("--iters", arguments.iters, "timed iterations per size")
+      ->check(client::Decimal())
+      ->capture_default_str();
   app.add_option("--rounds", arguments.rounds,
                  "run every stack's sweep this many times, the stacks in turn, and pool the "
                  "timed iterations (this machine's speed drifts over minutes)")
+      ->check(client::Decimal())
       ->capture_default_str();
   app.add_flag("--check", arguments.check, "check every result (fills and checks are not timed)");
   app.add_option("--datatype", arguments.datatype,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -155,6 +156,16 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
     return absl::InvalidArgumentError(absl::StrCat("--datatype: ", datatype.status().message()));
   }
   options.datatype = *datatype;
+  // A size too small for one element per rank is skipped; an op with no size left is refused.
+  const uint64_t element = hw::DataTypeSize(options.datatype);
+  for (Op op : options.ops) {
+    if (!IsNop(op) && CountOf(op, options.sizes.back(), options.ranks(), element) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max-bytes ", arguments.max_bytes, " is too small for ", OpName(op), " over ",
+          options.ranks(), " ranks: it needs at least ", SizeOf(op, 1, options.ranks(), element),
+          " bytes (one ", arguments.datatype, " per rank)"));
+    }
+  }
   const bool sums = std::any_of(options.ops.begin(), options.ops.end(), [](Op op) {
     return op == Op::kReduce || op == Op::kAllreduce || op == Op::kReduceScatter;
   });
@@ -185,14 +196,14 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
       options.baselines.push_back(baseline);
     }
   }
-  if (arguments.link_seconds < 1 || arguments.link_seconds > 600) {
+  if (!(arguments.link_seconds >= 1 && arguments.link_seconds <= 600)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--link-seconds ", arguments.link_seconds, " is outside 1 to 600"));
   }
   options.link_seconds = arguments.link_seconds;
-  if (arguments.deadline_seconds <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--deadline ", arguments.deadline_seconds, " is not positive"));
+  if (!std::isfinite(arguments.deadline_seconds) || arguments.deadline_seconds <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--deadline ", arguments.deadline_seconds,
+                                                   " is not a positive number of seconds"));
   }
   options.deadline = absl::Seconds(arguments.deadline_seconds);
   return options;

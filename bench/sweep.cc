@@ -1,6 +1,7 @@
 #include "bench/sweep.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -118,8 +119,9 @@ std::vector<uint64_t> SweepSizes(uint64_t min_bytes, uint64_t max_bytes, uint64_
 double Percentile(std::vector<double> values, double fraction) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  const size_t rank = static_cast<size_t>(fraction * values.size());
-  return values[std::min(values.size() - 1, rank)];
+  // Nearest rank: the smallest value with at least `fraction` of the values at or below it.
+  const auto rank = static_cast<size_t>(std::ceil(fraction * static_cast<double>(values.size())));
+  return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
 }
 
 std::string TimesLine(Op op, uint64_t size, const std::vector<double>& micros) {

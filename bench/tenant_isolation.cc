@@ -30,6 +30,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/sweep.h"
 #include "cclo/client.h"
 #include "tests/e2e/cluster.h"
 
@@ -57,12 +58,6 @@ uint64_t Number(const std::map<std::string, std::string>& flags, const std::stri
     std::exit(2);
   }
   return value;
-}
-
-double Percentile(std::vector<double> values, double fraction) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(fraction * values.size()))];
 }
 
 /// One rank of one tenant. With --iterations: that many timed allreduces, then prints

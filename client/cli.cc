@@ -1,6 +1,39 @@
 #include "client/cli.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
 namespace cclo::client {
+
+CLI::Validator Decimal() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+          return absl::ascii_isdigit(static_cast<unsigned char>(c));
+        });
+        if (digits && (text.size() == 1 || text[0] != '0')) return "";
+        return absl::StrCat(text, " is not a decimal whole number (0, 1, 2, ...)");
+      },
+      "DECIMAL");
+}
+
+CLI::Validator Seconds(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double seconds = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() && *end == '\0' && std::isfinite(seconds) && seconds >= min &&
+            seconds <= max) {
+          return "";
+        }
+        return absl::StrCat(text, " is not a number of seconds in [", min, ", ", max, "]");
+      },
+      absl::StrCat("SECONDS in [", min, ", ", max, "]"));
+}
 
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, const char* const* argv,
                                     std::ostream& out, std::ostream& err) {

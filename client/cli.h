@@ -11,6 +11,14 @@ namespace cclo::client {
 /// Exit code for a command line that could not be parsed.
 inline constexpr int kUsageExitCode = 2;
 
+/// Accepts a decimal whole number only: "0", "12", not "010" (CLI11 reads it as octal 8),
+/// "0x1f" or "-1" (which CLI11 turns into an unsigned option's largest value).
+CLI::Validator Decimal();
+
+/// Accepts a number of seconds in [min, max]; "nan" and "inf", which CLI11 reads and its
+/// own ranges let through, are refused.
+CLI::Validator Seconds(double min, double max);
+
 /// Parses argv into `app`. Returns nothing when the program should go on; otherwise the code
 /// to exit with: 0 after printing the help asked for to `out`, kUsageExitCode after printing
 /// the parse error (which option, which value) and a pointer to --help to `err`.

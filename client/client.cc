@@ -19,6 +19,19 @@ Client::~Client() { session_->Close(); }
 
 uint64_t Client::session_id() const { return session_->id(); }
 
+namespace {
+
+absl::Status FreeBufferId(client::Session& session, uint64_t buffer_id) {
+  v1::FreeBufferRequest request;
+  request.set_buffer_id(buffer_id);
+  v1::FreeBufferResponse response;
+  grpc::ClientContext context;
+  session.Prepare(context, session.rpc_timeout());
+  return client::FromGrpc(session.stub().FreeBuffer(&context, request, &response), "FreeBuffer");
+}
+
+}  // namespace
+
 absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
   v1::AllocBufferRequest request;
   request.set_bytes(bytes);
@@ -27,28 +40,30 @@ absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
   session_->Prepare(context, session_->rpc_timeout());
   grpc::Status status = session_->stub().AllocBuffer(&context, request, &response);
   if (!status.ok()) return client::FromGrpc(status, "AllocBuffer");
+  // The daemon holds the buffer (and charges the quota for it) from here on: a buffer this
+  // process cannot use is given back.
+  auto give_back = [&](absl::Status why) {
+    (void)FreeBufferId(*session_, response.buffer_id());
+    return why;
+  };
   absl::StatusOr<attach::Received> received =
       session_->TakeBuffer(response.buffer_id(), absl::Now() + session_->rpc_timeout());
-  if (!received.ok()) return received.status();
+  if (!received.ok()) return give_back(received.status());
   if (received->frame.bytes != response.bytes()) {
     close(received->fd);
-    return absl::InternalError(absl::StrCat("buffer ", response.buffer_id(), ": the RPC says ",
-                                            response.bytes(), " bytes, the attach frame ",
-                                            received->frame.bytes));
+    return give_back(absl::InternalError(
+        absl::StrCat("buffer ", response.buffer_id(), ": the RPC says ", response.bytes(),
+                     " bytes, the attach frame ", received->frame.bytes)));
   }
   absl::StatusOr<Buffer> buffer = Buffer::Map(response.buffer_id(), received->fd, response.bytes());
   close(received->fd);
+  if (!buffer.ok()) return give_back(buffer.status());
   return buffer;
 }
 
 absl::Status Client::FreeBuffer(Buffer&& buffer) {
   Buffer released = std::move(buffer);
-  v1::FreeBufferRequest request;
-  request.set_buffer_id(released.id());
-  v1::FreeBufferResponse response;
-  grpc::ClientContext context;
-  session_->Prepare(context, session_->rpc_timeout());
-  return client::FromGrpc(session_->stub().FreeBuffer(&context, request, &response), "FreeBuffer");
+  return FreeBufferId(*session_, released.id());
 }
 
 absl::StatusOr<std::string> Client::CreateCommunicatorId(const std::string& label) {

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -15,7 +16,9 @@ namespace {
 
 constexpr char kSessionMetadata[] = "cclo-session";
 
-absl::StatusOr<int> ConnectUnix(const std::string& path) {
+// Connects by `deadline`: a daemon that does not accept fills its listen backlog, and a
+// connect then waits for room for at most the socket's send timeout.
+absl::StatusOr<int> ConnectUnix(const std::string& path, absl::Time deadline) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -28,14 +31,21 @@ absl::StatusOr<int> ConnectUnix(const std::string& path) {
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   int result;
   do {
+    const timeval wait = absl::ToTimeval(std::max(deadline - absl::Now(), absl::Microseconds(1)));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
     result = connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
-  } while (result < 0 && errno == EINTR);
+  } while (result < 0 && errno == EINTR && absl::Now() < deadline);
   if (result < 0) {
-    absl::Status status = absl::UnavailableError(
-        absl::StrCat("cannot connect to ", path, ": ", std::strerror(errno)));
+    absl::Status status = absl::UnavailableError(absl::StrCat(
+        "cannot connect to ", path, ": ",
+        errno == EAGAIN ? "its backlog stayed full until the attach deadline (cclod is not "
+                          "accepting)"
+                        : std::strerror(errno)));
     close(fd);
     return status;
   }
+  const timeval forever{};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &forever, sizeof(forever));
   return fd;
 }
 
@@ -79,7 +89,7 @@ absl::StatusOr<attach::Received> Handshake(int fd, absl::Time deadline) {
 absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtime_dir,
                                                        absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<int> fd = ConnectUnix(absl::StrCat(runtime_dir, "/attach.sock"));
+  absl::StatusOr<int> fd = ConnectUnix(absl::StrCat(runtime_dir, "/attach.sock"), deadline);
   if (!fd.ok()) return fd.status();
   absl::StatusOr<attach::Received> welcome = Handshake(*fd, deadline);
   if (!welcome.ok()) {

@@ -36,7 +36,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       ->capture_default_str();
   app.add_flag("--json", options.json, "print one line of JSON instead of a table");
   app.add_option("--timeout", options.timeout_seconds, "RPC deadline in seconds")
-      ->check(CLI::PositiveNumber)
+      ->check(client::Seconds(0.001, 86400))
       ->capture_default_str();
   // At most one command; none is refused below naming them all (an unknown word is then
   // reported as such instead of as a missing command).
@@ -93,7 +93,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   drain
       ->add_option("--timeout", drain_seconds,
                    "seconds to wait for ops in flight; those left then fail and the daemon exits")
-      ->check(CLI::Range(0.001, 86400.0))
+      ->check(client::Seconds(0.001, 86400))
       ->capture_default_str();
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
   if (app.get_subcommands().empty()) {

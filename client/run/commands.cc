@@ -32,7 +32,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   double attach_timeout_seconds = 10;
   app.add_option("--attach-timeout", attach_timeout_seconds,
                  "seconds to attach to the daemon and deadline of its plain RPCs")
-      ->check(CLI::PositiveNumber)
+      ->check(client::Seconds(0.001, 86400))
       ->capture_default_str();
   app.require_subcommand(1);
   app.fallthrough();
@@ -49,8 +49,12 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   AddRuntimeDir(*run, arguments.runtime_dir);
   run->add_option("--token", arguments.token, "communicator token from `cclo-run token`")
       ->required();
-  run->add_option("--rank", arguments.rank, "this process's rank, 0 <= rank < size")->required();
-  run->add_option("--size", arguments.size, "number of ranks")->required();
+  run->add_option("--rank", arguments.rank, "this process's rank, 0 <= rank < size")
+      ->required()
+      ->check(client::Decimal());
+  run->add_option("--size", arguments.size, "number of ranks")
+      ->required()
+      ->check(client::Decimal());
   run->add_option("--ops", arguments.ops,
                   "comma-separated ops: sendrecv, bcast, scatter, gather, allgather, reduce, "
                   "allreduce, reduce_scatter, alltoall, barrier; or all")
@@ -66,7 +70,9 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   run->add_option("--reduce-op", arguments.reduce_op,
                   "reduction of reduce, allreduce and reduce_scatter: sum, max or min")
       ->capture_default_str();
-  run->add_option("--iters", arguments.iters, "runs of each op and size")->capture_default_str();
+  run->add_option("--iters", arguments.iters, "runs of each op and size")
+      ->check(client::Decimal())
+      ->capture_default_str();
   run->add_option("--root", arguments.root,
                   "root rank of bcast, scatter, gather and reduce, or 'all' to run them with "
                   "every root in turn")

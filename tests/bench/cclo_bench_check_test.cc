@@ -172,6 +172,13 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--ops", "allreduce,bogus"}, "unknown op 'bogus'"},
       {{"--step-factor", "3"}, "--step-factor 3 is neither 2 nor 4"},
+      {{"--step-factor", "-1"}, "--step-factor: -1 is not a decimal whole number"},
+      {{"--warmup", "010"}, "--warmup: 010 is not a decimal whole number"},
+      {{"--link-seconds", "nan"}, "--link-seconds nan is outside 1 to 600"},
+      {{"--deadline", "inf"}, "--deadline inf is not a positive number of seconds"},
+      {{"--daemons", "4", "--ops", "allgather", "--max-bytes", "8"},
+       "--max-bytes 8 is too small for allgather over 4 ranks: it needs at least 16 bytes (one "
+       "float32 per rank)"},
       {{"--min-bytes", "1M", "--max-bytes", "1K"}, "--min-bytes 1M exceeds --max-bytes 1K"},
       {{"--baseline", "nccl"}, "--baseline 'nccl' is none of mpi, gloo, link"},
       {{"--daemons", "3", "--runtime-dirs", "/a,/b"}, "--daemons 3 but --runtime-dirs names 2"},

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "bench/sweep.h"
 #include "gtest/gtest.h"
 
 namespace cclo::bench {
@@ -22,6 +23,19 @@ Measurements Round(std::vector<double> ours, std::vector<double> mpi, double cpu
   round.cclo.checks[kKey] = check;
   round.stacks[Baseline::kMpi][kKey] = std::move(mpi);
   return round;
+}
+
+// The smallest value with at least the fraction of all values at or below it.
+TEST(PercentileTest, IsTheNearestRank) {
+  EXPECT_EQ(Percentile({4, 1, 3, 2}, 0.5), 2);
+  EXPECT_EQ(Percentile({7}, 0.5), 7);
+  EXPECT_EQ(Percentile({}, 0.5), 0);
+  std::vector<double> hundred;
+  for (int i = 100; i >= 1; --i) hundred.push_back(i);
+  EXPECT_EQ(Percentile(hundred, 0.99), 99);
+  EXPECT_EQ(Percentile(hundred, 0.5), 50);
+  EXPECT_EQ(Percentile(hundred, 1.0), 100);
+  EXPECT_EQ(Percentile(hundred, 0.0), 1);
 }
 
 TEST(PoolTest, RoundsAddUp) {
@@ -61,7 +75,7 @@ TEST(RenderReportTest, FiguresComeFromEveryRound) {
   options.rounds = 2;
   options.baselines = {Baseline::kMpi};
   Measurements pooled;
-  Pool(pooled, Round({10, 10}, {40, 40}, 0.4, "ok"));
+  Pool(pooled, Round({10, 30}, {40, 80}, 0.4, "ok"));
   Pool(pooled, Round({30, 30}, {80, 80}, 0.4, "ok"));
   const std::string table = RenderReport(options, pooled);
   std::vector<std::string> row;
@@ -71,7 +85,7 @@ TEST(RenderReportTest, FiguresComeFromEveryRound) {
   }
   // op size p50 p99 algbw busbw cpu_s/GiB mpi_p50 xmpi
   ASSERT_EQ(row.size(), 9u) << table;
-  EXPECT_EQ(row[2], "30.0");  // of 10, 10, 30, 30: 10 from the first round alone
+  EXPECT_EQ(row[2], "30.0");  // of 10, 30, 30, 30: 10 from the first round alone
   EXPECT_EQ(row[3], "30.0");
   // 0.8 s over 1 MiB x 2 ranks x 2 iterations x 2 rounds = 8 MiB.
   EXPECT_EQ(row[6], "102.40");

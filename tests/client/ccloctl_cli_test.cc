@@ -151,7 +151,9 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
       {{"comms", "show"}, "id is required"},
       {{"comms", "destroy"}, "id is required"},
       {{"log-level"}, "level is required"},
-      {{"drain", "--timeout", "0"}, "--timeout: Value 0 not in range"},
+      {{"drain", "--timeout", "0"}, "--timeout: 0 is not a number of seconds in [0.001, 86400]"},
+      {{"drain", "--timeout", "nan"}, "--timeout: nan is not a number of seconds in"},
+      {{"--timeout", "inf", "status"}, "--timeout: inf is not a number of seconds in"},
       {{"drain", "--timeout", "soon"}, "--timeout"},
   };
   for (const auto& [args, reason] : cases) {

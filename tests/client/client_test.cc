@@ -102,19 +102,34 @@ TEST_F(ClientTest, AttachGivesTheDaemonsSession) {
   }
 }
 
+// A runtime dir whose attach.sock listens (backlog 1) and is served by the test itself.
+struct FakeDaemon {
+  FakeDaemon() {
+    char name[] = "/tmp/cclo.XXXXXX";
+    EXPECT_NE(mkdtemp(name), nullptr);
+    dir = name;
+    path = dir + "/attach.sock";
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(listen(listener, 1), 0);
+  }
+  ~FakeDaemon() {
+    close(listener);
+    std::filesystem::remove_all(dir);
+  }
+  std::string dir;
+  std::string path;
+  sockaddr_un address{};
+  int listener = -1;
+};
+
 TEST(AttachTest, RefusedAttachCarriesTheReason) {
   // cclod refuses only clients that break the attach protocol, which libcclo never does; a
   // bare socket stands in for it to force the refusal: it answers the HELLO with REFUSED.
-  char dir[] = "/tmp/cclo.XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string path = std::string(dir) + "/attach.sock";
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_EQ(bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  std::thread refuser([listener] {
+  const FakeDaemon fake;
+  std::thread refuser([listener = fake.listener] {
     const int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     absl::StatusOr<attach::Received> hello =
         attach::ReceiveFrame(connection, absl::Now() + absl::Seconds(10));
@@ -125,10 +140,8 @@ TEST(AttachTest, RefusedAttachCarriesTheReason) {
                     .ok());
     close(connection);
   });
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(dir);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(fake.dir);
   refuser.join();
-  close(listener);
-  std::filesystem::remove_all(dir);
   EXPECT_EQ(client.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(client.status().message(), "cclod refused the attach: uid 1234 maps to no tenant");
 }
@@ -138,6 +151,30 @@ TEST(AttachTest, MissingDaemonIsUnavailable) {
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(client.status().message(),
             "cannot connect to /tmp/no-such-cclod-dir/attach.sock: No such file or directory");
+}
+
+// A daemon that stopped accepting (hung, or stopped by a debugger) fills its listen backlog;
+// the attach still ends by its timeout.
+TEST(AttachTest, ADaemonThatDoesNotAcceptFailsTheAttachByItsTimeout) {
+  const FakeDaemon fake;
+  std::vector<int> queued;  // connections nobody accepts, until the backlog is full
+  for (int i = 0; i < 16; ++i) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&fake.address), sizeof(fake.address)) != 0) {
+      EXPECT_EQ(errno, EAGAIN);
+      close(fd);
+      break;
+    }
+    queued.push_back(fd);
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Attach(fake.dir, absl::Milliseconds(500));
+  for (int fd : queued) close(fd);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client.status().message(),
+            absl::StrCat("cannot connect to ", fake.path,
+                         ": its backlog stayed full until the attach deadline (cclod is not "
+                         "accepting)"));
 }
 
 TEST(AttachTest, OverlongSocketPathIsInvalid) {

@@ -298,6 +298,20 @@ TEST(RunCommandLineTest, CommandLineErrorsExitTwo) {
   outcome = CcloRun({"run", "--token", "t", "--rank", "0", "--size", "2", "--frobnicate"});
   EXPECT_EQ(outcome.code, 2);
   EXPECT_NE(outcome.err.find("--frobnicate"), std::string::npos) << outcome.err;
+  // Not octal 8, and not an unsigned's largest value.
+  outcome = CcloRun({"run", "--token", "t", "--rank", "010", "--size", "12"});
+  EXPECT_EQ(outcome.code, 2);
+  EXPECT_NE(outcome.err.find("--rank: 010 is not a decimal whole number"), std::string::npos)
+      << outcome.err;
+  outcome = CcloRun({"run", "--token", "t", "--rank", "0", "--size", "-1"});
+  EXPECT_EQ(outcome.code, 2);
+  EXPECT_NE(outcome.err.find("--size: -1 is not a decimal whole number"), std::string::npos)
+      << outcome.err;
+  outcome = CcloRun({"--attach-timeout", "nan", "token"});
+  EXPECT_EQ(outcome.code, 2);
+  EXPECT_NE(outcome.err.find("--attach-timeout: nan is not a number of seconds in [0.001, 86400]"),
+            std::string::npos)
+      << outcome.err;
   EXPECT_EQ(CcloRun({"walk"}).code, 2);
   outcome = CcloRun({"token", "--help"});
   EXPECT_EQ(outcome.code, 0);

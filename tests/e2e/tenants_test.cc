@@ -4,8 +4,10 @@
 // is hit and reported.
 #include <dirent.h>
 #include <grp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -360,6 +362,36 @@ TEST(TenantsTest, TheBuffersQuotaCountsBuffersAndTheDaemonKeepsNoFdForThem) {
   EXPECT_EQ(Used(daemon, "default", "buffer_bytes"), 40u);
   ASSERT_TRUE((*client)->FreeBuffer(std::move(buffers.back())).ok());
   EXPECT_TRUE((*client)->AllocBuffer(1).ok());
+}
+
+/// The address space this process uses now, in bytes (VmSize).
+uint64_t AddressSpace() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  uint64_t kib = 0;
+  while (status >> key) {
+    if (key == "VmSize:" && status >> kib) break;
+  }
+  return kib << 10;
+}
+
+// A buffer the client cannot map is given back to the daemon, and its quota with it.
+TEST(TenantsTest, ABufferTheClientCannotMapIsGivenBack) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {buffer_bytes: 1073741824}\n");
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(client.ok()) << client.status();
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &before), 0);
+  rlimit tight = before;
+  tight.rlim_cur = AddressSpace() + (256ull << 20);  // room for the RPC, not for 1 GiB
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+  absl::StatusOr<Buffer> unmapped = (*client)->AllocBuffer(1ull << 30);
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &before), 0);
+  ASSERT_FALSE(unmapped.ok());
+  EXPECT_TRUE(absl::StrContains(unmapped.status().message(), "mmap")) << unmapped.status();
+  EXPECT_TRUE(
+      WaitUntil([&] { return Used(daemon, "default", "buffer_bytes") == 0; }, absl::Seconds(10)));
+  EXPECT_TRUE((*client)->AllocBuffer(1ull << 30).ok());
 }
 
 }  // namespace
