@@ -210,6 +210,7 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   NewOp op;
   op.comm_handle = request.comm_handle();
   op.after.assign(request.after().begin(), request.after().end());
+  op.max_uncollected = tenant->Limits()[static_cast<size_t>(Resource::kInflightOps)];
   op.done = std::move(done);
   op.what = {call.collective, call.rank, call.comm};
   const OpLabels labels{tenant->name(), call.collective, call.protocol, call.count * element};

@@ -90,8 +90,8 @@ Session::OpCounts Session::CountOps() const {
   for (const auto& [id, op] : ops_) {
     if (op.state == OpState::kWaiting) ++counts.queued;
     if (op.state == OpState::kStarted) ++counts.running;
-    if (op.state == OpState::kDone) ++counts.done;
   }
+  counts.done = done_ops_;
   return counts;
 }
 
@@ -138,6 +138,13 @@ absl::StatusOr<uint64_t> Session::AddOp(NewOp new_op) {
   {
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::UnavailableError("session is closing");
+    if (done_ops_ >= new_op.max_uncollected) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("this session keeps ", done_ops_,
+                       " finished ops whose results were not collected (as many as the tenant's "
+                       "inflight_ops quota); Wait for them, or on the command ring consume their "
+                       "completions and release the failed ones"));
+    }
     std::set<uint64_t> after;
     for (uint64_t dependency : new_op.after) {
       if (!after.insert(dependency).second) {
@@ -307,6 +314,7 @@ void Session::EndLocked(uint64_t op_id, OpResult result) {
       if (op.ended) unstarted_ends_.emplace_back(std::exchange(op.ended, nullptr), status);
     }
     op.state = OpState::kDone;
+    ++done_ops_;
     op.result = std::move(outcome);
     if (op.done) done_reports_.push_back({std::exchange(op.done, nullptr), id, *op.result});
     for (uint64_t dependent_id : std::exchange(op.dependents, {})) {
@@ -341,13 +349,17 @@ absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id, absl::Du
   if (found->second.state != OpState::kDone) return std::optional<OpResult>();
   std::optional<OpResult> result = std::move(found->second.result);
   ops_.erase(found);
+  --done_ops_;
   return result;
 }
 
 void Session::ReleaseOp(uint64_t op_id) {
   absl::MutexLock lock(&mu_);
   auto found = ops_.find(op_id);
-  if (found != ops_.end() && found->second.state == OpState::kDone) ops_.erase(found);
+  if (found != ops_.end() && found->second.state == OpState::kDone) {
+    ops_.erase(found);
+    --done_ops_;
+  }
 }
 
 void Session::Close() {
@@ -368,6 +380,7 @@ void Session::Close() {
       }
     }
     ops_.clear();
+    done_ops_ = 0;
     waiting_by_handle_.clear();
   }
   for (auto& [ended, status] : ends) ended(status);

@@ -71,6 +71,8 @@ struct OpName {
 struct NewOp {
   uint64_t comm_handle = 0;     ///< ops of one handle start in submission order
   std::vector<uint64_t> after;  ///< ops of this session it waits for (at most kMaxAfter)
+  /// Refused while the session keeps this many finished ops whose results were not collected.
+  uint64_t max_uncollected = UINT64_MAX;
   OpName what;
   OpStart start;
   /// Called once the op is registered, before it can start or end.
@@ -141,6 +143,8 @@ class Session {
   /// already failed ends it at once with ABORTED. INVALID_ARGUMENT for more than kMaxAfter
   /// ids or an id listed twice, NOT_FOUND for an id naming no op of this session that is
   /// still known (never issued here, or collected by WaitOp); then nothing is registered.
+  /// RESOURCE_EXHAUSTED while the session keeps `op.max_uncollected` finished ops whose
+  /// results nobody collected (WaitOp, ReleaseOp).
   absl::StatusOr<uint64_t> AddOp(NewOp op);
   /// Records the engine's result of a started op, wakes its waiters, and starts or aborts
   /// (ABORTED naming this op) the ops waiting for it.
@@ -233,6 +237,8 @@ class Session {
     OpResult result;
   };
   std::vector<DoneReport> done_reports_ ABSL_GUARDED_BY(mu_);
+  /// How many ops in `ops_` are done (their results not collected).
+  uint64_t done_ops_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   Lease lease_ ABSL_GUARDED_BY(mu_);  ///< on the tenant's sessions quota, until Close()
 };

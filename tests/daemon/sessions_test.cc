@@ -68,6 +68,36 @@ TEST(SessionTest, ConcurrentWaitsOnOneOpCollectItOnce) {
   EXPECT_EQ((*winner)->completion.algorithm, "ring");
 }
 
+// Results nobody collects are kept up to a limit; then new ops are refused until one is
+// collected, and nothing of the refused op is registered.
+TEST(SessionTest, UncollectedResultsAreLimited) {
+  Session session(1, "token", {}, -1, nullptr, {});
+  Started started;
+  auto limited = [&] {
+    NewOp op = Op(started);
+    op.max_uncollected = 2;
+    return op;
+  };
+  std::vector<uint64_t> ops;
+  for (int i = 0; i < 2; ++i) {
+    ops.push_back(Add(session, limited()));
+    session.FinishOp(ops.back(), Result(i == 0 ? absl::OkStatus() : absl::InternalError("x")));
+  }
+  absl::StatusOr<uint64_t> refused = session.AddOp(limited());
+  EXPECT_EQ(refused.status(),
+            absl::ResourceExhaustedError(
+                "this session keeps 2 finished ops whose results were not collected (as many as "
+                "the tenant's inflight_ops quota); Wait for them, or on the command ring "
+                "consume their completions and release the failed ones"));
+  EXPECT_EQ(session.CountOps().done, 2u);
+  EXPECT_TRUE(Ended(session, ops[0]).ok());
+  const uint64_t next = Add(session, limited());
+  session.ReleaseOp(ops[1]);
+  session.FinishOp(next, Result(absl::OkStatus()));
+  EXPECT_EQ(session.CountOps().done, 1u);
+  EXPECT_EQ(started.ids.size(), 3u);
+}
+
 TEST(SessionTest, WaitTimesOutWithoutResultAndKeepsTheOp) {
   Session session(1, "token", {}, -1, nullptr, {});
   Started started;
