@@ -126,7 +126,9 @@ void ClientRing::ConsumeLocked() {
     }
   }
   header_->completion_tail.store(completion_tail_, std::memory_order_release);
-  if (sleepers_ > 0) SignalEventfd(completion_doorbell_);
+  ++consumed_;  // news for the threads waiting behind the doorbell's sleeper
+  // What this consumed may be what the doorbell's sleeper waits for.
+  if (doorbell_sleeper_) SignalEventfd(completion_doorbell_);
   ReleaseLocked();
   // The daemon releases consumed results and posts what did not fit when it runs.
   WakeDaemon();
@@ -156,15 +158,26 @@ void ClientRing::ReleaseLocked() {
 
 std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready,
                                               absl::Time deadline) {
+  const absl::Duration nap =
+      std::max(std::min(deadline - absl::Now(), alive_check_), absl::ZeroDuration());
   {
     absl::MutexLock lock(&mu_);
     ConsumeLocked();
     if (ready()) return absl::OkStatus();
     if (!broken_.ok()) return broken_;
-    ++sleepers_;
+    if (doorbell_sleeper_) {
+      // Another thread sleeps on the doorbell and consumes what it brings: wait for that,
+      // or for its place.
+      const uint64_t seen = consumed_;
+      auto news = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return consumed_ != seen || !doorbell_sleeper_ || !broken_.ok();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&news), nap);
+      return std::nullopt;
+    }
+    doorbell_sleeper_ = true;
   }
-  const absl::Duration nap = std::min(deadline - absl::Now(), alive_check_);
-  const timespec timeout = absl::ToTimespec(std::max(nap, absl::ZeroDuration()));
+  const timespec timeout = absl::ToTimespec(nap);
   pollfd doorbell{completion_doorbell_, POLLIN, 0};
   const bool rung = ppoll(&doorbell, 1, &timeout, nullptr) > 0;
   if (rung) {
@@ -173,7 +186,8 @@ std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready
   }
   {
     absl::MutexLock lock(&mu_);
-    --sleepers_;
+    doorbell_sleeper_ = false;
+    ConsumeLocked();  // what rang is news for the threads waiting behind this one
   }
   if (rung) return std::nullopt;
   if (absl::Status alive = alive_(); !alive.ok()) return alive;

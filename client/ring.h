@@ -74,6 +74,7 @@ class ClientRing {
       ABSL_LOCKS_EXCLUDED(mu_);
   /// One sleep of Await, with client_waiters raised: OK if `ready` held before it slept,
   /// the ring's or the session's error, or nullopt after waking or napping (look again).
+  /// One thread sleeps on the doorbell at a time: a wake-up clears it for every reader.
   std::optional<absl::Status> Sleep(const std::function<bool()>& ready, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Whether the command ring has room for one more command.
@@ -110,10 +111,13 @@ class ClientRing {
   /// release (ring.h); posted as room allows.
   std::vector<uint64_t> to_release_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> forgotten_ ABSL_GUARDED_BY(mu_);
-  /// Threads of this process between Sleep's last look and the end of its sleep. One
-  /// sleeper's wake-up clears the doorbell for all, so a thread that consumes completions
-  /// rings it again for them: what it consumed may be what another waits for.
-  int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  /// Whether a thread sleeps on the completion doorbell. Only one does; the other waiting
+  /// threads wait on mu_ for news from it (`consumed_` moving, or its place coming free).
+  /// A thread that consumes completions while it sleeps rings the doorbell for it: what
+  /// was consumed may be what it waits for.
+  bool doorbell_sleeper_ ABSL_GUARDED_BY(mu_) = false;
+  /// How many times completions were consumed.
+  uint64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cclo::client

@@ -1,7 +1,8 @@
 // libcclo's completion ring with several waiting threads. They share one doorbell, and a
-// sleeper that wakes clears it for all; so a thread that consumes a completion another
-// waits for wakes that one, instead of leaving it asleep until its nap ends (100 ms; here
-// the waiter's 20 s deadline, so that only the wake-up can end it sooner).
+// wake-up clears it for every reader; so one thread sleeps on it and the others wait for
+// news from that one, and a thread that consumes a completion another waits for wakes
+// that one, instead of leaving it asleep until its nap ends (100 ms; here an hour, past
+// the waiters' 20 s deadlines, so that only the wake-up can end a sleep sooner).
 // The daemon's side is the daemon's own SessionRing, in this process.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
@@ -21,56 +22,107 @@
 namespace cclo::client {
 namespace {
 
-/// Whether thread `tid` of this process is blocked in ppoll.
-bool InPpoll(pid_t tid) {
+/// The system call thread `tid` of this process is in (-1 if running).
+long SystemCall(pid_t tid) {
   std::ifstream file("/proc/self/task/" + std::to_string(tid) + "/syscall");
   long number = -1;
   file >> number;
-  return number == SYS_ppoll;
+  return number;
 }
 
-TEST(ClientRingTest, ACompletionOneThreadConsumesForAnotherWakesIt) {
-  absl::StatusOr<std::unique_ptr<daemon::SessionRing>> daemon_side = daemon::SessionRing::Create();
-  ASSERT_TRUE(daemon_side.ok()) << daemon_side.status();
-  const std::vector<int> fds = (*daemon_side)->ClientFds();
-  std::atomic<int> naps{0};  // the alive check runs after each nap that nothing rang
-  absl::StatusOr<std::unique_ptr<ClientRing>> client = ClientRing::Map(
-      dup(fds[0]), ring::kRingBytes, dup(fds[1]), dup(fds[2]),
-      [&] {
-        naps.fetch_add(1);
-        return absl::OkStatus();
-      },
-      absl::Hours(1));
-  ASSERT_TRUE(client.ok()) << client.status();
+bool InPpoll(pid_t tid) { return SystemCall(tid) == SYS_ppoll; }
 
-  constexpr uint64_t kCookie = 7;
-  std::atomic<pid_t> waiter_tid{0};
-  absl::StatusOr<std::optional<v1::WaitResponse>> waited;
-  std::thread waiter([&] {
-    waiter_tid = gettid();
-    waited = (*client)->Finished(kCookie, absl::Now() + absl::Seconds(20));
-  });
+/// A ring whose daemon side is a SessionRing in this process; counts the naps that ended
+/// without a wake-up (each runs the alive check).
+struct Rings {
+  Rings() {
+    absl::StatusOr<std::unique_ptr<daemon::SessionRing>> made = daemon::SessionRing::Create();
+    EXPECT_TRUE(made.ok()) << made.status();
+    daemon_side = *std::move(made);
+    const std::vector<int> fds = daemon_side->ClientFds();
+    absl::StatusOr<std::unique_ptr<ClientRing>> mapped = ClientRing::Map(
+        dup(fds[0]), ring::kRingBytes, dup(fds[1]), dup(fds[2]),
+        [this] {
+          naps.fetch_add(1);
+          return absl::OkStatus();
+        },
+        absl::Hours(1));
+    EXPECT_TRUE(mapped.ok()) << mapped.status();
+    client = *std::move(mapped);
+  }
+  /// Posts the FINISHED of `cookie` without ringing, as when another sleeper's wake-up
+  /// cleared the doorbell, and consumes it from this thread (looking for another result).
+  void FinishQuietly(uint64_t cookie) {
+    EXPECT_TRUE(daemon_side->PostQuietly(ring::EncodeCompletion(
+        ring::CompletionKind::kFinished, cookie, /*op_id=*/cookie, v1::WaitResponse())));
+    absl::StatusOr<std::optional<v1::WaitResponse>> other = client->Finished(1, absl::Now());
+    EXPECT_TRUE(other.ok() && !other->has_value()) << other.status();
+  }
+
+  std::unique_ptr<daemon::SessionRing> daemon_side;
+  std::unique_ptr<ClientRing> client;
+  std::atomic<int> naps{0};
+};
+
+/// A thread waiting for the result of `cookie` (at most 20 s).
+struct Waiter {
+  Waiter(ClientRing& client, uint64_t cookie)
+      : thread([this, &client, cookie] {
+          tid = gettid();
+          result = client.Finished(cookie, absl::Now() + absl::Seconds(20));
+        }) {}
+  /// Whether it is blocked in a sleep (on the doorbell or on the ring's mutex).
+  bool Blocked() const {
+    const long call = tid.load() == 0 ? -1 : SystemCall(tid.load());
+    return call == SYS_ppoll || call == SYS_futex;
+  }
+  std::atomic<pid_t> tid{0};
+  absl::StatusOr<std::optional<v1::WaitResponse>> result;
+  std::thread thread;
+};
+
+TEST(ClientRingTest, ACompletionOneThreadConsumesForAnotherWakesIt) {
+  Rings rings;
+  Waiter waiter(*rings.client, 7);
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
   bool asleep = false;
   while (!asleep && absl::Now() < give_up) {
     absl::SleepFor(absl::Microseconds(100));
-    asleep = waiter_tid.load() != 0 && InPpoll(waiter_tid.load());
+    asleep = waiter.tid.load() != 0 && InPpoll(waiter.tid.load());
   }
   if (!asleep) {
-    waiter.join();  // its deadline ends its wait
+    waiter.thread.join();  // its deadline ends its wait
     FAIL() << "the waiter never slept on the doorbell";
   }
-  // Its result comes without a ring (as when another sleeper's wake-up cleared the
-  // doorbell), and this thread consumes it while it looks for a result of its own.
-  EXPECT_TRUE((*daemon_side)
-                  ->PostQuietly(ring::EncodeCompletion(ring::CompletionKind::kFinished, kCookie,
-                                                       /*op_id=*/1, v1::WaitResponse())));
-  absl::StatusOr<std::optional<v1::WaitResponse>> other = (*client)->Finished(8, absl::Now());
-  EXPECT_TRUE(other.ok() && !other->has_value()) << other.status();
-  waiter.join();
-  ASSERT_TRUE(waited.ok()) << waited.status();
-  EXPECT_TRUE(waited->has_value());
-  EXPECT_EQ(naps.load(), 0) << "the waiter slept until its deadline with its result here";
+  rings.FinishQuietly(7);
+  waiter.thread.join();
+  ASSERT_TRUE(waiter.result.ok()) << waiter.result.status();
+  EXPECT_TRUE(waiter.result->has_value());
+  EXPECT_EQ(rings.naps.load(), 0) << "the waiter slept until its deadline with its result here";
+}
+
+// Two threads wait, one of them on the doorbell; a third consumes first the result of one,
+// then of the other, each posted without a ring. Each waiter gets its own at once.
+TEST(ClientRingTest, TwoWaitersEachWakeForTheResultAnotherThreadConsumed) {
+  Rings rings;
+  Waiter first(*rings.client, 7);
+  Waiter second(*rings.client, 9);
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  int quiet_looks = 0;  // both seen blocked in this many looks in a row
+  while (quiet_looks < 20 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Microseconds(200));
+    quiet_looks = first.Blocked() && second.Blocked() ? quiet_looks + 1 : 0;
+  }
+  ASSERT_EQ(quiet_looks, 20) << "the waiters never both slept";
+  rings.FinishQuietly(7);
+  first.thread.join();
+  rings.FinishQuietly(9);
+  second.thread.join();
+  ASSERT_TRUE(first.result.ok() && second.result.ok())
+      << first.result.status() << second.result.status();
+  EXPECT_TRUE(first.result->has_value());
+  EXPECT_TRUE(second.result->has_value());
+  EXPECT_EQ(rings.naps.load(), 0) << "a waiter slept until its deadline with its result here";
 }
 
 }  // namespace
