@@ -71,6 +71,9 @@ struct Waiter {
           tid = gettid();
           result = client.Finished(cookie, absl::Now() + absl::Seconds(20));
         }) {}
+  ~Waiter() {
+    if (thread.joinable()) thread.join();  // its deadline ends its wait
+  }
   /// Whether it is blocked in a sleep (on the doorbell or on the ring's mutex).
   bool Blocked() const {
     const long call = tid.load() == 0 ? -1 : SystemCall(tid.load());
@@ -90,10 +93,7 @@ TEST(ClientRingTest, ACompletionOneThreadConsumesForAnotherWakesIt) {
     absl::SleepFor(absl::Microseconds(100));
     asleep = waiter.tid.load() != 0 && InPpoll(waiter.tid.load());
   }
-  if (!asleep) {
-    waiter.thread.join();  // its deadline ends its wait
-    FAIL() << "the waiter never slept on the doorbell";
-  }
+  ASSERT_TRUE(asleep) << "the waiter never slept on the doorbell";
   rings.FinishQuietly(7);
   waiter.thread.join();
   ASSERT_TRUE(waiter.result.ok()) << waiter.result.status();
