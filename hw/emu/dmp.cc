@@ -321,8 +321,9 @@ std::string Dmp::Waiting(const CallState& call) const {
       if (call.comm->local[key.dst]) {
         absl::StrAppend(&text, rbm_.Describe(key));  // the RBM holds a local message
       } else if (awaited != awaited_.end() && awaited->second.call_id == call.id) {
-        absl::StrAppend(&text, awaited->second.asked ? "asked, waiting for its clear-to-send"
-                                                     : "its request not yet written");
+        absl::StrAppend(&text, awaited->second.request == Request::kWritten
+                                   ? "asked, waiting for its clear-to-send"
+                                   : "its request not yet written");
       } else {
         absl::StrAppend(&text, call.moves[i].segments_left, " segments not yet written");
       }

@@ -199,6 +199,8 @@ class Dmp {
   /// its segments are written.
   void ScheduleSegment(const CallState& call, uint32_t index, const poe::SegmentHeader& header,
                        const std::byte* payload);
+  /// Queues the request of the awaited rendezvous send of `key` on its session, once.
+  void Ask(Communicator& comm, const MessageKey& key);
   /// A send to a rank on this engine, handed to the RBM.
   absl::Status SendLocal(CallState& call, uint32_t index, uint64_t bytes);
   MessageKey SendKey(const CallState& call, uint32_t index) const;
@@ -222,6 +224,7 @@ class Dmp {
   void MarkReady(uint64_t call_id) { ready_.push_back(call_id); }
 
   /// A rendezvous send waiting for its clear-to-send.
+  enum class Request : uint8_t { kUnsent, kQueued, kWritten };
   struct AwaitedSend {
     uint64_t call_id = 0;  ///< 0 once let go: then `copy` holds the data
     uint32_t index = 0;
@@ -229,7 +232,7 @@ class Dmp {
     uint64_t segment = 0;  ///< bytes per data segment, a whole number of elements
     const std::byte* source = nullptr;
     std::shared_ptr<const std::vector<std::byte>> copy;
-    bool asked = false;  ///< its request was written to the session
+    Request request = Request::kUnsent;  ///< its request: queued on the session, written
   };
 
   Rbm& rbm_;

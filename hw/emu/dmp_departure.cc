@@ -2,9 +2,10 @@
 // how a failing call lets go of its moves. A call fails once a move not yet done needs a
 // departed rank: a send to it, or a receive from it that is posted (so its message is
 // incomplete) or whose message is not all staged. The failing call starts no more moves
-// and gives up its posted receives (the RBM discards the rest of their messages) and its
-// sends that wait for their receive (a copy of their data still goes if it comes, unless
-// the receiver left); it completes when none of its segments is still queued on a live
+// and gives up its posted receives (the RBM discards the rest of their messages), its
+// receives not started (their messages are received into nothing) and its sends that
+// wait for their receive (a copy of their data still goes if it comes, unless the
+// receiver left); it completes when none of its segments is still queued on a live
 // session or landing in its memory, so that memory is never touched after completion.
 // Cost: O(moves) per call at its start and at each departure; nothing while no rank has
 // left.
@@ -45,6 +46,19 @@ void Dmp::Doom(CallState& call, const absl::Status& status) {
     } else if (move.Receives()) {
       call.moves[i].done = rbm_.Abandon(ReceiveKey(call, i));
     }
+  }
+  // The receives it will not start took their sequence numbers: no other call can take
+  // their messages, so they are received into nothing (credits and pool buffers come back,
+  // and a rendezvous sender gets its clear-to-send), except from ranks that left.
+  const uint64_t element = DataTypeSize(call.desc.datatype);
+  for (uint32_t i = call.next_move; i < call.moves.size(); ++i) {
+    const Move& move = call.program.moves[i];
+    if (call.moves[i].done || !move.Receives()) continue;
+    call.moves[i].done = true;
+    const MessageKey key = ReceiveKey(call, i);
+    if (call.comm->departed.contains(key.src)) continue;
+    // A message of another size stays until the communicator goes: the call already fails.
+    (void)rbm_.Post(key, {.bytes = move.count * element});
   }
   MarkReady(call.id);
 }

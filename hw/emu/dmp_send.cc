@@ -71,19 +71,30 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
   }
   // 3. Otherwise rendezvous: ask, and send the data when the receiver clears it.
   counters_.rendezvous_messages.fetch_add(1);
-  header.type = poe::SegmentType::kRequest;
-  Schedule(call, poe::kHeaderBytes, [this, header](CallState& call) {
-    if (PeerLink* link = hooks_.link_for(*call.comm, header.dst)) {
-      link->Send(header, nullptr, [this, key = MessageKey::Of(header)] {
-        if (auto it = awaited_.find(key); it != awaited_.end()) it->second.asked = true;
-      });
-    }
-  });
   uint64_t segment = link->segment_bytes;
   if (call.desc.segment_bytes > 0) segment = std::min(segment, call.desc.segment_bytes);
   segment = std::max(element, segment / element * element);
-  awaited_[key] = {call.id, index, bytes, segment, state.source, nullptr, false};
+  awaited_[key] = {call.id, index, bytes, segment, state.source, nullptr};
+  Schedule(call, poe::kHeaderBytes, [this, key](CallState& call) { Ask(*call.comm, key); });
   return absl::OkStatus();
+}
+
+void Dmp::Ask(Communicator& comm, const MessageKey& key) {
+  auto it = awaited_.find(key);
+  if (it == awaited_.end() || it->second.request != Request::kUnsent) return;
+  it->second.request = Request::kQueued;
+  PeerLink* link = hooks_.link_for(comm, key.dst);
+  if (link == nullptr) return;
+  const poe::SegmentHeader header{.type = poe::SegmentType::kRequest,
+                                  .comm = key.comm,
+                                  .src = key.src,
+                                  .dst = key.dst,
+                                  .tag = key.tag,
+                                  .sequence = key.sequence,
+                                  .total = it->second.bytes};
+  link->Send(header, nullptr, [this, key] {
+    if (auto it = awaited_.find(key); it != awaited_.end()) it->second.request = Request::kWritten;
+  });
 }
 
 void Dmp::ScheduleSegment(const CallState& call, uint32_t index, const poe::SegmentHeader& header,
@@ -162,6 +173,8 @@ bool Dmp::LetGo(CallState& call, uint32_t index) {
   send.source = copy->data();
   send.copy = std::move(copy);
   send.call_id = 0;
+  // Its request may still wait in the scheduler, which runs nothing of a finished call.
+  Ask(*call.comm, key);
   return true;
 }
 

@@ -65,8 +65,10 @@ class DmpDepartureTest : public ::testing::Test {
     account_ = rbm_.OpenAccount(4).account;
   }
 
-  /// Submits a call of rank 0 with int32 elements; returns its slot in done_.
-  size_t Submit(std::vector<Move> moves, std::vector<int32_t>* op0, std::vector<int32_t>* result) {
+  /// Submits a call of rank 0 with int32 elements and serves up to `budget` bytes of
+  /// scheduled units; returns its slot in done_.
+  size_t Submit(std::vector<Move> moves, std::vector<int32_t>* op0, std::vector<int32_t>* result,
+                uint64_t budget = UINT64_MAX) {
     auto call = std::make_unique<CallState>();
     call->id = next_id_++;
     call->desc.rank = 0;
@@ -80,7 +82,7 @@ class DmpDepartureTest : public ::testing::Test {
     call->done = [this, index](Completion completion) { done_[index] = std::move(completion); };
     call->comm = &comm_;
     dmp_.Submit(std::move(call));
-    dmp_.Serve(UINT64_MAX);  // every scheduled unit
+    dmp_.Serve(budget);
     return index;
   }
 
@@ -331,6 +333,55 @@ TEST_F(DmpDepartureTest, FailingCallLetsGoOfItsRendezvousSendsButTheirDataStillG
   std::memcpy(payload.data(), one_.payloads[1], 400);
   EXPECT_EQ(payload, expected);
   for (auto& written : std::exchange(one_.queued, {})) written();
+}
+
+// The same when the request had not left yet: it waited in the scheduler, which runs
+// nothing of a finished call, so letting go sends it.
+TEST_F(DmpDepartureTest, ARendezvousSendLetGoBeforeItsRequestLeftStillAsks) {
+  std::vector<int32_t> data(100, 3), out(4);
+  const size_t call = Submit({Copy(Mem(Slot::kOp0), Endpoint::Network(1, 1), data.size()),
+                              Copy(Endpoint::Network(2, 1), Mem(Slot::kResult), 4)},
+                             &data, &out, /*budget=*/0);
+  EXPECT_TRUE(one_.sent.empty());  // the request is still a scheduled unit
+  Depart(2);
+  ASSERT_TRUE(done_[call]);
+  EXPECT_EQ(done_[call]->status, absl::UnavailableError("rank 2 left"));
+  ASSERT_EQ(one_.sent.size(), 1u);
+  EXPECT_EQ(one_.sent[0].type, poe::SegmentType::kRequest);
+  EXPECT_EQ(one_.sent[0].total, 400u);
+  poe::SegmentHeader clear = one_.sent[0];
+  clear.type = poe::SegmentType::kClearToSend;
+  ASSERT_TRUE(dmp_.ClearToSend(comm_, clear).ok());
+  dmp_.Serve(UINT64_MAX);
+  ASSERT_EQ(one_.sent.size(), 2u);  // once: the scheduled unit did not ask again
+  EXPECT_EQ(one_.sent[1].type, poe::SegmentType::kRendezvousData);
+  for (auto& written : std::exchange(one_.queued, {})) written();
+}
+
+// A call that fails before it starts some receives still used up their sequence numbers:
+// what comes for them is received into nothing, so no pool buffer stays taken, a
+// rendezvous sender is cleared, and later calls match their own messages.
+TEST_F(DmpDepartureTest, MessagesForReceivesAFailingCallNeverStartedAreDiscarded) {
+  Depart(2);
+  std::vector<int32_t> out = {-1, -1, -1, -1}, big(100, -1);
+  const size_t failed = Submit({Copy(Endpoint::Network(2, 1), Mem(Slot::kResult), 4),
+                                Copy(Endpoint::Network(1, 1), Mem(Slot::kResult), 4),
+                                Copy(Endpoint::Network(1, 2), Mem(Slot::kResult), 100)},
+                               nullptr, &out);
+  ASSERT_TRUE(done_[failed]);
+  EXPECT_EQ(done_[failed]->status, absl::UnavailableError("rank 2 left"));
+  Arrive(1, 1, 0, {9, 9, 9, 9});
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1, -1, -1}));
+  EXPECT_EQ(rbm_.used_bytes(), 0u);
+  const poe::SegmentHeader request{
+      .type = poe::SegmentType::kRequest, .comm = comm_.id, .src = 1, .tag = 2, .total = 400};
+  ASSERT_TRUE(rbm_.Request(request).ok());
+  EXPECT_THAT(cleared_, ::testing::ElementsAre(MessageKey::Of(request)));
+  const size_t next = Submit({Copy(Endpoint::Network(1, 1), Mem(Slot::kResult), 4)}, nullptr, &out);
+  Arrive(1, 1, 1, {5, 6, 7, 8});
+  ASSERT_TRUE(done_[next]);
+  EXPECT_TRUE(done_[next]->status.ok()) << done_[next]->status;
+  EXPECT_EQ(out, (std::vector<int32_t>{5, 6, 7, 8}));
 }
 
 }  // namespace
