@@ -7,6 +7,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -20,8 +22,9 @@ namespace cclo::daemon {
 namespace {
 
 constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
-/// How long a client that sent part of its HELLO may take to send the rest.
-constexpr absl::Duration kPartialFrameGrace = absl::Milliseconds(50);
+/// How often a connection that sent part of its HELLO is looked at again (the thread never
+/// waits for the rest: it serves every connection).
+constexpr absl::Duration kPartialHelloRetry = absl::Milliseconds(5);
 /// A client that does not read its attach socket for this long fails its AllocBuffer.
 constexpr timeval kSendTimeout = {5, 0};
 /// How long accepting pauses when the process is out of descriptors (the queued connection
@@ -94,9 +97,14 @@ void AttachServer::Run() {
     // poll skips a negative fd.
     fds.assign({{wake_fd_, POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
     absl::Time next_deadline = accepting ? absl::InfiniteFuture() : accept_paused_until_;
+    std::vector<int> pending_fds;
+    const absl::Time now = absl::Now();
     for (const auto& [fd, pending] : pending_) {
-      fds.push_back({fd, POLLIN, 0});
-      next_deadline = std::min(next_deadline, pending.deadline);
+      const bool later = pending.look_again > now;  // a part of a HELLO is there
+      fds.push_back({later ? -1 : fd, POLLIN, 0});
+      pending_fds.push_back(fd);
+      next_deadline =
+          std::min({next_deadline, pending.deadline, later ? pending.look_again : next_deadline});
     }
     const size_t first_connection = fds.size();
     for (const auto& [fd, session_id] : connections_) fds.push_back({fd, POLLIN, 0});
@@ -121,13 +129,18 @@ void AttachServer::Run() {
     if (fds[0].revents) return;
     if (fds[1].revents & POLLIN) Accept();
     for (size_t i = 2; i < first_connection; ++i) {
-      const Pending pending = pending_.at(fds[i].fd);
-      if (fds[i].revents != 0) {
-        pending_.erase(fds[i].fd);
-        Greet(fds[i].fd, pending);
+      const int fd = pending_fds[i - 2];
+      Pending& pending = pending_.at(fd);
+      if (fds[i].revents != 0 && !WholeFrameOrEnd(fd)) {
+        pending.look_again = absl::Now() + kPartialHelloRetry;
+      } else if (fds[i].revents != 0) {
+        const Pending greeted = pending;
+        pending_.erase(fd);
+        Greet(fd, greeted);
       } else if (absl::Now() >= pending.deadline) {
-        pending_.erase(fds[i].fd);
-        Refuse(fds[i].fd, pending.credentials,
+        const Pending refused = pending;
+        pending_.erase(fd);
+        Refuse(fd, refused.credentials,
                absl::DeadlineExceededError(
                    absl::StrCat("no HELLO within ", absl::FormatDuration(kHelloTimeout))));
       }
@@ -170,10 +183,16 @@ void AttachServer::Accept() {
   pending_[fd] = {absl::Now() + kHelloTimeout, {credentials.pid, credentials.uid, credentials.gid}};
 }
 
+bool AttachServer::WholeFrameOrEnd(int fd) {
+  std::array<uint8_t, attach::kFrameBytes> frame;
+  const ssize_t got = recv(fd, frame.data(), frame.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (got < 0) return errno != EAGAIN && errno != EINTR;
+  return got == 0 || static_cast<size_t>(got) == frame.size();
+}
+
 void AttachServer::Greet(int fd, const Pending& pending) {
-  // The HELLO is ready to read; a client that sends only part of it gets a short grace.
-  absl::StatusOr<attach::Received> hello =
-      attach::ReceiveFrame(fd, std::min(pending.deadline, absl::Now() + kPartialFrameGrace));
+  // The whole HELLO is there (or the connection ended): this does not wait.
+  absl::StatusOr<attach::Received> hello = attach::ReceiveFrame(fd, pending.deadline);
   absl::Status refusal;
   if (!hello.ok()) {
     refusal = hello.status();
@@ -238,6 +257,9 @@ void AttachServer::Refuse(int fd, const PeerCredentials& credentials, const absl
 void AttachServer::EndSession(int fd) {
   uint64_t session_id = connections_[fd];
   connections_.erase(fd);
+  // Ends a frame send blocked on a client that does not read (an AllocBuffer's, which
+  // holds the session's send lock that Close takes) at once, not at its send timeout.
+  shutdown(fd, SHUT_RDWR);
   if (SessionPtr session = sessions_->Remove(session_id)) {
     spdlog::info("session {} ended (attach connection closed)", session_id);
     session->Close();

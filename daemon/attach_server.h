@@ -44,10 +44,13 @@ class AttachServer {
   struct Pending {
     absl::Time deadline;
     PeerCredentials credentials;
+    absl::Time look_again = absl::InfinitePast();  ///< part of a HELLO came: not before then
   };
 
   void Run();
   void Accept();
+  /// Whether a whole frame waits on `fd`, or the connection ended or failed.
+  static bool WholeFrameOrEnd(int fd);
   /// Reads the HELLO of a pending connection and answers WELCOME or REFUSED.
   void Greet(int fd, const Pending& pending);
   /// Undoes a session made for a connection that gets no WELCOME.

@@ -5,12 +5,16 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -303,6 +307,71 @@ TEST_F(AttachServerTest, SilentConnectionDoesNotDelayOthersAndIsRefusedLater) {
       << refused->frame.text;
   close(silent);
   close(good);
+}
+
+// A client slow to send its whole HELLO is waited for without holding up anyone, until
+// the HELLO deadline.
+TEST_F(AttachServerTest, PartOfAHelloDoesNotDelayOthersAndTheRestMayFollow) {
+  absl::StatusOr<std::array<uint8_t, attach::kFrameBytes>> hello =
+      attach::Encode({attach::FrameType::kHello, 0, 0, ""});
+  ASSERT_TRUE(hello.ok());
+  const size_t half = attach::kFrameBytes / 2;
+  int slow = Connect();
+  ASSERT_EQ(write(slow, hello->data(), half), static_cast<ssize_t>(half));
+  int good = Connect();
+  EXPECT_EQ(Hello(good).type, attach::FrameType::kWelcome);
+  absl::SleepFor(absl::Milliseconds(300));  // a slow client, not a synchronisation
+  pollfd slow_ready{slow, POLLIN, 0};
+  EXPECT_EQ(poll(&slow_ready, 1, 0), 0);  // still owed its answer
+  ASSERT_EQ(send(slow, hello->data() + half, hello->size() - half, MSG_NOSIGNAL),
+            static_cast<ssize_t>(hello->size() - half));
+  absl::StatusOr<attach::Received> welcome =
+      attach::ReceiveFrame(slow, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
+  close(slow);
+  close(good);
+}
+
+/// The system call thread `tid` of this process is in (-1 if running).
+long SystemCall(pid_t tid) {
+  std::ifstream file("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  long number = -1;
+  file >> number;
+  return number;
+}
+
+// A client that stops reading its attach socket blocks the sending of its buffers' frames;
+// when it ends its session, the send blocked in AllocBuffer ends at once (broken pipe),
+// not at its 5 s send timeout with the attach thread waiting behind it.
+TEST_F(AttachServerTest, ASendBlockedOnAClientThatDoesNotReadEndsWithItsSession) {
+  int fd = Connect();
+  absl::StatusOr<attach::Received> welcome = SayHello(fd);
+  ASSERT_TRUE(welcome.ok()) << welcome.status();
+  SessionPtr session = *sessions_.FindByToken(welcome->frame.text);
+  std::atomic<pid_t> sender{0};
+  absl::Status last;
+  std::thread adding([&] {
+    sender = gettid();
+    for (uint64_t id = 1; last.ok(); ++id) {
+      absl::StatusOr<SharedBufferPtr> buffer = SharedBuffer::Create(id, 1);
+      last = buffer.ok() ? session->AddBuffer(*buffer, {}, {}) : buffer.status();
+    }
+  });
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  int blocked_looks = 0;
+  while (blocked_looks < 20 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+    blocked_looks =
+        sender.load() != 0 && SystemCall(sender.load()) == SYS_sendmsg ? blocked_looks + 1 : 0;
+  }
+  const bool blocked = blocked_looks == 20;
+  const char stray = 'x';
+  ASSERT_EQ(write(fd, &stray, 1), 1);  // the server ends the session for it
+  adding.join();
+  ASSERT_TRUE(blocked) << "AddBuffer never blocked: " << last;
+  EXPECT_NE(last.message().find("Broken pipe"), std::string::npos) << last;
+  close(fd);
 }
 
 TEST_F(AttachServerTest, WrongFirstFrameTypeIsRefused) {
