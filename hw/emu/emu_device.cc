@@ -131,6 +131,12 @@ void EmuDevice::ConfigureCommunicator(const CommunicatorConfig& config, absl::Ti
 }
 
 void EmuDevice::RemoveCommunicator(const CommId& id, absl::Status reason) {
+  {
+    // At once, in the caller's order with PrepareCommunicator: a join retried right after
+    // this keeps the preparation it makes before the engine runs the rest.
+    std::lock_guard<std::mutex> lock(prepared_mu_);
+    prepared_.erase(id);
+  }
   engine_->Post([this, id, reason = std::move(reason)] {
     Remove(id, reason);
     dmp_.Progress();
@@ -247,10 +253,6 @@ void EmuDevice::Configure(const CommunicatorConfig& config, absl::Time deadline,
 void EmuDevice::Remove(const CommId& id, absl::Status reason) {
   if (reason.ok()) {
     reason = absl::UnavailableError(absl::StrCat("communicator ", CommIdHex(id), " was removed"));
-  }
-  {
-    std::lock_guard<std::mutex> lock(prepared_mu_);
-    prepared_.erase(id);
   }
   if (auto it = parked_.find(id); it != parked_.end()) {
     std::vector<poe::Session*> sessions = std::move(it->second);

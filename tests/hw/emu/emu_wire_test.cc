@@ -54,10 +54,7 @@ EmuConfig SmallConfig(uint32_t credits) {
 TEST_F(EmuWireTest, ParkedHandshakeCompletesOnceConfiguredAndGranted) {
   FakePeer peer(device_->DataAddress(), comm_);
   peer.Authenticate(comm_.config.secret);  // the device only knows the secret so far
-  auto promise = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> configured = promise->get_future();
-  device_->ConfigureCommunicator(comm_.config, absl::Now() + kWait,
-                                 [promise](absl::Status s) { promise->set_value(s); });
+  std::future<absl::Status> configured = Configure();
   absl::StatusOr<ControlMessage> accept = peer.ReadControl();
   ASSERT_TRUE(accept.ok()) << accept.status();
   EXPECT_EQ(accept->kind, ControlKind::kAccept);
@@ -74,6 +71,21 @@ TEST_F(EmuWireTest, ParkedHandshakeCompletesOnceConfiguredAndGranted) {
   EXPECT_EQ(device_->Stats().sessions_up, 1u);
 }
 
+// A join that failed and is retried at once removes and prepares the communicator again
+// before the engine runs the removal: the newer preparation stands, so a peer's session
+// waits for the configure instead of being refused as unknown.
+TEST_F(EmuWireTest, APreparationRightAfterARemovalStands) {
+  device_->RemoveCommunicator(comm_.config.id, absl::UnavailableError("join failed"));
+  ASSERT_TRUE(device_->PrepareCommunicator(comm_.config.id, comm_.config.secret).ok());
+  FakePeer peer(device_->DataAddress(), comm_);
+  peer.Authenticate(comm_.config.secret);
+  ASSERT_TRUE(peer.WaitUntilRead());  // so the session waits before the configure comes
+  std::future<absl::Status> configured = Configure();
+  absl::StatusOr<ControlMessage> accept = peer.ReadControl();
+  ASSERT_TRUE(accept.ok()) << accept.status();
+  EXPECT_EQ(accept->kind, ControlKind::kAccept) << accept->reason;
+}
+
 // A peer's session that waited for the communicator is closed, with the reason, when the
 // communicator then fails to configure, not left until the communicator is removed.
 TEST_F(EmuWireTest, AFailedConnectClosesThePeersSessionThatWaited) {
@@ -81,10 +93,7 @@ TEST_F(EmuWireTest, AFailedConnectClosesThePeersSessionThatWaited) {
   FakePeer peer(device_->DataAddress(), comm_);
   peer.Authenticate(comm_.config.secret);
   ASSERT_TRUE(peer.WaitUntilRead());  // so the session waits before the configure comes
-  auto promise = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> configured = promise->get_future();
-  device_->ConfigureCommunicator(comm_.config, absl::Now() + kWait,
-                                 [promise](absl::Status s) { promise->set_value(s); });
+  std::future<absl::Status> configured = Configure();
   ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   const absl::Status status = configured.get();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

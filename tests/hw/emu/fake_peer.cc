@@ -239,11 +239,16 @@ void FakePeerTest::Start(const EmuConfig& config) {
   ASSERT_TRUE(device_->PrepareCommunicator(comm_.config.id, comm_.config.secret).ok());
 }
 
-std::future<absl::Status> FakePeerTest::Admit(FakePeer& peer) {
+std::future<absl::Status> FakePeerTest::Configure() {
   auto promise = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> configured = promise->get_future();
   device_->ConfigureCommunicator(comm_.config, absl::Now() + kWait,
                                  [promise](absl::Status s) { promise->set_value(s); });
+  return configured;
+}
+
+std::future<absl::Status> FakePeerTest::Admit(FakePeer& peer) {
+  std::future<absl::Status> configured = Configure();
   peer.Authenticate(comm_.config.secret);
   absl::StatusOr<ControlMessage> accept = peer.ReadControl();
   EXPECT_TRUE(accept.ok()) << accept.status();

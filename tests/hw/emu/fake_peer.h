@@ -93,6 +93,9 @@ class FakePeerTest : public ::testing::Test {
   /// (Re)creates the device with `config`.
   void Start(const EmuConfig& config);
 
+  /// Configures the device's communicator; the future yields the configure's result.
+  std::future<absl::Status> Configure();
+
   /// Configures the device and runs the fake's handshake up to the device's ACCEPT; the
   /// future yields the configure's result.
   std::future<absl::Status> Admit(FakePeer& peer);
