@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cclo/v1/ring.h"
 #include "firmware/contract.h"
 #include "firmware/registry.h"
 
@@ -210,7 +211,11 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   NewOp op;
   op.comm_handle = request.comm_handle();
   op.after.assign(request.after().begin(), request.after().end());
-  op.max_uncollected = tenant->Limits()[static_cast<size_t>(Resource::kInflightOps)];
+  // A ring client that collects all its results still has up to a ring of them posted and
+  // not consumed, and a ring consumed but not yet released (that waits until the daemon
+  // took the commands posted before the consumption), beside those of its ops in flight.
+  op.max_uncollected = tenant->Limits()[static_cast<size_t>(Resource::kInflightOps)] +
+                       2 * uint64_t{ring::kCompletionSlots};
   op.done = std::move(done);
   op.what = {call.collective, call.rank, call.comm};
   const OpLabels labels{tenant->name(), call.collective, call.protocol, call.count * element};

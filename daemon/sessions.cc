@@ -139,11 +139,11 @@ absl::StatusOr<uint64_t> Session::AddOp(NewOp new_op) {
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::UnavailableError("session is closing");
     if (done_ops_ >= new_op.max_uncollected) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("this session keeps ", done_ops_,
-                       " finished ops whose results were not collected (as many as the tenant's "
-                       "inflight_ops quota); Wait for them, or on the command ring consume their "
-                       "completions and release the failed ones"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this session keeps ", done_ops_,
+          " finished ops whose results were not collected, as many as it may (the tenant's "
+          "inflight_ops quota plus two completion rings); Wait for them, or on the command "
+          "ring release the failed ones"));
     }
     std::set<uint64_t> after;
     for (uint64_t dependency : new_op.after) {

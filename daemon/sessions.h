@@ -71,7 +71,8 @@ struct OpName {
 struct NewOp {
   uint64_t comm_handle = 0;     ///< ops of one handle start in submission order
   std::vector<uint64_t> after;  ///< ops of this session it waits for (at most kMaxAfter)
-  /// Refused while the session keeps this many finished ops whose results were not collected.
+  /// Refused while the session keeps this many finished ops whose results were not
+  /// collected.
   uint64_t max_uncollected = UINT64_MAX;
   OpName what;
   OpStart start;

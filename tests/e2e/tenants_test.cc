@@ -394,5 +394,25 @@ TEST(TenantsTest, ABufferTheClientCannotMapIsGivenBack) {
   EXPECT_TRUE((*client)->AllocBuffer(1ull << 30).ok());
 }
 
+// With room for one op in flight, a client that collects every result keeps submitting:
+// results it consumed from the ring, which the daemon releases only after the commands
+// posted before the consumption, never count against it.
+TEST(TenantsTest, ACollectingClientIsNeverRefusedForUncollectedResults) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 1}\n");
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<std::string> token = (*client)->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = (*client)->Join(*token, 0, 1);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  int refused = 0;
+  absl::Status first_refusal;
+  for (int i = 0; i < 5000; ++i) {
+    absl::Status status = (*comm)->Nop();
+    if (!status.ok() && refused++ == 0) first_refusal = status;
+  }
+  EXPECT_EQ(refused, 0) << first_refusal;
+}
+
 }  // namespace
 }  // namespace cclo::testing
