@@ -113,10 +113,6 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
                                    cclo::v1::SubmitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
-  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) {
-    ops_->CountRefused(admitted);
-    return ToGrpc(admitted);
-  }
   absl::StatusOr<cclo::v1::SubmitResponse> submitted = ops_->Submit(*session, *request);
   if (!submitted.ok()) {
     ops_->CountRefused(submitted.status());

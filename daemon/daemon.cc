@@ -138,8 +138,8 @@ Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
       peer_client_(PeerChannelCredentials(peer_tls)),
       policies_(config.policy),
       communicators_(device_.get(), &peer_client_, &root_gather_, &policies_, peer_address_),
-      ops_(device_.get(), &communicators_, &op_stats_, config.op_deadline),
       drain_(&sessions_, &communicators_, &root_gather_, [] { kill(getpid(), SIGTERM); }),
+      ops_(device_.get(), &communicators_, &op_stats_, &drain_, config.op_deadline),
       client_service_(&config_, &sessions_, &communicators_, &ops_, &drain_),
       peer_service_(&root_gather_),
       admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, &policies_,
@@ -166,7 +166,7 @@ absl::Status Daemon::StartServers(int peer_port) {
     return owned;
   }
 
-  absl::StatusOr<std::unique_ptr<Rings>> rings = Rings::Create(&ops_, &drain_);
+  absl::StatusOr<std::unique_ptr<Rings>> rings = Rings::Create(&ops_);
   if (!rings.ok()) return rings.status();
   rings_ = *std::move(rings);
   device_->AddPoller(rings_.get());

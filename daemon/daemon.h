@@ -63,9 +63,9 @@ class Daemon {
   SessionRegistry sessions_;
   Communicators communicators_;
   OpStats op_stats_;
-  Ops ops_;
   /// Once a drain finished, it stops the daemon as SIGTERM does.
   Drain drain_;
+  Ops ops_;
   ClientService client_service_;
   PeerService peer_service_;
   AdminService admin_service_;

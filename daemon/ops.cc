@@ -97,11 +97,12 @@ cclo::v1::WaitResponse ToWaitResponse(const OpResult& done) {
   return response;
 }
 
-Ops::Ops(hw::Device* device, Communicators* communicators, OpStats* stats,
+Ops::Ops(hw::Device* device, Communicators* communicators, OpStats* stats, const Drain* drain,
          absl::Duration default_deadline)
     : device_(device),
       communicators_(communicators),
       stats_(stats),
+      drain_(drain),
       default_deadline_(default_deadline),
       expire_thread_([this] { ExpireLoop(); }) {}
 
@@ -119,6 +120,7 @@ void Ops::CountRefused(const absl::Status& refusal) { stats_->Refused(refusal.co
 absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
                                                      const cclo::v1::SubmitRequest& request,
                                                      OpDone done) {
+  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
   if (request.collective() < 0 || request.collective() > kMaxCollective) {
     return absl::InvalidArgumentError(absl::StrCat("unknown collective ", request.collective()));
   }
@@ -146,6 +148,13 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   call.tenant = session->tenant()->index();
   if (absl::Status valid = firmware::ValidateCall(call, member->size); !valid.ok()) {
     return valid;
+  }
+  // The engine ignores it, but the byte counters would add it up.
+  if ((call.collective == hw::Collective::kBarrier || call.collective == hw::Collective::kNop) &&
+      call.count != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(hw::CollectiveName(call.collective)),
+                                                   " moves no data: its count must be 0, not ",
+                                                   call.count));
   }
 
   const uint64_t element = hw::DataTypeSize(call.datatype);
@@ -198,6 +207,8 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   const TenantPtr& tenant = session->tenant();
   absl::StatusOr<Lease> room = tenant->Acquire(
       Resource::kInflightOps, 1, request.wait_for_room() ? deadline : absl::InfinitePast());
+  // A drain that began while this waited for room refuses it too.
+  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
   if (!room.ok()) {
     const std::string retry_ms = absl::StrCat(absl::ToInt64Milliseconds(tenant->RetryHint()));
     absl::Status full = absl::ResourceExhaustedError(

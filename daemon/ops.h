@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "cclo/v1/client.pb.h"
 #include "daemon/communicators.h"
+#include "daemon/drain.h"
 #include "daemon/op_stats.h"
 #include "daemon/sessions.h"
 #include "hw/device.h"
@@ -33,7 +34,8 @@ cclo::v1::WaitResponse ToWaitResponse(const OpResult& result);
 class Ops {
  public:
   /// Every op that ends is counted in `stats`.
-  Ops(hw::Device* device, Communicators* communicators, OpStats* stats,
+  /// New ops are refused while `drain` does not admit them.
+  Ops(hw::Device* device, Communicators* communicators, OpStats* stats, const Drain* drain,
       absl::Duration default_deadline);
   /// Stops the deadline thread; ops still held are left to their sessions.
   ~Ops();
@@ -74,6 +76,7 @@ class Ops {
   hw::Device* const device_;
   Communicators* const communicators_;
   OpStats* const stats_;
+  const Drain* const drain_;
   const absl::Duration default_deadline_;
 
   absl::Mutex mu_;

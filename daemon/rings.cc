@@ -47,7 +47,7 @@ void ClearEventfd(int eventfd) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Rings>> Rings::Create(Ops* ops, const Drain* drain) {
+absl::StatusOr<std::unique_ptr<Rings>> Rings::Create(Ops* ops) {
   int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd < 0) return absl::InternalError(absl::StrCat("epoll: ", std::strerror(errno)));
   int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -60,11 +60,11 @@ absl::StatusOr<std::unique_ptr<Rings>> Rings::Create(Ops* ops, const Drain* drai
     close(epoll_fd);
     return status;
   }
-  return std::unique_ptr<Rings>(new Rings(ops, drain, epoll_fd, wake_fd));
+  return std::unique_ptr<Rings>(new Rings(ops, epoll_fd, wake_fd));
 }
 
-Rings::Rings(Ops* ops, const Drain* drain, int epoll_fd, int wake_fd)
-    : ops_(ops), drain_(drain), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
+Rings::Rings(Ops* ops, int epoll_fd, int wake_fd)
+    : ops_(ops), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
 
 Rings::~Rings() {
   served_.clear();
@@ -236,11 +236,6 @@ bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRe
                    uint64_t cookie, absl::Time submitted) {
   SessionRing& ring = *served.ring;
   served.parked.reset();
-  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) {
-    ops_->CountRefused(admitted);
-    ring.PostQuietly(Refusal(cookie, admitted));
-    return true;
-  }
   // The engine thread never waits for room: a command that would is parked and retried.
   const bool wait_for_room = request.wait_for_room();
   const absl::Duration timeout = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())

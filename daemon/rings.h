@@ -21,7 +21,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/drain.h"
 #include "daemon/ops.h"
 #include "daemon/session_ring.h"
 #include "daemon/sessions.h"
@@ -35,8 +34,8 @@ class Rings final : public hw::Poller {
   static constexpr size_t kBatch = 32;
 
   /// Makes the rings' epoll set; give the result to hw::Device::AddPoller. Commands go to
-  /// `ops` unless `drain` refuses new ops.
-  static absl::StatusOr<std::unique_ptr<Rings>> Create(Ops* ops, const Drain* drain);
+  /// `ops` (which refuses them while the daemon drains).
+  static absl::StatusOr<std::unique_ptr<Rings>> Create(Ops* ops);
   /// Tears down every ring (after the engine stopped polling).
   ~Rings() override;
   Rings(const Rings&) = delete;
@@ -72,7 +71,7 @@ class Rings final : public hw::Poller {
     bool broken = false;  ///< its command ring's indices were out of bounds
   };
 
-  Rings(Ops* ops, const Drain* drain, int epoll_fd, int wake_fd);
+  Rings(Ops* ops, int epoll_fd, int wake_fd);
   /// One pass over a session: kept completions, then up to kBatch commands, then the
   /// results the client consumed. Whether it posted or took anything (then Poll wakes
   /// the client, once for the pass).
@@ -84,7 +83,6 @@ class Rings final : public hw::Poller {
   void Refresh();
 
   Ops* const ops_;
-  const Drain* const drain_;
   const int epoll_fd_;  ///< the command doorbells and wake_fd_; the engine sleeps on it
   const int wake_fd_;   ///< eventfd: Open() or Close() changed the sessions
 

@@ -12,7 +12,7 @@ namespace cclo::daemon {
 namespace {
 
 TEST(RingsTest, CompletionsConsumedWhileTheEngineWasAwakeAreLookedAtBeforeItSleeps) {
-  absl::StatusOr<std::unique_ptr<Rings>> rings = Rings::Create(nullptr, nullptr);
+  absl::StatusOr<std::unique_ptr<Rings>> rings = Rings::Create(nullptr);
   ASSERT_TRUE(rings.ok()) << rings.status();
   auto session = std::make_shared<Session>(1, "token", PeerCredentials{}, -1, nullptr, Lease{});
   absl::StatusOr<std::vector<int>> fds = (*rings)->Open(session);

@@ -92,6 +92,18 @@ TEST_F(BadInputTest, JoinTimeoutLongerThanItsRpcDeadline) {
   ExpectStillServing();
 }
 
+TEST_F(BadInputTest, BarrierWithACount) {
+  RawSession session(daemon_->runtime_dir());
+  cclo::v1::SubmitRequest request;
+  request.set_comm_handle(SoloComm(session));
+  request.set_collective(cclo::v1::BARRIER);
+  request.set_datatype(cclo::v1::FLOAT64);
+  request.set_count((1ull << 61) - 1);
+  ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
+              "barrier moves no data: its count must be 0, not 2305843009213693951");
+  ExpectStillServing();
+}
+
 TEST_F(BadInputTest, BufferOfAnotherSession) {
   RawSession owner(daemon_->runtime_dir());
   RawSession intruder(daemon_->runtime_dir());

@@ -234,5 +234,38 @@ TEST(DrainTest, ResultsConsumedFromTheCompletionRingAreNotHeld) {
   EXPECT_EQ(a->process().Wait(absl::Seconds(30)).exit_code, 0);
 }
 
+// A Submit that waits for room in its tenant's in-flight quota when a drain begins is
+// refused once room comes, not accepted behind the drain's back.
+TEST(DrainTest, ASubmitWaitingForRoomWhenTheDrainBeganIsRefused) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 1}\n");
+  RawSession rank0(daemon.runtime_dir()), rank1(daemon.runtime_dir());
+  auto [handle0, handle1] = JoinPair(rank0, rank1);
+  const uint64_t buffer0 = rank0.Alloc(4096), buffer1 = rank1.Alloc(4096);
+  // Rank 0's receive holds the tenant's one op in flight until its 5 s deadline.
+  cclo::v1::SubmitRequest holding = RecvRequest(handle0, buffer0, 1);
+  holding.set_timeout_ms(5000);
+  cclo::v1::SubmitResponse held;
+  ASSERT_TRUE(rank0.stub().Submit(rank0.Context().get(), holding, &held).ok());
+  grpc::Status waited;
+  std::thread waiting([&] {
+    cclo::v1::SubmitRequest request = RecvRequest(handle1, buffer1, 0);
+    request.set_wait_for_room(true);
+    cclo::v1::SubmitResponse response;
+    waited = rank1.stub().Submit(rank1.Context().get(), request, &response);
+  });
+  // Gives rank 1's Submit time to reach its wait; one that arrived after the drain began
+  // would be refused at once, which would not test the wait.
+  absl::SleepFor(absl::Milliseconds(500));
+  std::unique_ptr<Process> drain = StartDrain(daemon, "20");
+  EXPECT_TRUE(
+      WaitUntil([&] { return AdminJson<cclo::v1::StatusResponse>(daemon, {"status"}).draining(); },
+                absl::Seconds(20)));
+  waiting.join();  // room comes at rank 0's deadline
+  EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
+  EXPECT_EQ(waited.error_message(), "cclod is draining: new ops refused");
+  const ProcessResult drained = drain->Wait(absl::Seconds(30));
+  EXPECT_EQ(DrainAnswer(drained).ops_cut_off(), 0u) << drained.output;
+}
+
 }  // namespace
 }  // namespace cclo::testing
