@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
   if (!daemon.ok()) {
     spdlog::critical("cclod cannot start: {}", std::string(daemon.status().message()));
     cclo::daemon::StopForwardingGrpcLogs();
-    return 1;
+    // A config this host cannot run (a group, TLS file, host or congestion control it
+    // names) is a bad config as much as a malformed file: restarting does not help.
+    return daemon.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const absl::Duration watchdog_ping = cclo::daemon::WatchdogPingInterval();
   if (watchdog_ping > absl::ZeroDuration()) {

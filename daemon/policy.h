@@ -45,8 +45,10 @@ struct PolicyChoice {
 
 /// Checks every rule: a known collective, an algorithm that serves it (else the valid
 /// ones are listed), a known protocol and transport, non-empty ranges, segment_bytes in
-/// the engine's range, well-formed names and labels, unique rule names, and no rule that
-/// an earlier one hides wholly or partly (a later rule may only be more general).
+/// the engine's range, well-formed names and labels, unique rule names, no rule that an
+/// earlier one hides wholly, and no ranges that overlap an earlier rule of the same
+/// matchers without containing it. A rule that an earlier one with other matchers hides
+/// in part is allowed (the first match wins, and every rank chooses alike).
 /// INVALID_ARGUMENT naming the rule and the field otherwise.
 absl::Status ValidatePolicy(const cclo::v1::Policy& policy);
 

@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -30,6 +31,7 @@ absl::Status ParseRange(const YAML::Node& node, uint64_t max_value,
                         const std::function<void(uint64_t)>& set_min,
                         const std::function<void(uint64_t)>& set_max) {
   if (!node.IsMap()) return absl::InvalidArgumentError("expected a mapping {min: N, max: N}");
+  std::set<std::string> seen;
   for (const auto& entry : node) {
     absl::StatusOr<std::string> name = YamlKey(entry.first);
     if (!name.ok()) return name.status();
@@ -37,6 +39,9 @@ absl::Status ParseRange(const YAML::Node& node, uint64_t max_value,
     if (bound != "min" && bound != "max") {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown bound '", bound, "'; valid: min, max"));
+    }
+    if (!seen.insert(bound).second) {
+      return absl::InvalidArgumentError(absl::StrCat("bound '", bound, "' is given twice"));
     }
     absl::StatusOr<uint64_t> value = Bytes(entry.second);
     if (!value.ok()) return value.status();
@@ -150,6 +155,7 @@ void EmitRange(YAML::Emitter& out, const char* key, bool has_min, uint64_t min, 
 absl::StatusOr<cclo::v1::Policy> ParsePolicy(const YAML::Node& node) {
   if (!node.IsMap()) return absl::InvalidArgumentError("a policy must be a mapping with 'rules'");
   cclo::v1::Policy policy;
+  bool rules_seen = false;
   for (const auto& entry : node) {
     absl::StatusOr<std::string> name = YamlKey(entry.first);
     if (!name.ok()) return name.status();
@@ -157,6 +163,9 @@ absl::StatusOr<cclo::v1::Policy> ParsePolicy(const YAML::Node& node) {
     if (key != "rules") {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown policy key '", key, "'; valid: rules"));
+    }
+    if (std::exchange(rules_seen, true)) {
+      return absl::InvalidArgumentError("policy key 'rules' is given twice");
     }
     if (!entry.second.IsSequence()) return absl::InvalidArgumentError("'rules' must be a list");
     for (size_t i = 0; i < entry.second.size(); ++i) {

@@ -149,14 +149,14 @@ TEST_F(PeerSecurityTest, BadTlsFilesStopTheDaemonAtStartNamingKeyAndPath) {
   const TestCert a = ca_.Issue("a"), b = ca_.Issue("b");
   const std::string missing = dir_ + "/missing.key";
   ProcessResult result = StartDaemon(PeerTlsConfig({a.cert_file, missing}, ca_));
-  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("cclod cannot start: config key 'peer_tls_key_file': cannot read '" +
                                missing + "': No such file or directory"),
             std::string::npos)
       << result.output;
 
   result = StartDaemon(PeerTlsConfig({a.cert_file, b.key_file}, ca_));
-  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(
       result.output.find("cclod cannot start: config key 'peer_tls_key_file': '" + b.key_file +
                          "' is not the private key of the certificate in '" + a.cert_file + "'"),

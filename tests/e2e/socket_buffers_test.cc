@@ -85,7 +85,7 @@ TEST(SocketBuffersTest, DaemonsWithAnotherCongestionControlStillExchangeData) {
 
 TEST(SocketBuffersTest, ACongestionControlTheKernelLacksStopsTheStart) {
   ProcessResult result = RunCclod("data_tcp_congestion: no_such_cc\n");
-  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_TRUE(
       absl::StrContains(result.output,
                         "cclod cannot start: TCP congestion control 'no_such_cc': this "

@@ -231,7 +231,7 @@ TEST(TenantsTest, AdminSocketIsForTheAdminGroupOnly) {
   EXPECT_EQ(socket_stat.st_mode & 0777, 0660u);
 
   ProcessResult result = RunCclod("admin_group: no-such-group\n");
-  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_TRUE(absl::StrContains(result.output,
                                 "cclod cannot start: config key 'admin_group': no group named "
                                 "'no-such-group'"))
