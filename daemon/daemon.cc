@@ -244,6 +244,9 @@ Daemon::~Daemon() {
   // Wake every handler that could be waiting (joins, configures, op waits) before the
   // servers wait for their handlers to return.
   root_gather_.Refuse(absl::UnavailableError("root daemon is shutting down"));
+  for (const TenantPtr& tenant : tenants_.All()) {
+    tenant->StopWaits(absl::UnavailableError("cclod is stopping"));
+  }
   peer_client_.Stop();
   communicators_.Stop();
   attach_server_.reset();  // ends every session

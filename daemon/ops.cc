@@ -209,6 +209,9 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
       Resource::kInflightOps, 1, request.wait_for_room() ? deadline : absl::InfinitePast());
   // A drain that began while this waited for room refuses it too.
   if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
+  if (!room.ok() && room.status().code() != absl::StatusCode::kResourceExhausted) {
+    return room.status();  // the daemon stops
+  }
   if (!room.ok()) {
     const std::string retry_ms = absl::StrCat(absl::ToInt64Milliseconds(tenant->RetryHint()));
     absl::Status full = absl::ResourceExhaustedError(

@@ -121,8 +121,13 @@ absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::
     const uint64_t limit = Limit(resource);
     return used <= limit && amount <= limit - used;
   };
-  if (!fits() && wait_until > absl::Now())
-    mu_.AwaitWithDeadline(absl::Condition(&fits), wait_until);
+  auto fits_or_stopped = [this, &fits]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return fits() || !waits_stopped_.ok();
+  };
+  if (!fits() && wait_until > absl::Now()) {
+    mu_.AwaitWithDeadline(absl::Condition(&fits_or_stopped), wait_until);
+    if (!fits() && !waits_stopped_.ok()) return waits_stopped_;
+  }
   if (!fits()) {
     ++refused_[Slot(resource)];
     return absl::ResourceExhaustedError(
@@ -131,6 +136,11 @@ absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::
   }
   used += amount;
   return Lease(shared_from_this(), resource, amount);
+}
+
+void Tenant::StopWaits(absl::Status why) {
+  absl::MutexLock lock(&mu_);
+  waits_stopped_ = std::move(why);
 }
 
 void Tenant::Give(Resource resource, uint64_t amount) {

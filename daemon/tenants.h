@@ -61,9 +61,13 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
 
   /// Charges `amount` of `resource`. Over quota: RESOURCE_EXHAUSTED naming the tenant, the
   /// quota, its limit, the use and the amount asked; with a `wait_until` in the future it
-  /// first waits until that time for room (others' leases ending).
+  /// first waits until that time for room (others' leases ending), unless StopWaits ends
+  /// the wait with its reason.
   absl::StatusOr<Lease> Acquire(Resource resource, uint64_t amount,
                                 absl::Time wait_until = absl::InfinitePast());
+  /// Ends the waits for room of Acquire, now and later, with `why` (not OK): the daemon
+  /// stops, and its servers wait for their calls to return.
+  void StopWaits(absl::Status why);
 
   /// What the tenant holds of each resource now, by Resource.
   std::array<uint64_t, kResourceCount> Usage() const;
@@ -95,6 +99,7 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   std::array<uint64_t, kResourceCount> used_ ABSL_GUARDED_BY(mu_) = {};
   std::array<uint64_t, kResourceCount> refused_ ABSL_GUARDED_BY(mu_) = {};
   absl::Duration op_time_ ABSL_GUARDED_BY(mu_) = absl::Milliseconds(1);
+  absl::Status waits_stopped_ ABSL_GUARDED_BY(mu_);  ///< OK until StopWaits
 };
 
 /// Looks up a user's name and groups; the real one reads the system's user database.

@@ -414,5 +414,34 @@ TEST(TenantsTest, ACollectingClientIsNeverRefusedForUncollectedResults) {
   EXPECT_EQ(refused, 0) << first_refusal;
 }
 
+// A Submit waiting for room when the daemon stops ends with the reason, and the daemon
+// exits without waiting for that op's deadline.
+TEST(TenantsTest, ASubmitWaitingForRoomEndsWhenTheDaemonStops) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 0}\n");
+  RawSession session(daemon.runtime_dir());
+  uint64_t handle = 0;
+  ASSERT_TRUE(session.Join(session.NewToken(), 0, 1, &handle).ok());
+  grpc::Status waited;
+  std::thread waiting([&] {
+    cclo::v1::SubmitRequest request;
+    request.set_comm_handle(handle);
+    request.set_collective(cclo::v1::NOP);
+    request.set_timeout_ms(600'000);
+    request.set_wait_for_room(true);
+    std::unique_ptr<grpc::ClientContext> context = session.Context();
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
+    cclo::v1::SubmitResponse response;
+    waited = session.stub().Submit(context.get(), request, &response);
+  });
+  absl::SleepFor(absl::Milliseconds(500));  // gives the Submit time to reach its wait
+  daemon.process().Signal(SIGTERM);
+  const ProcessResult stopped = daemon.process().Wait(absl::Seconds(60));
+  waiting.join();
+  EXPECT_FALSE(stopped.timed_out) << stopped.output;
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
+  EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
+  EXPECT_EQ(waited.error_message(), "cclod is stopping");
+}
+
 }  // namespace
 }  // namespace cclo::testing
