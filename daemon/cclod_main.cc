@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
     spdlog::critical("cclod cannot start: {}", std::string(daemon.status().message()));
     cclo::daemon::StopForwardingGrpcLogs();
     // A config this host cannot run (a group, TLS file, host or congestion control it
-    // names) is a bad config as much as a malformed file: restarting does not help.
+    // names) is a bad config as much as a malformed file: restarting does not help. A
+    // lookup that failed for now (DNS, the group database) is UNAVAILABLE and retried.
     return daemon.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const absl::Duration watchdog_ping = cclo::daemon::WatchdogPingInterval();

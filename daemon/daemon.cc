@@ -64,8 +64,13 @@ absl::Status SetAdminMode(const std::string& path, const std::string& group) {
     ::group entry{};
     ::group* found = nullptr;
     std::vector<char> text(16384);
-    if (getgrnam_r(group.c_str(), &entry, text.data(), text.size(), &found) != 0 ||
-        found == nullptr) {
+    // A lookup that fails (the group database unreachable) may work at the next start.
+    if (const int error = getgrnam_r(group.c_str(), &entry, text.data(), text.size(), &found);
+        error != 0) {
+      return absl::UnavailableError(absl::StrCat("config key 'admin_group': cannot look up '",
+                                                 group, "': ", std::strerror(error)));
+    }
+    if (found == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("config key 'admin_group': no group named '", group, "'"));
     }

@@ -65,7 +65,10 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, const std::string& po
   addrinfo* result = nullptr;
   const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
   if (rc != 0) {
-    return absl::InvalidArgumentError(
+    // The resolver failing for now is no fault of the name.
+    const bool transient = rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY;
+    return absl::Status(
+        transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInvalidArgument,
         absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
   }
   return result;
