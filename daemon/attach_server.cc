@@ -103,8 +103,8 @@ void AttachServer::Run() {
       const bool later = pending.look_again > now;  // a part of a HELLO is there
       fds.push_back({later ? -1 : fd, POLLIN, 0});
       pending_fds.push_back(fd);
-      next_deadline =
-          std::min({next_deadline, pending.deadline, later ? pending.look_again : next_deadline});
+      next_deadline = std::min(next_deadline, pending.deadline);
+      if (later) next_deadline = std::min(next_deadline, pending.look_again);
     }
     const size_t first_connection = fds.size();
     for (const auto& [fd, session_id] : connections_) fds.push_back({fd, POLLIN, 0});

@@ -207,8 +207,6 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   const TenantPtr& tenant = session->tenant();
   absl::StatusOr<Lease> room = tenant->Acquire(
       Resource::kInflightOps, 1, request.wait_for_room() ? deadline : absl::InfinitePast());
-  // A drain that began while this waited for room refuses it too.
-  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
   if (!room.ok() && room.status().code() != absl::StatusCode::kResourceExhausted) {
     return room.status();  // the daemon stops
   }
@@ -218,6 +216,10 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
         absl::StrCat(room.status().message(), "; retry after ", retry_ms, " ms"));
     full.SetPayload(kRetryAfterMs, absl::Cord(retry_ms));
     return full;
+  }
+  // A drain that began while this waited for room refuses it, now that it has room.
+  if (request.wait_for_room()) {
+    if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
   }
   // Held until the op ends, however it ends: through `ended` if it never reaches the
   // engine, else through the engine's completion.
