@@ -113,7 +113,7 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
                                    cclo::v1::SubmitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
-  absl::StatusOr<cclo::v1::SubmitResponse> submitted = ops_->Submit(*session, *request);
+  absl::StatusOr<Accepted> submitted = ops_->Submit(*session, FromSubmitRequest(*request));
   if (!submitted.ok()) {
     ops_->CountRefused(submitted.status());
     if (auto retry_ms = submitted.status().GetPayload(kRetryAfterMs)) {
@@ -121,7 +121,8 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
     }
     return ToGrpc(submitted.status());
   }
-  *response = *std::move(submitted);
+  response->set_op_id(submitted->op_id);
+  response->set_timeout_ms(submitted->timeout_ms);
   return grpc::Status::OK;
 }
 

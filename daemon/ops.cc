@@ -1,10 +1,10 @@
 #include "daemon/ops.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cclo/v1/ring.h"
 #include "firmware/contract.h"
 #include "firmware/registry.h"
 
@@ -16,27 +16,26 @@ constexpr int kMaxReduceOp = static_cast<int>(hw::ReduceOp::kMin);
 constexpr int kMaxCollective = static_cast<int>(hw::kLastCollective);
 
 /// Resolves one buffer reference for `slot` if the collective uses that slot.
-absl::Status ResolveBuffer(const Session& session, const char* name, const cclo::v1::BufferRef& ref,
-                           uint64_t required_bytes, hw::BufferView& view,
-                           std::vector<SharedBufferPtr>& keep) {
+absl::Status ResolveBuffer(const Session& session, const char* name, const BufferRange& ref,
+                           uint64_t required_bytes, hw::BufferView& view, SharedBufferPtr& keep) {
   if (required_bytes == 0) return absl::OkStatus();
-  absl::StatusOr<SharedBufferPtr> buffer = session.FindBuffer(ref.buffer_id());
+  absl::StatusOr<SharedBufferPtr> buffer = session.FindBuffer(ref.buffer_id);
   if (!buffer.ok()) {
     return absl::NotFoundError(absl::StrCat(name, " buffer: ", buffer.status().message()));
   }
   const uint64_t size = (*buffer)->bytes();
-  if (ref.offset() > size || ref.length() > size - ref.offset()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " range [", ref.offset(), ", +",
-                                                   ref.length(), ") is outside buffer ",
-                                                   ref.buffer_id(), " of ", size, " bytes"));
+  if (ref.offset > size || ref.length > size - ref.offset) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " range [", ref.offset, ", +", ref.length,
+                                                   ") is outside buffer ", ref.buffer_id, " of ",
+                                                   size, " bytes"));
   }
-  if (ref.length() < required_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " range of ", ref.length(),
+  if (ref.length < required_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " range of ", ref.length,
                                                    " bytes is smaller than the ", required_bytes,
                                                    " bytes the op needs"));
   }
-  view = {(*buffer)->data() + ref.offset(), ref.length()};
-  keep.push_back(*std::move(buffer));
+  view = {(*buffer)->data() + ref.offset, ref.length};
+  keep = *std::move(buffer);
   return absl::OkStatus();
 }
 
@@ -97,6 +96,25 @@ cclo::v1::WaitResponse ToWaitResponse(const OpResult& done) {
   return response;
 }
 
+ring::CompletionSlot ToCompletion(uint64_t cookie, uint64_t op_id, const OpResult& done) {
+  ring::CompletionSlot slot{};
+  slot.cookie = cookie;
+  slot.op_id = op_id;
+  slot.kind = static_cast<uint32_t>(ring::CompletionKind::kFinished);
+  slot.code = static_cast<int32_t>(done.completion.status.code());
+  slot.elapsed_us = static_cast<uint64_t>(absl::ToInt64Microseconds(done.elapsed));
+  const absl::string_view message = done.completion.status.message();
+  ring::PutText({message.data(), message.size()}, slot.message, ring::kMessageBytes);
+  ring::PutText(done.completion.algorithm, slot.algorithm, ring::kAlgorithmBytes);
+  if (!done.chosen_by.empty()) {
+    ring::PutText(hw::ProtocolName(done.protocol), slot.protocol, ring::kProtocolBytes);
+    slot.segment_bytes = done.segment_bytes;
+    ring::PutText(done.chosen_by, slot.chosen_by, ring::kChosenByBytes);
+    slot.policy_version = done.policy_version;
+  }
+  return slot;
+}
+
 Ops::Ops(hw::Device* device, Communicators* communicators, OpStats* stats, const Drain* drain,
          absl::Duration default_deadline)
     : device_(device),
@@ -117,34 +135,53 @@ Ops::~Ops() {
 
 void Ops::CountRefused(const absl::Status& refusal) { stats_->Refused(refusal.code()); }
 
-absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
-                                                     const cclo::v1::SubmitRequest& request,
-                                                     OpDone done) {
+struct Ops::Launch {
+  std::weak_ptr<Session> session;  ///< weak: the op kept in the session must not keep it
+  uint64_t handle = 0;
+  hw::CallDescriptor call;
+  hw::CallBuffers buffers;  ///< its keepalive is set when the call is made
+  std::array<SharedBufferPtr, 2> held_buffers;
+  absl::Time submitted;
+  absl::Time deadline;
+  OpName what;
+  /// On the tenant's in-flight ops quota until the op ends, however it ends: through
+  /// `ended` if it never reaches the engine, else through the engine's completion.
+  Lease inflight;
+  OpLabels labels;
+  std::string chosen_by;
+  uint64_t policy_version = 0;
+  /// Whether the op was held, so that its deadline is watched (set under the session's
+  /// launch lock, as the start runs).
+  bool held = false;
+};
+
+absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest request, OpDone done) {
   if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
-  if (request.collective() < 0 || request.collective() > kMaxCollective) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown collective ", request.collective()));
+  if (request.collective < 0 || request.collective > kMaxCollective) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown collective ", request.collective));
   }
-  if (request.datatype() < 0 || request.datatype() > kMaxDataType) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown datatype ", request.datatype()));
+  if (request.datatype < 0 || request.datatype > kMaxDataType) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown datatype ", request.datatype));
   }
-  if (request.reduce_op() < 0 || request.reduce_op() > kMaxReduceOp) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown reduce op ", request.reduce_op()));
+  if (request.reduce_op < 0 || request.reduce_op > kMaxReduceOp) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown reduce op ", request.reduce_op));
   }
-  absl::StatusOr<Member> member = communicators_->Resolve(session, request.comm_handle());
+  absl::StatusOr<Member> member = communicators_->Resolve(session, request.comm_handle);
   if (!member.ok()) return member.status();
 
-  hw::CallDescriptor call;
-  call.collective = static_cast<hw::Collective>(request.collective());
+  auto launch = std::make_shared<Launch>();
+  hw::CallDescriptor& call = launch->call;
+  call.collective = static_cast<hw::Collective>(request.collective);
   call.comm = member->comm;
   call.rank = member->rank;
-  call.root = request.root();
-  call.peer = request.peer();
-  call.tag = request.tag();
-  call.datatype = static_cast<hw::DataType>(request.datatype());
-  call.reduce_op = static_cast<hw::ReduceOp>(request.reduce_op());
-  call.count = request.count();
-  call.in_place = request.in_place();
-  call.algorithm = request.algorithm();
+  call.root = request.root;
+  call.peer = request.peer;
+  call.tag = request.tag;
+  call.datatype = static_cast<hw::DataType>(request.datatype);
+  call.reduce_op = static_cast<hw::ReduceOp>(request.reduce_op);
+  call.count = request.count;
+  call.in_place = request.in_place;
+  call.algorithm = std::move(request.algorithm);
   call.tenant = session->tenant()->index();
   if (absl::Status valid = firmware::ValidateCall(call, member->size); !valid.ok()) {
     return valid;
@@ -172,21 +209,19 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
   absl::StatusOr<uint64_t> recv_bytes = required_bytes(hw::Slot::kResult);
   if (!recv_bytes.ok()) return recv_bytes.status();
 
-  hw::CallBuffers buffers;
-  auto keep = std::make_shared<std::vector<SharedBufferPtr>>();
+  hw::CallBuffers& buffers = launch->buffers;
   const auto op0 = static_cast<size_t>(hw::Slot::kOp0);
   const auto result = static_cast<size_t>(hw::Slot::kResult);
-  if (absl::Status status =
-          ResolveBuffer(*session, "send", request.send(), *send_bytes, buffers.views[op0], *keep);
+  if (absl::Status status = ResolveBuffer(*session, "send", request.send, *send_bytes,
+                                          buffers.views[op0], launch->held_buffers[0]);
       !status.ok()) {
     return status;
   }
-  if (absl::Status status = ResolveBuffer(*session, "recv", request.recv(), *recv_bytes,
-                                          buffers.views[result], *keep);
+  if (absl::Status status = ResolveBuffer(*session, "recv", request.recv, *recv_bytes,
+                                          buffers.views[result], launch->held_buffers[1]);
       !status.ok()) {
     return status;
   }
-  buffers.keepalive = keep;
   if (absl::Status overlap = ResolveOverlap(call, buffers, *send_bytes, *recv_bytes);
       !overlap.ok()) {
     return overlap;
@@ -194,19 +229,19 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
 
   // Every rank chooses from the same snapshot and the same fields, so they agree.
   const cclo::v1::CommPolicy& policy = *member->policy;
-  const PolicyChoice choice =
+  PolicyChoice choice =
       ChooseFor(policy, call.collective, call.datatype, call.count * element, member->size);
   if (call.algorithm.empty()) call.algorithm = choice.algorithm;
   call.protocol = choice.protocol;
   call.segment_bytes = choice.segment_bytes;
 
   const absl::Duration timeout =
-      request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms()) : default_deadline_;
-  const absl::Time submitted = absl::Now();
-  const absl::Time deadline = submitted + timeout;
+      request.timeout_ms > 0 ? absl::Milliseconds(request.timeout_ms) : default_deadline_;
+  launch->submitted = absl::Now();
+  launch->deadline = launch->submitted + timeout;
   const TenantPtr& tenant = session->tenant();
   absl::StatusOr<Lease> room = tenant->Acquire(
-      Resource::kInflightOps, 1, request.wait_for_room() ? deadline : absl::InfinitePast());
+      Resource::kInflightOps, 1, request.wait_for_room ? launch->deadline : absl::InfinitePast());
   if (!room.ok() && room.status().code() != absl::StatusCode::kResourceExhausted) {
     return room.status();  // the daemon stops
   }
@@ -218,70 +253,81 @@ absl::StatusOr<cclo::v1::SubmitResponse> Ops::Submit(const SessionPtr& session,
     return full;
   }
   // A drain that began while this waited for room refuses it, now that it has room.
-  if (request.wait_for_room()) {
+  if (request.wait_for_room) {
     if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
   }
-  // Held until the op ends, however it ends: through `ended` if it never reaches the
-  // engine, else through the engine's completion.
-  auto inflight = std::make_shared<Lease>(*std::move(room));
+  launch->inflight = *std::move(room);
+  launch->session = session;
+  launch->handle = request.comm_handle;
+  launch->what = {call.collective, call.rank, call.comm};
+  launch->labels = {tenant->name(), call.collective, call.protocol, call.count * element};
+  launch->chosen_by = std::move(choice.rule);
+  launch->policy_version = policy.policy().version();
+
   NewOp op;
-  op.comm_handle = request.comm_handle();
-  op.after.assign(request.after().begin(), request.after().end());
+  op.comm_handle = request.comm_handle;
+  op.after = std::move(request.after);
   // A ring client that collects all its results still has up to a ring of them posted and
   // not consumed, and a ring consumed but not yet released (that waits until the daemon
   // took the commands posted before the consumption), beside those of its ops in flight.
   op.max_uncollected = tenant->Limits()[static_cast<size_t>(Resource::kInflightOps)] +
                        2 * uint64_t{ring::kCompletionSlots};
   op.done = std::move(done);
-  op.what = {call.collective, call.rank, call.comm};
-  const OpLabels labels{tenant->name(), call.collective, call.protocol, call.count * element};
+  op.what = launch->what;
+  // `accepted` and `held` run before AddOp returns, while `launch` is held here: they take
+  // it by plain pointer (which std::function keeps without allocating).
   // Communicators counts every accepted op as in flight until it ends, however it ends.
-  op.accepted = [this, comm = call.comm] { communicators_->OpStarted(comm); };
-  op.ended = [this, comm = call.comm, inflight, labels, submitted](const absl::Status& status) {
-    inflight->Release();
-    communicators_->OpFinished(comm, status);
-    stats_->Finished(labels, "", absl::Now() - submitted, status);
+  op.accepted = [this, op_launch = launch.get()] {
+    communicators_->OpStarted(op_launch->call.comm);
   };
-  op.held = [this, deadline, session](uint64_t op_id) { Watch({deadline, op_id}, session); };
-  // The session calls this when the op may start; it holds only a weak reference, so that
-  // the op kept in the session does not keep the session alive.
-  op.start = [this, weak = std::weak_ptr<Session>(session), handle = request.comm_handle(), call,
-              buffers = std::move(buffers), submitted, deadline, what = op.what, inflight, labels,
-              chosen_by = choice.rule,
-              version = policy.policy().version()](uint64_t op_id) -> absl::Status {
-    Unwatch({deadline, op_id});
-    SessionPtr owner = weak.lock();
-    if (!owner) return absl::UnavailableError("session is closing");
-    // The communicator may have broken or gone while the op waited.
-    if (absl::StatusOr<Member> member = communicators_->Resolve(owner, handle); !member.ok()) {
-      return member.status();
-    }
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(what.ToString(),
-                       " did not finish by its deadline: the ops it waited for took all its time"));
-    }
-    stats_->Started(labels, absl::Now() - submitted);
-    device_->Call(call, buffers, deadline,
-                  [this, owner, op_id, submitted, comm = call.comm, protocol = call.protocol,
-                   segment_bytes = call.segment_bytes, chosen_by, version, inflight,
-                   labels](hw::Completion completion) {
-                    const absl::Duration elapsed = absl::Now() - submitted;
-                    inflight->Release();
-                    owner->tenant()->RecordOpTime(elapsed);
-                    communicators_->OpFinished(comm, completion.status, completion.bytes_sent);
-                    stats_->Finished(labels, completion.algorithm, elapsed, completion.status);
-                    owner->FinishOp(op_id, {std::move(completion), elapsed, protocol, segment_bytes,
-                                            chosen_by, version});
-                  });
-    return absl::OkStatus();
+  op.held = [this, op_launch = launch.get()](uint64_t op_id) {
+    op_launch->held = true;
+    if (SessionPtr owner = op_launch->session.lock()) Watch({op_launch->deadline, op_id}, owner);
   };
+  op.ended = [this, launch](const absl::Status& status) {
+    launch->inflight.Release();
+    communicators_->OpFinished(launch->call.comm, status);
+    stats_->Finished(launch->labels, "", absl::Now() - launch->submitted, status);
+  };
+  op.start = [this, launch](uint64_t op_id) { return Start(launch, op_id); };
   absl::StatusOr<uint64_t> op_id = session->AddOp(std::move(op));
   if (!op_id.ok()) return op_id.status();
-  cclo::v1::SubmitResponse response;
-  response.set_op_id(*op_id);
-  response.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
-  return response;
+  return Accepted{*op_id, static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout))};
+}
+
+absl::Status Ops::Start(const std::shared_ptr<Launch>& launch, uint64_t op_id) {
+  SessionPtr owner = launch->session.lock();
+  if (!owner) return absl::UnavailableError("session is closing");
+  const hw::CallDescriptor& call = launch->call;
+  if (launch->held) {
+    Unwatch({launch->deadline, op_id});
+    // The communicator may have broken or gone while the op waited.
+    if (absl::StatusOr<Member> member = communicators_->Resolve(owner, launch->handle);
+        !member.ok()) {
+      return member.status();
+    }
+    if (absl::Now() >= launch->deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(launch->what.ToString(),
+                       " did not finish by its deadline: the ops it waited for took all its time"));
+    }
+  }
+  stats_->Started(launch->labels, absl::Now() - launch->submitted);
+  hw::CallBuffers buffers = launch->buffers;
+  buffers.keepalive = std::shared_ptr<const void>(launch, &launch->held_buffers);
+  device_->Call(
+      call, std::move(buffers), launch->deadline,
+      [this, owner, op_id, launch](hw::Completion completion) {
+        const absl::Duration elapsed = absl::Now() - launch->submitted;
+        launch->inflight.Release();
+        owner->tenant()->RecordOpTime(elapsed);
+        communicators_->OpFinished(launch->call.comm, completion.status, completion.bytes_sent);
+        stats_->Finished(launch->labels, completion.algorithm, elapsed, completion.status);
+        owner->FinishOp(op_id,
+                        {std::move(completion), elapsed, launch->call.protocol,
+                         launch->call.segment_bytes, launch->chosen_by, launch->policy_version});
+      });
+  return absl::OkStatus();
 }
 
 void Ops::EndSession(const SessionPtr& session) {

@@ -16,8 +16,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cclo/v1/client.pb.h"
+#include "cclo/v1/ring.h"
 #include "daemon/communicators.h"
 #include "daemon/drain.h"
+#include "daemon/op_request.h"
 #include "daemon/op_stats.h"
 #include "daemon/sessions.h"
 #include "hw/device.h"
@@ -28,8 +30,17 @@ namespace cclo::daemon {
 /// before retrying; also the name of the trailing metadata that carries it to the client.
 inline constexpr char kRetryAfterMs[] = "cclo-retry-after-ms";
 
-/// What Wait (the RPC or the completion ring) reports of a finished op.
+/// What the Wait RPC reports of a finished op.
 cclo::v1::WaitResponse ToWaitResponse(const OpResult& result);
+/// The FINISHED completion of op `op_id` for command `cookie`: the same fields, for the
+/// completion ring.
+ring::CompletionSlot ToCompletion(uint64_t cookie, uint64_t op_id, const OpResult& result);
+
+/// An accepted op: its id, and its deadline in ms from its submission.
+struct Accepted {
+  uint64_t op_id = 0;
+  uint32_t timeout_ms = 0;
+};
 
 class Ops {
  public:
@@ -47,9 +58,8 @@ class Ops {
   /// now, waiting included: an op still held then ends with DEADLINE_EXCEEDED and breaks
   /// its communicator, as an engine call past its deadline does. With `done`, the result
   /// is also reported through it (see OpDone) when the op ends.
-  absl::StatusOr<cclo::v1::SubmitResponse> Submit(const SessionPtr& session,
-                                                  const cclo::v1::SubmitRequest& request,
-                                                  OpDone done = nullptr);
+  absl::StatusOr<Accepted> Submit(const SessionPtr& session, OpRequest request,
+                                  OpDone done = nullptr);
 
   /// Counts a Submit answered with `refusal` (by Submit, a drain or a bad command); a
   /// caller that retries counts only the answer it gives.
@@ -72,6 +82,11 @@ class Ops {
   void Unwatch(WatchKey key);
   /// The deadline thread: expires each watched op at its deadline if it is still held.
   void ExpireLoop();
+
+  /// What the hooks of one op share (ops.cc).
+  struct Launch;
+  /// The op's start: hands it to the engine unless it can no longer run.
+  absl::Status Start(const std::shared_ptr<Launch>& launch, uint64_t op_id);
 
   hw::Device* const device_;
   Communicators* const communicators_;

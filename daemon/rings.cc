@@ -22,10 +22,13 @@ constexpr int kRetryMs = 1;
 constexpr uint64_t kWakeId = 0;
 
 ring::CompletionSlot Refusal(uint64_t cookie, const absl::Status& status) {
-  cclo::v1::WaitResponse result;
-  result.set_code(static_cast<int32_t>(status.code()));
-  result.set_message(std::string(status.message()));
-  return ring::EncodeCompletion(ring::CompletionKind::kRejected, cookie, 0, result);
+  ring::CompletionSlot slot{};
+  slot.cookie = cookie;
+  slot.kind = static_cast<uint32_t>(ring::CompletionKind::kRejected);
+  slot.code = static_cast<int32_t>(status.code());
+  const absl::string_view message = status.message();
+  ring::PutText({message.data(), message.size()}, slot.message, ring::kMessageBytes);
+  return slot;
 }
 
 /// Whether the tenant's in-flight ops quota has room now (retrying a parked command only
@@ -201,68 +204,67 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
   // A client that does not consume its completions gets no more commands taken.
   size_t taken = 0;
   while (taken < kBatch && !served.parked && !ring.Overflowing()) {
-    absl::StatusOr<std::vector<ring::CommandSlot>> commands = ring.TakeCommands(1);
-    if (!commands.ok()) {
+    absl::StatusOr<std::optional<ring::CommandSlot>> command = ring.TakeCommand();
+    if (!command.ok()) {
       served.broken = true;
       spdlog::warn("session {}: {}; its command ring is no longer served", session_id,
-                   std::string(commands.status().message()));
+                   std::string(command.status().message()));
       ring.PostQuietly(
-          Refusal(0, absl::Status(commands.status().code(),
-                                  absl::StrCat(commands.status().message(),
+          Refusal(0, absl::Status(command.status().code(),
+                                  absl::StrCat(command.status().message(),
                                                "; the command ring is no longer served"))));
       return true;
     }
-    if (commands->empty()) break;
+    if (!command->has_value()) break;
     ++taken;
-    const ring::CommandSlot& command = commands->front();
-    if (command.kind == static_cast<uint8_t>(ring::CommandKind::kRelease)) {
-      const uint32_t count = std::min(command.after_count, ring::kMaxAfter);
-      for (uint32_t i = 0; i < count; ++i) session->ReleaseOp(command.after[i]);
+    const ring::CommandSlot& slot = **command;
+    if (slot.kind == static_cast<uint8_t>(ring::CommandKind::kRelease)) {
+      const uint32_t count = std::min(slot.after_count, ring::kMaxAfter);
+      for (uint32_t i = 0; i < count; ++i) session->ReleaseOp(slot.after[i]);
       continue;
     }
-    absl::StatusOr<cclo::v1::SubmitRequest> request = ring::DecodeCommand(command);
-    if (!request.ok()) {
-      ops_->CountRefused(request.status());
-      ring.PostQuietly(Refusal(command.cookie, request.status()));
+    if (absl::Status valid = ring::CheckCommand(slot); !valid.ok()) {
+      ops_->CountRefused(valid);
+      ring.PostQuietly(Refusal(slot.cookie, valid));
       continue;
     }
-    Submit(session, served, *std::move(request), command.cookie, absl::Now());
+    Submit(session, served, FromCommand(slot), slot.cookie, absl::Now());
   }
   for (uint64_t op_id : ring.TakeConsumed()) session->ReleaseOp(op_id);
   return work || taken > 0;
 }
 
-bool Rings::Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRequest request,
-                   uint64_t cookie, absl::Time submitted) {
+bool Rings::Submit(const SessionPtr& session, Served& served, OpRequest request, uint64_t cookie,
+                   absl::Time submitted) {
   SessionRing& ring = *served.ring;
   served.parked.reset();
   // The engine thread never waits for room: a command that would is parked and retried.
-  const bool wait_for_room = request.wait_for_room();
-  const absl::Duration timeout = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
-                                                          : ops_->default_deadline();
+  const bool wait_for_room = request.wait_for_room;
+  const absl::Duration timeout =
+      request.timeout_ms > 0 ? absl::Milliseconds(request.timeout_ms) : ops_->default_deadline();
   const absl::Time deadline = submitted + timeout;
   // The request is kept for a retry only where it may be parked.
-  cclo::v1::SubmitRequest attempt = wait_for_room ? request : std::move(request);
-  attempt.set_wait_for_room(false);
+  OpRequest attempt = wait_for_room ? request : std::move(request);
+  attempt.wait_for_room = false;
   if (wait_for_room) {
     // Time spent parked counts toward the op's deadline.
     const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
-    attempt.set_timeout_ms(
-        static_cast<uint32_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
+    attempt.timeout_ms =
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
   }
   OpDone done = [weak = std::weak_ptr<SessionRing>(served.ring), cookie](uint64_t op_id,
                                                                          const OpResult& result) {
     if (std::shared_ptr<SessionRing> ring = weak.lock()) {
-      ring->Post(ring::EncodeCompletion(ring::CompletionKind::kFinished, cookie, op_id,
-                                        ToWaitResponse(result)));
+      ring->Post(ToCompletion(cookie, op_id, result));
     }
   };
-  absl::StatusOr<cclo::v1::SubmitResponse> accepted = ops_->Submit(session, attempt, done);
+  absl::StatusOr<Accepted> accepted = ops_->Submit(session, std::move(attempt), std::move(done));
   if (accepted.ok()) {
-    cclo::v1::WaitResponse answer;
-    ring::CompletionSlot slot =
-        ring::EncodeCompletion(ring::CompletionKind::kAccepted, cookie, accepted->op_id(), answer);
-    slot.timeout_ms = accepted->timeout_ms();
+    ring::CompletionSlot slot{};
+    slot.cookie = cookie;
+    slot.op_id = accepted->op_id;
+    slot.kind = static_cast<uint32_t>(ring::CompletionKind::kAccepted);
+    slot.timeout_ms = accepted->timeout_ms;
     ring.PostQuietly(slot);
     return true;
   }

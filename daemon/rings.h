@@ -3,7 +3,7 @@
 // engine call without a hand-off between threads. The engine polls the rings on every
 // turn, spins briefly after work, then sleeps with the sessions' command doorbells in its
 // epoll. Each poll takes at most kBatch commands of each session (fairness between
-// sessions and tenants), turns each into the SubmitRequest it carries and submits it
+// sessions and tenants), turns each into the OpRequest it carries and submits it
 // through Ops::Submit, exactly as the Submit RPC does; the op's acceptance or refusal and
 // later its result go to the session's completion ring.
 #pragma once
@@ -61,7 +61,7 @@ class Rings final : public hw::Poller {
     /// retried when the quota has room, until its deadline; the session's later commands
     /// wait behind it.
     struct Parked {
-      cclo::v1::SubmitRequest request;
+      OpRequest request;
       uint64_t cookie = 0;
       absl::Time submitted;
       absl::Time deadline;
@@ -77,8 +77,8 @@ class Rings final : public hw::Poller {
   /// the client, once for the pass).
   bool Serve(uint64_t session_id, Served& served);
   /// Submits a decoded command; true when it was answered, false when it parked.
-  bool Submit(const SessionPtr& session, Served& served, cclo::v1::SubmitRequest request,
-              uint64_t cookie, absl::Time submitted);
+  bool Submit(const SessionPtr& session, Served& served, OpRequest request, uint64_t cookie,
+              absl::Time submitted);
   /// Picks up sessions opened or closed since the last pass.
   void Refresh();
 

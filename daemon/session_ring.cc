@@ -101,7 +101,7 @@ bool SessionRing::FlushOverflow() {
 
 bool SessionRing::Overflowing() const { return overflowing_.load(std::memory_order_acquire); }
 
-absl::StatusOr<std::vector<ring::CommandSlot>> SessionRing::TakeCommands(size_t limit) {
+absl::StatusOr<std::optional<ring::CommandSlot>> SessionRing::TakeCommand() {
   // The completion tail first: what the client consumed before it posted these commands.
   const uint64_t consumed = header_->completion_tail.load(std::memory_order_acquire);
   const uint64_t head = header_->command_head.load(std::memory_order_acquire);
@@ -110,32 +110,29 @@ absl::StatusOr<std::vector<ring::CommandSlot>> SessionRing::TakeCommands(size_t 
                                                    command_tail_, ", ", command_tail_, " + ",
                                                    ring::kCommandSlots, "]"));
   }
-  const uint64_t count = std::min<uint64_t>(head - command_tail_, limit);
-  std::vector<ring::CommandSlot> commands(count);
-  const ring::CommandSlot* slots = ring::Commands(base_);
-  for (uint64_t i = 0; i < count; ++i) {
-    std::memcpy(&commands[i], &slots[(command_tail_ + i) % ring::kCommandSlots],
-                sizeof(ring::CommandSlot));
-  }
-  command_tail_ += count;
-  header_->command_tail.store(command_tail_, std::memory_order_release);
   if (!consumed_snapshot_) consumed_snapshot_.emplace(consumed, head);
-  return commands;
+  if (head == command_tail_) return std::nullopt;
+  ring::CommandSlot command;
+  std::memcpy(&command, &ring::Commands(base_)[command_tail_ % ring::kCommandSlots],
+              sizeof(ring::CommandSlot));
+  ++command_tail_;
+  header_->command_tail.store(command_tail_, std::memory_order_release);
+  return command;
 }
 
-std::vector<uint64_t> SessionRing::TakeConsumed() {
-  std::vector<uint64_t> op_ids;
-  if (!consumed_snapshot_ || command_tail_ < consumed_snapshot_->second) return op_ids;
+absl::Span<const uint64_t> SessionRing::TakeConsumed() {
+  consumed_ids_.clear();
+  if (!consumed_snapshot_ || command_tail_ < consumed_snapshot_->second) return consumed_ids_;
   const uint64_t consumed = consumed_snapshot_->first;
   consumed_snapshot_.reset();
   released_tail_ = consumed;
   absl::MutexLock lock(&mu_);
-  if (consumed > completion_head_) return op_ids;  // a scribbled tail releases nothing
+  if (consumed > completion_head_) return consumed_ids_;  // a scribbled tail releases nothing
   while (!finished_.empty() && finished_.front().first < consumed) {
-    op_ids.push_back(finished_.front().second);
+    consumed_ids_.push_back(finished_.front().second);
     finished_.pop_front();
   }
-  return op_ids;
+  return consumed_ids_;
 }
 
 void SessionRing::WakeClient() {

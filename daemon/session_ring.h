@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "cclo/v1/ring.h"
 
 namespace cclo::daemon {
@@ -46,13 +47,15 @@ class SessionRing {
   /// Whether completions wait for room (the client must consume before more commands).
   bool Overflowing() const;
 
-  /// The commands the client posted and the daemon has not taken, at most `limit`, copied
-  /// out of the ring (the engine thread only). Also snapshots the client's completion tail
-  /// for TakeConsumed. An index outside the ring's bounds is INVALID_ARGUMENT naming it.
-  absl::StatusOr<std::vector<ring::CommandSlot>> TakeCommands(size_t limit);
+  /// The next command the client posted that the daemon has not taken, copied out of the
+  /// ring (the engine thread only); nullopt if there is none. Also snapshots the client's
+  /// completion tail for TakeConsumed. An index outside the ring's bounds is
+  /// INVALID_ARGUMENT naming it.
+  absl::StatusOr<std::optional<ring::CommandSlot>> TakeCommand();
   /// The op ids of OK FINISHED completions the client consumed before posting the commands
-  /// taken so far, once all of those were taken; each id is returned once. Engine thread.
-  std::vector<uint64_t> TakeConsumed();
+  /// taken so far, once all of those were taken; each id is returned once. Engine thread;
+  /// valid until its next call.
+  absl::Span<const uint64_t> TakeConsumed();
   /// Whether the client consumed completions since the last TakeConsumed (their ops may
   /// be released once the commands posted before are taken). A plain peek.
   bool ConsumedMore() const;
@@ -84,6 +87,8 @@ class SessionRing {
   std::optional<std::pair<uint64_t, uint64_t>> consumed_snapshot_;
   /// The completion tail the last TakeConsumed released up to.
   uint64_t released_tail_ = 0;
+  /// What the last TakeConsumed returned (its capacity reused).
+  std::vector<uint64_t> consumed_ids_;
 
   mutable absl::Mutex mu_;  ///< serialises producers of completions
   uint64_t completion_head_ ABSL_GUARDED_BY(mu_) = 0;

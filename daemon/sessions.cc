@@ -310,7 +310,7 @@ void Session::EndLocked(uint64_t op_id, OpResult result) {
       std::deque<uint64_t>& queue = waiting_by_handle_.at(op.comm_handle);
       queue.erase(std::find(queue.begin(), queue.end(), id));
       DropQueueLocked(op.comm_handle);
-      op.start = nullptr;  // never starts: releases its buffers now
+      op.start = nullptr;  // never starts (its buffers go once `ended` has run)
       if (op.ended) unstarted_ends_.emplace_back(std::exchange(op.ended, nullptr), status);
     }
     op.state = OpState::kDone;

@@ -53,8 +53,11 @@ struct Rings {
   /// Posts the FINISHED of `cookie` without ringing, as when another sleeper's wake-up
   /// cleared the doorbell, and consumes it from this thread (looking for another result).
   void FinishQuietly(uint64_t cookie) {
-    EXPECT_TRUE(daemon_side->PostQuietly(ring::EncodeCompletion(
-        ring::CompletionKind::kFinished, cookie, /*op_id=*/cookie, v1::WaitResponse())));
+    ring::CompletionSlot finished{};
+    finished.cookie = cookie;
+    finished.op_id = cookie;
+    finished.kind = static_cast<uint32_t>(ring::CompletionKind::kFinished);
+    EXPECT_TRUE(daemon_side->PostQuietly(finished));
     absl::StatusOr<std::optional<v1::WaitResponse>> other = client->Finished(1, absl::Now());
     EXPECT_TRUE(other.ok() && !other->has_value()) << other.status();
   }

@@ -8,13 +8,6 @@
 namespace cclo::ring {
 namespace {
 
-/// Copies `text` into `out`, cut to `size - 1` bytes, NUL-terminated.
-void PutText(const std::string& text, char* out, size_t size) {
-  const size_t length = std::min(text.size(), size - 1);
-  std::memcpy(out, text.data(), length);
-  std::memset(out + length, 0, size - length);
-}
-
 /// The text up to the first NUL, or all `size` bytes.
 std::string GetText(const char* in, size_t size) {
   const void* nul = std::memchr(in, 0, size);
@@ -25,18 +18,12 @@ void PutRef(const v1::BufferRef& ref, RingBufferRef& out) {
   out = {ref.buffer_id(), ref.offset(), ref.length()};
 }
 
-void GetRef(const RingBufferRef& in, v1::BufferRef& ref) {
-  ref.set_buffer_id(in.buffer_id);
-  ref.set_offset(in.offset);
-  ref.set_length(in.length);
-}
-
-absl::StatusOr<bool> Flag(uint8_t value, const char* name) {
+absl::Status CheckFlag(uint8_t value, const char* name) {
   if (value > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("command slot field ", name, " is ", value, "; expected 0 or 1"));
   }
-  return value == 1;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -80,11 +67,13 @@ CommandSlot EncodeRelease(const std::vector<uint64_t>& op_ids) {
   return slot;
 }
 
-absl::StatusOr<v1::SubmitRequest> DecodeCommand(const CommandSlot& slot) {
-  absl::StatusOr<bool> in_place = Flag(slot.in_place, "in_place");
-  if (!in_place.ok()) return in_place.status();
-  absl::StatusOr<bool> wait_for_room = Flag(slot.wait_for_room, "wait_for_room");
-  if (!wait_for_room.ok()) return wait_for_room.status();
+absl::Status CheckCommand(const CommandSlot& slot) {
+  if (absl::Status in_place = CheckFlag(slot.in_place, "in_place"); !in_place.ok()) {
+    return in_place;
+  }
+  if (absl::Status wait = CheckFlag(slot.wait_for_room, "wait_for_room"); !wait.ok()) {
+    return wait;
+  }
   if (slot.kind != static_cast<uint8_t>(CommandKind::kSubmit)) {
     return absl::InvalidArgumentError(
         absl::StrCat("command slot kind ", slot.kind, " is not a submission"));
@@ -100,41 +89,13 @@ absl::StatusOr<v1::SubmitRequest> DecodeCommand(const CommandSlot& slot) {
     return absl::InvalidArgumentError(absl::StrCat(
         "command slot algorithm is not NUL-terminated within ", kAlgorithmBytes, " bytes"));
   }
-  v1::SubmitRequest request;
-  request.set_comm_handle(slot.comm_handle);
-  request.set_count(slot.count);
-  // Out-of-range enum values are kept as they are, for Submit to refuse by number.
-  request.set_collective(static_cast<v1::Collective>(slot.collective));
-  request.set_datatype(static_cast<v1::DataType>(slot.datatype));
-  request.set_reduce_op(static_cast<v1::ReduceOp>(slot.reduce_op));
-  request.set_root(slot.root);
-  request.set_peer(slot.peer);
-  request.set_tag(slot.tag);
-  request.set_timeout_ms(slot.timeout_ms);
-  request.set_in_place(*in_place);
-  request.set_wait_for_room(*wait_for_room);
-  GetRef(slot.send, *request.mutable_send());
-  GetRef(slot.recv, *request.mutable_recv());
-  for (uint32_t i = 0; i < slot.after_count; ++i) request.add_after(slot.after[i]);
-  request.set_algorithm(GetText(slot.algorithm, kAlgorithmBytes));
-  return request;
+  return absl::OkStatus();
 }
 
-CompletionSlot EncodeCompletion(CompletionKind kind, uint64_t cookie, uint64_t op_id,
-                                const v1::WaitResponse& result) {
-  CompletionSlot slot{};
-  slot.cookie = cookie;
-  slot.op_id = op_id;
-  slot.kind = static_cast<uint32_t>(kind);
-  slot.code = result.code();
-  slot.elapsed_us = result.elapsed_us();
-  slot.segment_bytes = result.segment_bytes();
-  slot.policy_version = result.policy_version();
-  PutText(result.message(), slot.message, kMessageBytes);
-  PutText(result.algorithm(), slot.algorithm, kAlgorithmBytes);
-  PutText(result.protocol(), slot.protocol, kProtocolBytes);
-  PutText(result.chosen_by(), slot.chosen_by, kChosenByBytes);
-  return slot;
+void PutText(std::string_view text, char* out, size_t size) {
+  const size_t length = std::min(text.size(), size - 1);
+  std::memcpy(out, text.data(), length);
+  std::memset(out + length, 0, size - length);
 }
 
 v1::WaitResponse DecodeCompletion(const CompletionSlot& slot) {

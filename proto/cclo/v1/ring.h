@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -153,16 +154,14 @@ absl::Status EncodeCommand(const v1::SubmitRequest& request, uint64_t cookie, Co
 /// A RELEASE command for `op_ids` (at most kMaxAfter).
 CommandSlot EncodeRelease(const std::vector<uint64_t>& op_ids);
 
-/// The SubmitRequest of a SUBMIT command slot (a private copy: the caller copied it out of
-/// the ring). INVALID_ARGUMENT naming the field for anything a client could not have
-/// encoded: another kind, flags other than 0 or 1, nonzero reserved bytes, more than kMaxAfter ids,
-/// an algorithm name without NUL. Range checks of the values are Submit's.
-absl::StatusOr<v1::SubmitRequest> DecodeCommand(const CommandSlot& slot);
-
-/// A completion slot of `kind` carrying `result` (strings cut to their room).
-CompletionSlot EncodeCompletion(CompletionKind kind, uint64_t cookie, uint64_t op_id,
-                                const v1::WaitResponse& result);
-
+/// Whether a SUBMIT command slot (a private copy: the caller copied it out of the ring) is
+/// one a client could have encoded. INVALID_ARGUMENT naming the field otherwise: another
+/// kind, flags other than 0 or 1, nonzero reserved bytes, more than kMaxAfter ids, an
+/// algorithm name without NUL. Range checks of the values are Submit's.
+absl::Status CheckCommand(const CommandSlot& slot);
+/// Copies `text` into a slot's text field of `size` bytes, cut to `size - 1` bytes and
+/// NUL-terminated.
+void PutText(std::string_view text, char* out, size_t size);
 /// The WaitResponse a completion slot carries (done set); strings end at their first NUL
 /// or at their room.
 v1::WaitResponse DecodeCompletion(const CompletionSlot& slot);
