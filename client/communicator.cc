@@ -59,7 +59,7 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
     return absl::FailedPreconditionError(absl::StrCat("communicator ", id_hex_, " was destroyed"));
   }
   request.set_comm_handle(handle_);
-  request.set_algorithm(options.algorithm);
+  if (!options.algorithm.empty()) request.set_algorithm(options.algorithm);  // else no string
   request.set_wait_for_room(options.wait_for_room);
   request.set_in_place(InPlaceHere(static_cast<hw::Collective>(request.collective()), rank_,
                                    request.root(), options));

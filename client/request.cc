@@ -30,22 +30,23 @@ Request::~Request() {
 }
 
 absl::Status Request::Poll(absl::Time deadline) {
-  absl::StatusOr<std::optional<v1::WaitResponse>> response =
+  absl::StatusOr<std::optional<ring::CompletionSlot>> response =
       session_->ring().Finished(cookie_, deadline);
   if (!response.ok()) {
     return absl::Status(response.status().code(),
                         absl::StrCat("Wait: ", response.status().message()));
   }
   if (response->has_value()) {
-    const v1::WaitResponse& result = **response;
+    const ring::CompletionSlot& result = **response;
     done_ = true;
-    status_ = absl::Status(static_cast<absl::StatusCode>(result.code()), result.message());
-    algorithm_ = result.algorithm();
-    elapsed_ = absl::Microseconds(result.elapsed_us());
-    protocol_ = result.protocol();
-    segment_bytes_ = result.segment_bytes();
-    chosen_by_ = result.chosen_by();
-    policy_version_ = result.policy_version();
+    status_ = absl::Status(static_cast<absl::StatusCode>(result.code),
+                           ring::GetText(result.message, ring::kMessageBytes));
+    algorithm_ = ring::GetText(result.algorithm, ring::kAlgorithmBytes);
+    elapsed_ = absl::Microseconds(result.elapsed_us);
+    protocol_ = ring::GetText(result.protocol, ring::kProtocolBytes);
+    segment_bytes_ = result.segment_bytes;
+    chosen_by_ = ring::GetText(result.chosen_by, ring::kChosenByBytes);
+    policy_version_ = result.policy_version;
   }
   return absl::OkStatus();
 }

@@ -104,8 +104,8 @@ void ClientRing::ConsumeLocked() {
         }
         break;
       case ring::CompletionKind::kRejected: {
-        const v1::WaitResponse result = ring::DecodeCompletion(slot);
-        absl::Status refused(static_cast<absl::StatusCode>(result.code()), result.message());
+        absl::Status refused(static_cast<absl::StatusCode>(slot.code),
+                             ring::GetText(slot.message, ring::kMessageBytes));
         if (slot.cookie == 0) {
           broken_ = refused;  // the daemon no longer serves this ring
         } else if (forgotten) {
@@ -120,7 +120,7 @@ void ClientRing::ConsumeLocked() {
           forgotten_.erase(slot.cookie);
           if (slot.code != 0) to_release_.push_back(slot.op_id);
         } else {
-          finished_.emplace(slot.cookie, Result{slot.op_id, ring::DecodeCompletion(slot)});
+          finished_.emplace(slot.cookie, slot);
         }
         break;
     }
@@ -156,7 +156,7 @@ void ClientRing::ReleaseLocked() {
   if (posted) WakeDaemon();
 }
 
-std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready,
+std::optional<absl::Status> ClientRing::Sleep(absl::FunctionRef<bool()> ready,
                                               absl::Time deadline) {
   const absl::Duration nap =
       std::max(std::min(deadline - absl::Now(), alive_check_), absl::ZeroDuration());
@@ -194,7 +194,7 @@ std::optional<absl::Status> ClientRing::Sleep(const std::function<bool()>& ready
   return std::nullopt;
 }
 
-absl::Status ClientRing::Await(const std::function<bool()>& ready, absl::Time deadline) {
+absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, absl::Time deadline) {
   while (true) {
     const absl::Time spin_until = std::min(absl::Now() + kSpin, deadline);
     do {
@@ -232,7 +232,7 @@ absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
       // An OK result this process has is left out; the daemon still holds a failed one
       // (until released) and ends this op ABORTED for it, as the Submit RPC would.
       auto done = finished_.find(dependency.cookie);
-      if (done == finished_.end() || done->second.result.code() != 0) {
+      if (done == finished_.end() || done->second.code != 0) {
         request.add_after(dependency.op_id);
       }
     }
@@ -267,15 +267,15 @@ absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
   return std::make_pair(cookie, **answer);
 }
 
-absl::StatusOr<std::optional<v1::WaitResponse>> ClientRing::Finished(uint64_t cookie,
-                                                                     absl::Time deadline) {
-  std::optional<v1::WaitResponse> result;
+absl::StatusOr<std::optional<ring::CompletionSlot>> ClientRing::Finished(uint64_t cookie,
+                                                                         absl::Time deadline) {
+  std::optional<ring::CompletionSlot> result;
   absl::Status waited = Await(
       [&] {
         auto found = finished_.find(cookie);
         if (found == finished_.end()) return false;
-        result = std::move(found->second.result);
-        if (result->code() != 0) to_release_.push_back(found->second.op_id);
+        result = found->second;
+        if (result->code != 0) to_release_.push_back(result->op_id);
         finished_.erase(found);
         ReleaseLocked();
         return true;
@@ -294,7 +294,7 @@ void ClientRing::Forget(uint64_t cookie) {
     forgotten_.insert(cookie);
     return;
   }
-  if (found->second.result.code() != 0) to_release_.push_back(found->second.op_id);
+  if (found->second.code != 0) to_release_.push_back(found->second.op_id);
   finished_.erase(found);
   ReleaseLocked();
 }

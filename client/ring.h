@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -58,7 +59,9 @@ class ClientRing {
                                                        absl::Time deadline);
   /// The result of the op of `cookie`, waiting until `deadline` (nullopt then); once
   /// returned, the ring forgets it (and has the daemon release a failed one).
-  absl::StatusOr<std::optional<v1::WaitResponse>> Finished(uint64_t cookie, absl::Time deadline);
+  /// The result is the op's FINISHED completion slot.
+  absl::StatusOr<std::optional<ring::CompletionSlot>> Finished(uint64_t cookie,
+                                                               absl::Time deadline);
   /// Drops what arrives for `cookie` (its request is gone without waiting).
   void Forget(uint64_t cookie);
 
@@ -70,12 +73,11 @@ class ClientRing {
   void ConsumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Calls `ready` (under mu_, after consuming) until it returns true, spinning briefly,
   /// then sleeping on the completion doorbell; DEADLINE_EXCEEDED at `deadline`.
-  absl::Status Await(const std::function<bool()>& ready, absl::Time deadline)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Await(absl::FunctionRef<bool()> ready, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   /// One sleep of Await, with client_waiters raised: OK if `ready` held before it slept,
   /// the ring's or the session's error, or nullopt after waking or napping (look again).
   /// One thread sleeps on the doorbell at a time: a wake-up clears it for every reader.
-  std::optional<absl::Status> Sleep(const std::function<bool()>& ready, absl::Time deadline)
+  std::optional<absl::Status> Sleep(absl::FunctionRef<bool()> ready, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Whether the command ring has room for one more command.
   bool RoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -102,11 +104,8 @@ class ClientRing {
   /// fails with it.
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, absl::StatusOr<Accepted>> answers_ ABSL_GUARDED_BY(mu_);
-  struct Result {
-    uint64_t op_id = 0;
-    v1::WaitResponse result;
-  };
-  std::map<uint64_t, Result> finished_ ABSL_GUARDED_BY(mu_);
+  /// FINISHED completions by cookie.
+  std::map<uint64_t, ring::CompletionSlot> finished_ ABSL_GUARDED_BY(mu_);
   /// Failed ops whose results this process collected or dropped, for the daemon to
   /// release (ring.h); posted as room allows.
   std::vector<uint64_t> to_release_ ABSL_GUARDED_BY(mu_);

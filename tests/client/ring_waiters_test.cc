@@ -58,7 +58,7 @@ struct Rings {
     finished.op_id = cookie;
     finished.kind = static_cast<uint32_t>(ring::CompletionKind::kFinished);
     EXPECT_TRUE(daemon_side->PostQuietly(finished));
-    absl::StatusOr<std::optional<v1::WaitResponse>> other = client->Finished(1, absl::Now());
+    absl::StatusOr<std::optional<ring::CompletionSlot>> other = client->Finished(1, absl::Now());
     EXPECT_TRUE(other.ok() && !other->has_value()) << other.status();
   }
 
@@ -83,7 +83,7 @@ struct Waiter {
     return call == SYS_ppoll || call == SYS_futex;
   }
   std::atomic<pid_t> tid{0};
-  absl::StatusOr<std::optional<v1::WaitResponse>> result;
+  absl::StatusOr<std::optional<ring::CompletionSlot>> result;
   std::thread thread;
 };
 

@@ -160,7 +160,6 @@ grpc::Status RawSession::RunOnRing(const cclo::v1::SubmitRequest& request) {
   while (true) {
     const ring::CompletionSlot completion = NextCompletion();
     if (completion.cookie != cookie) continue;
-    const cclo::v1::WaitResponse result = ring::DecodeCompletion(completion);
     switch (static_cast<ring::CompletionKind>(completion.kind)) {
       case ring::CompletionKind::kAccepted:
         accepted = true;
@@ -172,7 +171,8 @@ grpc::Status RawSession::RunOnRing(const cclo::v1::SubmitRequest& request) {
             !accepted) {
           NextCompletion();  // its ACCEPTED, the only other completion of this cookie
         }
-        return grpc::Status(static_cast<grpc::StatusCode>(result.code()), result.message());
+        return grpc::Status(static_cast<grpc::StatusCode>(completion.code),
+                            ring::GetText(completion.message, ring::kMessageBytes));
     }
   }
 }

@@ -8,12 +8,6 @@
 namespace cclo::ring {
 namespace {
 
-/// The text up to the first NUL, or all `size` bytes.
-std::string GetText(const char* in, size_t size) {
-  const void* nul = std::memchr(in, 0, size);
-  return std::string(in, nul ? static_cast<const char*>(nul) - in : size);
-}
-
 void PutRef(const v1::BufferRef& ref, RingBufferRef& out) {
   out = {ref.buffer_id(), ref.offset(), ref.length()};
 }
@@ -98,18 +92,9 @@ void PutText(std::string_view text, char* out, size_t size) {
   std::memset(out + length, 0, size - length);
 }
 
-v1::WaitResponse DecodeCompletion(const CompletionSlot& slot) {
-  v1::WaitResponse result;
-  result.set_done(true);
-  result.set_code(slot.code);
-  result.set_elapsed_us(slot.elapsed_us);
-  result.set_segment_bytes(slot.segment_bytes);
-  result.set_policy_version(slot.policy_version);
-  result.set_message(GetText(slot.message, kMessageBytes));
-  result.set_algorithm(GetText(slot.algorithm, kAlgorithmBytes));
-  result.set_protocol(GetText(slot.protocol, kProtocolBytes));
-  result.set_chosen_by(GetText(slot.chosen_by, kChosenByBytes));
-  return result;
+std::string GetText(const char* in, size_t size) {
+  const void* nul = std::memchr(in, 0, size);
+  return std::string(in, nul ? static_cast<const char*>(nul) - in : size);
 }
 
 }  // namespace cclo::ring

@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -162,8 +163,7 @@ absl::Status CheckCommand(const CommandSlot& slot);
 /// Copies `text` into a slot's text field of `size` bytes, cut to `size - 1` bytes and
 /// NUL-terminated.
 void PutText(std::string_view text, char* out, size_t size);
-/// The WaitResponse a completion slot carries (done set); strings end at their first NUL
-/// or at their room.
-v1::WaitResponse DecodeCompletion(const CompletionSlot& slot);
+/// The text of a slot's text field of `size` bytes: up to its first NUL, or all of it.
+std::string GetText(const char* in, size_t size);
 
 }  // namespace cclo::ring
