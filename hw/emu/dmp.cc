@@ -154,7 +154,8 @@ bool Dmp::DepsDone(const CallState& call, size_t index) const {
 
 void Dmp::Advance(CallState& call) {
   if (!call.failure.ok()) {
-    if (!InFlight(call)) Finish(call, call.failure);
+    DiscardUnstarted(call);
+    if (call.running && !InFlight(call)) Finish(call, call.failure);
     return;
   }
   const size_t count = call.program.moves.size();

@@ -210,6 +210,9 @@ class Dmp {
   absl::Status Unreachable(const CallState& call) const;
   /// Makes `call` fail with `status`: no more moves start, its receives are given up.
   void Doom(CallState& call, const absl::Status& status);
+  /// Posts the receives failing `call` never started to receive into nothing; a message of
+  /// another size is reported invalid (hooks.invalid, which may finish the call).
+  void DiscardUnstarted(CallState& call);
   /// A started move of `call` still has segments queued on a session or landing in its
   /// memory (never on the session of a rank that left).
   bool InFlight(const CallState& call) const;

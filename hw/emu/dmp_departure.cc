@@ -3,12 +3,13 @@
 // departed rank: a send to it, or a receive from it that is posted (so its message is
 // incomplete) or whose message is not all staged. The failing call starts no more moves
 // and gives up its posted receives (the RBM discards the rest of their messages), its
-// receives not started (their messages are received into nothing) and its sends that
-// wait for their receive (a copy of their data still goes if it comes, unless the
-// receiver left); it completes when none of its segments is still queued on a live
-// session or landing in its memory, so that memory is never touched after completion.
-// Cost: O(moves) per call at its start and at each departure; nothing while no rank has
-// left.
+// receives not started (once it next advances their messages are received into nothing;
+// one of another size is invalid data from its sender) and its sends that wait for their
+// receive (a copy of their data still goes if it comes, unless the receiver left); it
+// completes when none of its segments is still queued on a live session or landing in its
+// memory, so that memory is never touched after completion. Cost: O(moves) per call at
+// its start, at each departure and each time a failing call advances; nothing while no
+// rank has left.
 #include "hw/emu/dmp.h"
 
 namespace cclo::hw::emu {
@@ -47,20 +48,25 @@ void Dmp::Doom(CallState& call, const absl::Status& status) {
       call.moves[i].done = rbm_.Abandon(ReceiveKey(call, i));
     }
   }
-  // The receives it will not start took their sequence numbers: no other call can take
-  // their messages, so they are received into nothing (credits and pool buffers come back,
-  // and a rendezvous sender gets its clear-to-send), except from ranks that left.
+  MarkReady(call.id);  // Advance discards the receives it will not start
+}
+
+void Dmp::DiscardUnstarted(CallState& call) {
+  // They took their sequence numbers: no other call can take their messages, so they are
+  // received into nothing (credits and pool buffers come back, and a rendezvous sender
+  // gets its clear-to-send), except from ranks that left.
   const uint64_t element = DataTypeSize(call.desc.datatype);
-  for (uint32_t i = call.next_move; i < call.moves.size(); ++i) {
+  for (uint32_t i = call.next_move; i < call.moves.size() && call.running; ++i) {
     const Move& move = call.program.moves[i];
     if (call.moves[i].done || !move.Receives()) continue;
     call.moves[i].done = true;
     const MessageKey key = ReceiveKey(call, i);
     if (call.comm->departed.contains(key.src)) continue;
-    // A message of another size stays until the communicator goes: the call already fails.
-    (void)rbm_.Post(key, {.bytes = move.count * element});
+    // A message of another size is invalid, as for a started receive (which may finish
+    // the call).
+    absl::Status status = rbm_.Post(key, {.bytes = move.count * element});
+    if (!status.ok()) hooks_.invalid(*call.comm, key.src, status);
   }
-  MarkReady(call.id);
 }
 
 bool Dmp::InFlight(const CallState& call) const {

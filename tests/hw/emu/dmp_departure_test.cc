@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -103,6 +104,13 @@ class DmpDepartureTest : public ::testing::Test {
     dmp_.Serve(UINT64_MAX);  // every scheduled unit
   }
 
+  /// What a test does not expect: data reported invalid.
+  void TearDown() override {
+    for (const auto& [source, status] : invalid_) {
+      ADD_FAILURE() << "invalid from rank " << source << ": " << status;
+    }
+  }
+
   void Depart(uint32_t rank) {
     comm_.departed[rank] = absl::UnavailableError(absl::StrCat("rank ", rank, " left"));
     (rank == 1 ? one_ : two_).Close(comm_.departed[rank]);
@@ -128,19 +136,21 @@ class DmpDepartureTest : public ::testing::Test {
   PeerLink link_one_, link_two_;
   uint64_t account_ = 0;  ///< the credits ranks 1 and 2 send eager messages on
   std::vector<MessageKey> cleared_;
+  std::vector<std::pair<uint32_t, absl::Status>> invalid_;  ///< hooks.invalid: source, problem
   Rbm rbm_{4 * kSegment, kSegment, kSegment,
            [this](const MessageKey& key, uint64_t) { cleared_.push_back(key); }};
-  Dmp dmp_{
-      rbm_, kSegment, kSegment, counters_,
-      Dmp::Hooks{
-          .link_for = [this](Communicator& comm, uint32_t rank) -> PeerLink* {
-            if (comm.departed.contains(rank)) return nullptr;
-            return rank == 1 ? &link_one_ : rank == 2 ? &link_two_ : nullptr;
-          },
-          .fail = [](Communicator&, absl::Status status) { ADD_FAILURE() << "broken: " << status; },
-          .invalid = [](Communicator&, uint32_t,
-                        absl::Status status) { ADD_FAILURE() << "invalid: " << status; },
-          .wake = [] {}}};  // the tests Serve themselves
+  Dmp dmp_{rbm_, kSegment, kSegment, counters_,
+           Dmp::Hooks{.link_for = [this](Communicator& comm, uint32_t rank) -> PeerLink* {
+                        if (comm.departed.contains(rank)) return nullptr;
+                        return rank == 1 ? &link_one_ : rank == 2 ? &link_two_ : nullptr;
+                      },
+                      .fail = [](Communicator&,
+                                 absl::Status status) { ADD_FAILURE() << "broken: " << status; },
+                      .invalid =
+                          [this](Communicator&, uint32_t source, absl::Status status) {
+                            invalid_.push_back({source, status});
+                          },
+                      .wake = [] {}}};  // the tests Serve themselves
 };
 
 TEST_F(DmpDepartureTest, FailingCallWaitsForItsSegmentsInFlightThenTheNextRuns) {
@@ -382,6 +392,28 @@ TEST_F(DmpDepartureTest, MessagesForReceivesAFailingCallNeverStartedAreDiscarded
   ASSERT_TRUE(done_[next]);
   EXPECT_TRUE(done_[next]->status.ok()) << done_[next]->status;
   EXPECT_EQ(out, (std::vector<int32_t>{5, 6, 7, 8}));
+}
+
+// A message already staged that does not fit a receive the failing call never started is
+// invalid data from its sender, as it is for a started receive: the device then breaks the
+// communicator and frees it, instead of keeping it staged until the communicator goes.
+TEST_F(DmpDepartureTest, AMessageThatDoesNotFitAReceiveNeverStartedIsInvalid) {
+  Arrive(1, 1, 0, {9, 9, 9, 9});
+  Depart(2);
+  std::vector<int32_t> out = {-1, -1};
+  const size_t failed = Submit({Copy(Endpoint::Network(2, 1), Mem(Slot::kResult), 2),
+                                Copy(Endpoint::Network(1, 1), Mem(Slot::kResult), 2)},
+                               nullptr, &out);
+  ASSERT_EQ(invalid_.size(), 1u);
+  const auto [source, problem] = std::exchange(invalid_, {})[0];
+  EXPECT_EQ(source, 1u);
+  EXPECT_EQ(problem, absl::InvalidArgumentError(
+                         "message from rank 1 to rank 0 (tag 1, sequence 0) of communicator " +
+                         CommIdHex(comm_.id) + ": has 16 bytes but the posted receive expects 8"));
+  // Had nothing broken the communicator, the call fails for the rank that left.
+  ASSERT_TRUE(done_[failed]);
+  EXPECT_EQ(done_[failed]->status, absl::UnavailableError("rank 2 left"));
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1}));
 }
 
 }  // namespace

@@ -240,6 +240,44 @@ TEST_F(EmuDepartureTest, RanksThatStayedKeepTalking) {
   }
 }
 
+TEST_F(EmuDepartureTest, StagedMessageOfAnotherSizeForAReceiveNeverStartedIsInvalid) {
+  ASSERT_NO_FATAL_FAILURE(Start(3, 56));
+  // Rank 1 gathers 8 elements to rank 0 (eager: staged there), then sends on tag 5: once
+  // that is received, so is the first. Rank 0 gathers 4 once rank 2 left: its gather fails
+  // before it starts its receives, and the one from rank 1 does not fit what was staged.
+  CallDescriptor gather = Describe(comm_, Collective::kGather, 1, 8);
+  gather.algorithm = "all_to_one";
+  RankBuffers piece, marker, marked, root;
+  piece.slots[0] = Pattern(32, 1);
+  marker.slots[0] = Pattern(4, 2);
+  marked.slots[2].resize(4);
+  root.slots[0] = Pattern(16, 3);
+  root.slots[2].resize(48);
+  auto sent = Submit(*devices_[1], gather, piece.Views());
+  auto marker_sent =
+      Submit(*devices_[1], PointToPoint(comm_, Collective::kSend, 1, 0, 1, 5), marker.Views());
+  auto sentinel = Sentinel(0, 2);
+  auto marker_received =
+      Submit(*devices_[0], PointToPoint(comm_, Collective::kRecv, 0, 1, 1, 5), marked.Views());
+  gather.rank = 0;
+  gather.count = 4;
+  auto gathered = Submit(*devices_[0], gather, root.Views());
+  ASSERT_TRUE(Wait(sent).status.ok());
+  ASSERT_TRUE(Wait(marker_sent).status.ok());
+  ASSERT_TRUE(Wait(marker_received).status.ok());
+  EXPECT_EQ(devices_[0]->Stats().rx_pool_bytes_used, TestConfig().eager_max_bytes);
+
+  RemoveAndWait(*devices_[2], comm_, "gone");
+  EXPECT_EQ(Wait(sentinel).status.code(), absl::StatusCode::kUnavailable);
+  Completion failed = Wait(gathered);
+  EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(failed.status.message(),
+              HasSubstr("invalid data from peer daemon " + devices_[1]->DataAddress()));
+  EXPECT_THAT(failed.status.message(), HasSubstr("has 32 bytes but the posted receive expects 16"));
+  EXPECT_EQ(devices_[0]->Stats().wire_errors, 1u);
+  EXPECT_EQ(devices_[0]->Stats().rx_pool_bytes_used, 0u);  // not kept until removal
+}
+
 TEST_F(EmuDepartureTest, RemovalFreesStagedData) {
   ASSERT_NO_FATAL_FAILURE(Start(2, 55));
   // Rank 0 sends an eager message rank 1 never receives (staged), then one it does: when
