@@ -20,51 +20,18 @@
 #include "cclo/v1/attach.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/client/sessions.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo {
 namespace {
 
+using testing::AttachOrDie;
+using testing::JoinAlone;
+using testing::JoinPair;
 using ::testing::MatchesRegex;
+using testing::Pair;
 using ::testing::StartsWith;
-
-std::unique_ptr<Client> AttachOrDie(const std::string& runtime_dir) {
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(runtime_dir);
-  EXPECT_TRUE(client.ok()) << client.status();
-  return client.ok() ? *std::move(client) : nullptr;
-}
-
-// A communicator of one rank on `client`.
-std::unique_ptr<Communicator> JoinAlone(Client& client) {
-  absl::StatusOr<std::string> token = client.CreateCommunicatorId();
-  EXPECT_TRUE(token.ok()) << token.status();
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = client.Join(*token, 0, 1);
-  EXPECT_TRUE(comm.ok()) << comm.status();
-  return comm.ok() ? *std::move(comm) : nullptr;
-}
-
-// Two sessions on one daemon joined as ranks 0 and 1 of one communicator.
-struct Pair {
-  std::unique_ptr<Client> clients[2];
-  std::unique_ptr<Communicator> comms[2];
-};
-
-Pair JoinPair(const std::string& runtime_dir) {
-  Pair pair;
-  for (auto& client : pair.clients) client = AttachOrDie(runtime_dir);
-  absl::StatusOr<std::string> token = pair.clients[0]->CreateCommunicatorId();
-  EXPECT_TRUE(token.ok()) << token.status();
-  std::thread rank1([&] {
-    absl::StatusOr<std::unique_ptr<Communicator>> comm = pair.clients[1]->Join(*token, 1, 2);
-    EXPECT_TRUE(comm.ok()) << comm.status();
-    if (comm.ok()) pair.comms[1] = *std::move(comm);
-  });
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = pair.clients[0]->Join(*token, 0, 2);
-  EXPECT_TRUE(comm.ok()) << comm.status();
-  if (comm.ok()) pair.comms[0] = *std::move(comm);
-  rank1.join();
-  return pair;
-}
 
 // A Buffer of `bytes` fresh local bytes that names daemon buffer `id`: how a test asks the
 // daemon about an id this session does not (or no longer) hold.
