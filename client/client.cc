@@ -30,24 +30,23 @@ absl::Status FreeBufferId(client::Session& session, uint64_t buffer_id) {
   return client::FromGrpc(session.stub().FreeBuffer(&context, request, &response), "FreeBuffer");
 }
 
-}  // namespace
-
-absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
+// The AllocBuffer RPC, then the buffer's fd from the attach socket, mapped.
+absl::StatusOr<Buffer> AllocateAndMap(client::Session& session, uint64_t bytes) {
   v1::AllocBufferRequest request;
   request.set_bytes(bytes);
   v1::AllocBufferResponse response;
   grpc::ClientContext context;
-  session_->Prepare(context, session_->rpc_timeout());
-  grpc::Status status = session_->stub().AllocBuffer(&context, request, &response);
+  session.Prepare(context, session.rpc_timeout());
+  grpc::Status status = session.stub().AllocBuffer(&context, request, &response);
   if (!status.ok()) return client::FromGrpc(status, "AllocBuffer");
   // The daemon holds the buffer (and charges the quota for it) from here on: a buffer this
   // process cannot use is given back.
   auto give_back = [&](absl::Status why) {
-    (void)FreeBufferId(*session_, response.buffer_id());
+    (void)FreeBufferId(session, response.buffer_id());
     return why;
   };
   absl::StatusOr<attach::Received> received =
-      session_->TakeBuffer(response.buffer_id(), absl::Now() + session_->rpc_timeout());
+      session.TakeBuffer(response.buffer_id(), absl::Now() + session.rpc_timeout());
   if (!received.ok()) return give_back(received.status());
   if (received->frame.bytes != response.bytes()) {
     close(received->fd);
@@ -58,6 +57,18 @@ absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
   absl::StatusOr<Buffer> buffer = Buffer::Map(response.buffer_id(), received->fd, response.bytes());
   close(received->fd);
   if (!buffer.ok()) return give_back(buffer.status());
+  return buffer;
+}
+
+}  // namespace
+
+absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
+  const uint64_t allocation = session_->BeginAllocation();
+  absl::StatusOr<Buffer> buffer = AllocateAndMap(*session_, bytes);
+  // Buffers whose answers were lost (their callers' RPCs failed) are given back.
+  for (uint64_t orphan : session_->EndAllocation(allocation)) {
+    (void)FreeBufferId(*session_, orphan);
+  }
   return buffer;
 }
 

@@ -153,7 +153,7 @@ void Session::Close() {
   absl::MutexLock lock(&attach_mutex_);
   if (attach_fd_ >= 0) close(attach_fd_);
   attach_fd_ = -1;
-  for (auto& [id, received] : unclaimed_) close(received.fd);
+  for (auto& [id, unclaimed] : unclaimed_) close(unclaimed.received.fd);
   unclaimed_.clear();
 }
 
@@ -162,11 +162,34 @@ void Session::Prepare(grpc::ClientContext& context, absl::Duration timeout) cons
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
+uint64_t Session::BeginAllocation() {
+  absl::MutexLock lock(&attach_mutex_);
+  allocations_.insert(next_allocation_);
+  return next_allocation_++;
+}
+
+std::vector<uint64_t> Session::EndAllocation(uint64_t allocation) {
+  absl::MutexLock lock(&attach_mutex_);
+  allocations_.erase(allocation);
+  const uint64_t oldest = allocations_.empty() ? next_allocation_ : *allocations_.begin();
+  std::vector<uint64_t> orphans;
+  for (auto it = unclaimed_.begin(); it != unclaimed_.end();) {
+    if (it->second.claimable_below > oldest) {
+      ++it;
+    } else {
+      close(it->second.received.fd);
+      orphans.push_back(it->first);
+      it = unclaimed_.erase(it);
+    }
+  }
+  return orphans;
+}
+
 absl::StatusOr<attach::Received> Session::TakeBuffer(uint64_t buffer_id, absl::Time deadline) {
   absl::MutexLock lock(&attach_mutex_);
   while (true) {
     if (auto it = unclaimed_.find(buffer_id); it != unclaimed_.end()) {
-      attach::Received received = it->second;
+      attach::Received received = it->second.received;
       unclaimed_.erase(it);
       return received;
     }
@@ -183,7 +206,8 @@ absl::StatusOr<attach::Received> Session::TakeBuffer(uint64_t buffer_id, absl::T
           "waiting for the fd of buffer ", buffer_id, ": got frame type ",
           static_cast<int>(received->frame.type), received->fd < 0 ? " without an fd" : ""));
     }
-    if (!unclaimed_.try_emplace(received->frame.id, *received).second) {
+    if (!unclaimed_.try_emplace(received->frame.id, Unclaimed{*received, next_allocation_})
+             .second) {
       close(received->fd);  // a repeated frame for a buffer already waiting to be claimed
     }
   }

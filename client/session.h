@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -45,9 +47,22 @@ class Session {
   /// Adds the session metadata and a deadline `timeout` from now to `context`.
   void Prepare(grpc::ClientContext& context, absl::Duration timeout) const;
 
+  /// Marks an AllocBuffer as under way and returns its number. From here until
+  /// EndAllocation its BUFFER frame may come (the daemon sends it before the RPC answers),
+  /// so frames read meanwhile are kept for it. Every call must be followed by EndAllocation.
+  uint64_t BeginAllocation();
+
+  /// Ends allocation `allocation`, whether it took its frame or not (its RPC failed, or its
+  /// TakeBuffer). Returns the ids of the buffers whose frames no allocation under way can
+  /// claim any longer: the daemon made them for a caller that did not learn their id (its
+  /// RPC failed here after the daemon sent the frame). Their fds are closed here; the caller
+  /// gives the buffers back to the daemon (FreeBuffer), which still charges them to the
+  /// tenant. A frame still unread on the attach socket is found by the next allocation.
+  std::vector<uint64_t> EndAllocation(uint64_t allocation);
+
   /// Returns the memfd the daemon sent for `buffer_id` (the caller owns it), reading attach
   /// frames until it arrives or `deadline` passes. Frames for other buffers are kept for
-  /// their own callers.
+  /// their own callers. Called between BeginAllocation and EndAllocation.
   absl::StatusOr<attach::Received> TakeBuffer(uint64_t buffer_id, absl::Time deadline);
 
  private:
@@ -64,8 +79,15 @@ class Session {
 
   absl::Mutex attach_mutex_;                      // serialises readers of the attach socket
   int attach_fd_ ABSL_GUARDED_BY(attach_mutex_);  // owned; -1 once closed
-  // BUFFER frames read by one caller on behalf of another, by buffer id; fds owned.
-  std::map<uint64_t, attach::Received> unclaimed_ ABSL_GUARDED_BY(attach_mutex_);
+  // A BUFFER frame read by one caller on behalf of another. Only allocations numbered below
+  // `claimable_below` (those begun before it was read) can claim it; fds owned.
+  struct Unclaimed {
+    attach::Received received;
+    uint64_t claimable_below;
+  };
+  std::map<uint64_t, Unclaimed> unclaimed_ ABSL_GUARDED_BY(attach_mutex_);  // by buffer id
+  std::set<uint64_t> allocations_ ABSL_GUARDED_BY(attach_mutex_);           // under way, by number
+  uint64_t next_allocation_ ABSL_GUARDED_BY(attach_mutex_) = 0;
 };
 
 /// Converts an RPC failure to absl::Status, keeping the daemon's code and message and
