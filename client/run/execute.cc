@@ -16,7 +16,13 @@ absl::Status SendRecv(Communicator& comm, const OpShape& shape, const OpOptions&
   if (!first.ok()) return first.status();
   absl::StatusOr<Request> second =
       comm.SendAsync(send_buffer, 0, shape.count, shape.datatype, next, kSendRecvTag, options);
-  if (!second.ok()) return second.status();
+  if (!second.ok()) {
+    // The receive may be at the engine already, where Request::Cancel cannot withdraw it:
+    // wait until the message from `previous` or its deadline ends it, so that it does not
+    // write into `recv_buffer` or take a later message after this returns.
+    (void)first->Wait();
+    return second.status();
+  }
   absl::Status first_done = first->Wait();
   absl::Status second_done = second->Wait();
   return first_done.ok() ? second_done : first_done;

@@ -11,7 +11,8 @@ namespace cclo::run {
 /// shape.in_place) with `send` and `recv` laid out as FillBuffers leaves them, and waits
 /// for it. `options` applies to every op submitted (sendrecv submits two); its in_place is
 /// replaced by shape.in_place. Sendrecv is a ring exchange: each rank posts a receive from
-/// rank - 1, then a send to rank + 1, and waits for both.
+/// rank - 1, then a send to rank + 1, and waits for both; when the send is refused, it
+/// waits for the receive (until rank - 1's message or its deadline) and returns the refusal.
 absl::Status Execute(Communicator& comm, const OpShape& shape, OpOptions options, Buffer& send,
                      Buffer& recv);
 
