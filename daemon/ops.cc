@@ -151,7 +151,7 @@ struct Ops::Launch {
   std::string chosen_by;
   uint64_t policy_version = 0;
   /// Whether the op was held, so that its deadline is watched (set under the session's
-  /// launch lock, as the start runs).
+  /// launch lock, under which the start runs too).
   bool held = false;
 };
 
@@ -296,21 +296,19 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
 }
 
 absl::Status Ops::Start(const std::shared_ptr<Launch>& launch, uint64_t op_id) {
+  if (launch->held) Unwatch({launch->deadline, op_id});
   SessionPtr owner = launch->session.lock();
   if (!owner) return absl::UnavailableError("session is closing");
   const hw::CallDescriptor& call = launch->call;
-  if (launch->held) {
-    Unwatch({launch->deadline, op_id});
-    // The communicator may have broken or gone while the op waited.
-    if (absl::StatusOr<Member> member = communicators_->Resolve(owner, launch->handle);
-        !member.ok()) {
-      return member.status();
-    }
-    if (absl::Now() >= launch->deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(launch->what.ToString(),
-                       " did not finish by its deadline: the ops it waited for took all its time"));
-    }
+  // The communicator may have broken or gone while the op waited (held, or for quota room).
+  if (absl::StatusOr<Member> member = communicators_->Resolve(owner, launch->handle);
+      !member.ok()) {
+    return member.status();
+  }
+  if (absl::Now() >= launch->deadline) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(launch->what.ToString(),
+                     " did not finish by its deadline: the ops it waited for took all its time"));
   }
   stats_->Started(launch->labels, absl::Now() - launch->submitted);
   hw::CallBuffers buffers = launch->buffers;
