@@ -23,6 +23,13 @@ absl::Status Drain::Admit(absl::string_view what) const {
   return absl::UnavailableError(absl::StrCat("cclod is draining: ", what, " refused"));
 }
 
+absl::StatusOr<Drain::Admission> Drain::Enter(absl::string_view what) const {
+  admitting_.fetch_add(1);
+  Admission admission(&admitting_);
+  if (absl::Status admitted = Admit(what); !admitted.ok()) return admitted;
+  return admission;
+}
+
 Session::OpCounts Drain::CountOps() const {
   Session::OpCounts sum;
   for (const SessionPtr& session : sessions_->All()) {
@@ -46,6 +53,8 @@ absl::StatusOr<cclo::v1::DrainResponse> Drain::Run(absl::Duration timeout) {
     return absl::FailedPreconditionError("cclod is already draining");
   }
   root_gather_->Refuse(Admit("joins"));
+  // A Submit admitted before the drain began registers its op first (a few microseconds).
+  while (admitting_.load() > 0) absl::SleepFor(absl::Microseconds(50));
   const absl::Time start = absl::Now();
   const uint64_t completed_before = communicators_->OpsCompleted();
   const Session::OpCounts at_start = CountOps();

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,11 +33,30 @@ class Drain {
   /// Whether a drain began.
   bool draining() const { return draining_.load(); }
 
+  /// A Submit's hold from its last check until its op is registered: a drain that begins
+  /// meanwhile waits for it before it looks for ops, so that none is registered behind
+  /// its back. Move-only; released when destroyed.
+  class Admission {
+   public:
+    Admission(Admission&& other) noexcept : admitting_(std::exchange(other.admitting_, nullptr)) {}
+    Admission& operator=(Admission&&) = delete;
+    ~Admission() {
+      if (admitting_ != nullptr) admitting_->fetch_sub(1);
+    }
+
+   private:
+    friend class Drain;
+    explicit Admission(std::atomic<uint64_t>* admitting) : admitting_(admitting) {}
+    std::atomic<uint64_t>* admitting_;
+  };
+  /// An Admission while the daemon admits work, else Admit's refusal.
+  absl::StatusOr<Admission> Enter(absl::string_view what) const;
+
   /// Stops admitting (joins waiting at this root fail, since it refuses every join from
-  /// now on), waits until no session holds an op (each finished and its result
-  /// collected) or `timeout` passed, then breaks the communicators of the ops left (which
-  /// fails them with the reason) and gives their clients a short while to collect that;
-  /// then calls `stop`. FAILED_PRECONDITION if a drain already began.
+  /// now on), waits for the Admissions given before, then until no session holds an op (each
+  /// finished and its result collected) or `timeout` passed, then breaks the communicators of the
+  /// ops left (which fails them with the reason) and gives their clients a short while to collect
+  /// that; then calls `stop`. FAILED_PRECONDITION if a drain already began.
   absl::StatusOr<cclo::v1::DrainResponse> Run(absl::Duration timeout);
 
  private:
@@ -49,6 +70,9 @@ class Drain {
   RootGather* const root_gather_;
   const std::function<void()> stop_;
   std::atomic<bool> draining_{false};
+  /// Admissions not yet released. With draining_, seq_cst: a Submit that counted itself
+  /// before the drain began is waited for, one after it sees the drain.
+  mutable std::atomic<uint64_t> admitting_{0};
 };
 
 }  // namespace cclo::daemon

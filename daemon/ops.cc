@@ -252,10 +252,10 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
     full.SetPayload(kRetryAfterMs, absl::Cord(retry_ms));
     return full;
   }
-  // A drain that began while this waited for room refuses it, now that it has room.
-  if (request.wait_for_room) {
-    if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
-  }
+  // Held until the op is registered: a drain that begins now waits for it, and one that
+  // began (also while this waited for room) refuses it.
+  absl::StatusOr<Drain::Admission> admission = drain_->Enter("new ops");
+  if (!admission.ok()) return admission.status();
   launch->inflight = *std::move(room);
   launch->session = session;
   launch->handle = request.comm_handle;
