@@ -21,7 +21,7 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_version(kVersion);
   response->set_peer_address(peer_address_);
   response->set_data_address(device_->DataAddress());
-  response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - start_)));
+  response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(Since(start_))));
   std::vector<SessionPtr> sessions = sessions_->All();
   response->set_sessions(static_cast<uint32_t>(sessions.size()));
   uint64_t buffers = 0, buffer_bytes = 0;
@@ -144,9 +144,10 @@ grpc::Status AdminService::SetLogLevel(grpc::ServerContext*,
     return ToGrpc(absl::InvalidArgumentError(absl::StrCat("log level ", level.status().message())));
   }
   response->set_previous(LogLevelName(spdlog::get_level()));
-  spdlog::set_level(*level);
+  // Logged before the change, which may silence warnings.
   spdlog::warn("log level set to {} through the admin socket (was {})", request->level(),
                response->previous());
+  spdlog::set_level(*level);
   return grpc::Status::OK;
 }
 

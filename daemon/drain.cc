@@ -56,6 +56,7 @@ absl::StatusOr<cclo::v1::DrainResponse> Drain::Run(absl::Duration timeout) {
   // A Submit admitted before the drain began registers its op first (a few microseconds).
   while (admitting_.load() > 0) absl::SleepFor(absl::Microseconds(50));
   const absl::Time start = absl::Now();
+  const SteadyTime started = SteadyNow();
   const uint64_t completed_before = communicators_->OpsCompleted();
   const Session::OpCounts at_start = CountOps();
   cclo::v1::DrainResponse response;
@@ -78,7 +79,7 @@ absl::StatusOr<cclo::v1::DrainResponse> Drain::Run(absl::Duration timeout) {
     AwaitNoOps(absl::Now() + kCutOffGrace);
   }
   response.set_results_uncollected(CountOps().done);
-  response.set_elapsed_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - start)));
+  response.set_elapsed_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(Since(started))));
   spdlog::warn(
       "drain finished in {} ms: {} ops in flight at the start, {} completed, {} failed, {} cut "
       "off at the timeout, {} results not collected; stopping",

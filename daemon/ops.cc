@@ -141,7 +141,7 @@ struct Ops::Launch {
   hw::CallDescriptor call;
   hw::CallBuffers buffers;  ///< its keepalive is set when the call is made
   std::array<SharedBufferPtr, 2> held_buffers;
-  absl::Time submitted;
+  SteadyTime submitted;
   absl::Time deadline;
   OpName what;
   /// On the tenant's in-flight ops quota until the op ends, however it ends: through
@@ -237,8 +237,8 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
 
   const absl::Duration timeout =
       request.timeout_ms > 0 ? absl::Milliseconds(request.timeout_ms) : default_deadline_;
-  launch->submitted = absl::Now();
-  launch->deadline = launch->submitted + timeout;
+  launch->submitted = SteadyNow();
+  launch->deadline = absl::Now() + timeout;
   const TenantPtr& tenant = session->tenant();
   absl::StatusOr<Lease> room = tenant->Acquire(
       Resource::kInflightOps, 1, request.wait_for_room ? launch->deadline : absl::InfinitePast());
@@ -287,7 +287,7 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
   op.ended = [this, launch](const absl::Status& status) {
     launch->inflight.Release();
     communicators_->OpFinished(launch->call.comm, status);
-    stats_->Finished(launch->labels, "", absl::Now() - launch->submitted, status);
+    stats_->Finished(launch->labels, "", Since(launch->submitted), status);
   };
   op.start = [this, launch](uint64_t op_id) { return Start(launch, op_id); };
   absl::StatusOr<uint64_t> op_id = session->AddOp(std::move(op));
@@ -310,13 +310,13 @@ absl::Status Ops::Start(const std::shared_ptr<Launch>& launch, uint64_t op_id) {
         absl::StrCat(launch->what.ToString(),
                      " did not finish by its deadline: the ops it waited for took all its time"));
   }
-  stats_->Started(launch->labels, absl::Now() - launch->submitted);
+  stats_->Started(launch->labels, Since(launch->submitted));
   hw::CallBuffers buffers = launch->buffers;
   buffers.keepalive = std::shared_ptr<const void>(launch, &launch->held_buffers);
   device_->Call(
       call, std::move(buffers), launch->deadline,
       [this, owner, op_id, launch](hw::Completion completion) {
-        const absl::Duration elapsed = absl::Now() - launch->submitted;
+        const absl::Duration elapsed = Since(launch->submitted);
         launch->inflight.Release();
         owner->tenant()->RecordOpTime(elapsed);
         communicators_->OpFinished(launch->call.comm, completion.status, completion.bytes_sent);

@@ -141,7 +141,7 @@ class AdminService final : public cclo::v1::Admin::Service {
 
   const std::string peer_address_;
   const TenantStore* const tenants_;
-  const absl::Time start_ = absl::Now();
+  const SteadyTime start_ = SteadyNow();
   SessionRegistry* const sessions_;
   Communicators* const communicators_;
   PolicyStore* const policies_;

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "cclo/v1/ring.h"
 #include "daemon/buffers.h"
+#include "daemon/elapsed.h"
 #include "daemon/tenants.h"
 #include "hw/device.h"
 
@@ -186,7 +187,7 @@ class Session {
   struct Op {
     OpState state = OpState::kWaiting;
     uint64_t comm_handle = 0;
-    absl::Time submitted;
+    SteadyTime submitted;
     OpName what;
     std::set<uint64_t> waiting_for;    ///< kWaiting: ops of `after` not finished yet
     std::vector<uint64_t> dependents;  ///< ops whose `after` names this one

@@ -237,7 +237,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
                                                                     SnapshotFn snapshot) {
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(host, ":", port), 2);
+    // A scraper sends its request at once. A connection that has not within 2 s (idle,
+    // or slow on purpose) is closed, so that a few of them cannot hold every worker for
+    // civetweb's default 30 s and fail the real scrapes.
+    server->exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", absl::StrCat(host, ":", port), "num_threads",
+                                 "4", "request_timeout_ms", "2000"});
   } catch (const std::exception& error) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", host, ":", port, ": ", error.what()));

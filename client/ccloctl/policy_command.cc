@@ -94,7 +94,7 @@ int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostre
   for (const auto& [flag, status] : checks) {
     if (!status.ok()) {
       err << "ccloctl: " << flag << status.message() << "\n";
-      return 1;
+      return 2;  // a bad command line
     }
   }
   request.set_comm_id(comm_id_);

@@ -155,6 +155,9 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
       {{"drain", "--timeout", "nan"}, "--timeout: nan is not a number of seconds in"},
       {{"--timeout", "inf", "status"}, "--timeout: inf is not a number of seconds in"},
       {{"drain", "--timeout", "soon"}, "--timeout"},
+      {{"policy", "explain", "--op", "allredcue"}, "ccloctl: --op "},
+      {{"policy", "explain", "--op", "allreduce", "--datatype", "float33"}, "ccloctl: --datatype "},
+      {{"policy", "explain", "--op", "allreduce", "--bytes", "12 apples"}, "ccloctl: "},
   };
   for (const auto& [args, reason] : cases) {
     const CliRun run = Ccloctl(args);

@@ -460,10 +460,11 @@ TEST(CommandsTest, BuffersAndLogLevel) {
   ASSERT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "buffers"}, out, err), 0) << err;
   EXPECT_EQ(out, BuffersTable(buffers));
 
-  ASSERT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "log-level", "warn"}, out, err), 0)
+  // A level that silences warnings still logs its own change.
+  ASSERT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "log-level", "error"}, out, err), 0)
       << err;
   EXPECT_EQ(TableValues(out)["previous_level"], "debug") << out;
-  EXPECT_TRUE(daemon.process().WaitForOutput("log level set to warn through the admin socket",
+  EXPECT_TRUE(daemon.process().WaitForOutput("log level set to error through the admin socket",
                                              absl::Seconds(10)));
   EXPECT_EQ(Ccloctl({"--runtime-dir", daemon.runtime_dir(), "log-level", "loud"}, out, err), 1);
   EXPECT_NE(err.find("log level 'loud' is not one of trace, debug, info, warn, error, critical, "
@@ -473,7 +474,7 @@ TEST(CommandsTest, BuffersAndLogLevel) {
   ASSERT_EQ(
       Ccloctl({"--runtime-dir", daemon.runtime_dir(), "log-level", "info", "--json"}, out, err), 0)
       << err;
-  EXPECT_EQ(out, "{\"previous\":\"warn\"}\n");
+  EXPECT_EQ(out, "{\"previous\":\"error\"}\n");
 }
 
 TEST(CommandsTest, UnreachableDaemonExitsOneWithTheReason) {

@@ -3,7 +3,11 @@
 // expositions and `ccloctl stats --json` must count exactly those ops, bytes and errors,
 // and promtool must accept the expositions. The data sessions to peers are counted by state
 // as they come up, the peer leaves and the peer dies.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -304,6 +308,26 @@ TEST(MetricsTest, PeerSessionsByState) {
       },
       absl::Seconds(30)))
       << Scrape(daemons[0]);
+}
+
+TEST(MetricsTest, ConnectionsThatSendNothingDoNotHoldOffAScrape) {
+  Daemon daemon;
+  const std::string address = daemon.metrics_address();
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port =
+      htons(static_cast<uint16_t>(std::atoi(address.c_str() + address.rfind(':') + 1)));
+  ASSERT_EQ(inet_pton(AF_INET, address.substr(0, address.rfind(':')).c_str(), &target.sin_addr), 1);
+  // As many idle connections as the server has workers, and more.
+  std::vector<int> idle;
+  for (int i = 0; i < 6; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)), 0);
+    idle.push_back(fd);
+  }
+  // Scrape gives up after 10 s: the idle ones must have been closed well before.
+  EXPECT_NE(Scrape(daemon).find("\ncclod_uptime_seconds "), std::string::npos);
+  for (int fd : idle) close(fd);
 }
 
 }  // namespace
