@@ -1,5 +1,8 @@
 // The Admin service's policy calls: get, set, validate and explain.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/policy.h"
 #include "daemon/policy_yaml.h"
 #include "daemon/services.h"
@@ -8,12 +11,16 @@
 
 namespace cclo::daemon {
 
+std::vector<std::string> AdminService::TenantNames() const {
+  std::vector<std::string> tenants;
+  for (const TenantPtr& tenant : tenants_->All()) tenants.push_back(tenant->name());
+  return tenants;
+}
+
 absl::StatusOr<cclo::v1::Policy> AdminService::ParseForThisDaemon(const std::string& yaml) const {
   absl::StatusOr<cclo::v1::Policy> policy = ParsePolicyText(yaml);
   if (!policy.ok()) return policy.status();
-  std::vector<std::string> tenants;
-  for (const TenantPtr& tenant : tenants_->All()) tenants.push_back(tenant->name());
-  if (absl::Status known = CheckPolicyTenants(*policy, tenants); !known.ok()) return known;
+  if (absl::Status known = CheckPolicyTenants(*policy, TenantNames()); !known.ok()) return known;
   return policy;
 }
 
@@ -87,6 +94,13 @@ grpc::Status AdminService::ExplainPolicy(grpc::ServerContext*,
           absl::StrCat("transport '", transport, "' is not one of local, tcp")));
     }
     *snapshot.mutable_policy() = *policies_->Current();
+    const std::vector<std::string> tenants = TenantNames();
+    if (!request->tenant().empty() &&
+        std::find(tenants.begin(), tenants.end(), request->tenant()) == tenants.end()) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("tenant '", request->tenant(),
+                       "' is not configured (tenants: ", absl::StrJoin(tenants, ", "), ")")));
+    }
     snapshot.set_transport(transport.empty() ? kTcpTransport : transport);
     snapshot.set_tenant(request->tenant());
     snapshot.set_comm_label(request->comm_label());

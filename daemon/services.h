@@ -138,6 +138,8 @@ class AdminService final : public cclo::v1::Admin::Service {
  private:
   /// The policy YAML parsed and checked against this daemon's tenants.
   absl::StatusOr<cclo::v1::Policy> ParseForThisDaemon(const std::string& yaml) const;
+  /// The configured tenants' names, in order.
+  std::vector<std::string> TenantNames() const;
 
   const std::string peer_address_;
   const TenantStore* const tenants_;

@@ -208,7 +208,9 @@ TEST(PolicyTest, RanksFollowTheRootsSnapshotAndExplainSaysWhatRan) {
              "x"},
             "with a communicator, its own world size, transport, tenant and label apply"},
            {{"policy", "explain", "--op", "allreduce", "--transport", "ib"},
-            "transport 'ib' is not one of local, tcp"}}) {
+            "transport 'ib' is not one of local, tcp"},
+           {{"policy", "explain", "--op", "allreduce", "--tenant", "nosuch"},
+            "tenant 'nosuch' is not configured (tenants: default)"}}) {
     const ProcessResult result = Ccloctl(root, args);
     EXPECT_NE(result.exit_code, 0) << args[3];
     EXPECT_TRUE(absl::StrContains(result.output, reason)) << result.output;
