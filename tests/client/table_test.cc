@@ -17,5 +17,12 @@ TEST(TableTest, ShortRowsLeaveCellsEmptyAndNoRowsGiveTheHeader) {
   EXPECT_EQ(RenderTable({"id", "state"}, {}), "id  state\n");
 }
 
+TEST(TableTest, ControlCharactersAreShownEscaped) {
+  EXPECT_EQ(RenderTable({"id", "error"}, {{"1", "peer said\nhi \x1b[31mred\x7f"}, {"2", "ok"}}),
+            "id  error\n"
+            "1   peer said\\nhi \\x1b[31mred\\x7f\n"
+            "2   ok\n");
+}
+
 }  // namespace
 }  // namespace cclo::client
