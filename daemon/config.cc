@@ -212,6 +212,7 @@ const std::map<std::string, Setter>& Setters() {
        Number(&Config::segment_bytes, hw::poe::kMinSegmentBytes, hw::poe::kMaxSegmentBytes)},
       {"eager_max_bytes", Number(&Config::eager_max_bytes, 0, hw::poe::kMaxSegmentBytes)},
       {"credits_per_peer", Number(&Config::credits_per_peer, 0, hw::poe::kMaxCredits)},
+      {"rendezvous_waiting_per_peer", Number(&Config::rendezvous_waiting_per_peer, 1, 1u << 24)},
       {"data_link_gbps", Number(&Config::data_link_gbps, 0, 100000)},
       {"data_tcp_congestion", String(&Config::data_tcp_congestion)},
       {"max_buffer_bytes", Number(&Config::max_buffer_bytes, 4096, 1ull << 40)},

@@ -52,6 +52,10 @@ struct Config {
   /// Rx pool buffers reserved per communicator and peer daemon: how many eager messages
   /// that peer may have waiting here for their receive.
   uint32_t credits_per_peer = 8;
+  /// Rendezvous requests a peer daemon may have waiting here for their receives, per
+  /// communicator; one more breaks the communicator (a bound on what a peer can make this
+  /// daemon hold).
+  uint64_t rendezvous_waiting_per_peer = 65536;
   /// The cluster network's link rate, Gb/s: data sessions on a path whose bandwidth-delay
   /// product exceeds the kernel's TCP autotuning send limit size their send buffer to it.
   /// 0: socket buffers are always left to the kernel.

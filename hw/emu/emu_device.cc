@@ -34,6 +34,9 @@ absl::Status CheckConfig(const EmuConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("credits_per_peer ", config.credits_per_peer,
                                                    " exceeds the maximum of ", poe::kMaxCredits));
   }
+  if (config.rendezvous_waiting_per_peer == 0) {
+    return absl::InvalidArgumentError("rendezvous_waiting_per_peer must be at least 1");
+  }
   if (config.handshake_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "handshake_timeout ", absl::FormatDuration(config.handshake_timeout), " must be positive"));
@@ -53,6 +56,7 @@ absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config) {
 EmuDevice::EmuDevice(const EmuConfig& config)
     : config_(config),
       rbm_(config.rx_pool_bytes, config.eager_max_bytes, config.segment_bytes,
+           config.rendezvous_waiting_per_peer,
            [this](const MessageKey& key, uint64_t total) { SendClearToSend(key, total); }),
       dmp_(rbm_, config.eager_max_bytes, UnitBytes(config), counters_,
            Dmp::Hooks{

@@ -10,8 +10,9 @@
 // buffers for what the other sends and grants them in a credit segment (a communicator is
 // ready once every peer's grant arrived); applied eager messages return their credits at
 // the end of an engine turn, in batches (Rbm::TakeCredits). A peer that sends beyond its
-// credits, data nobody cleared, or a clear-to-send for nothing this side sends breaks the
-// communicator, like any invalid data.
+// credits, more rendezvous requests waiting for their receives than
+// rendezvous_waiting_per_peer, data nobody cleared, or a clear-to-send for nothing this
+// side sends breaks the communicator, like any invalid data.
 //
 // Scheduling (DESIGN 9): the DMP's units of engine work wait in a Scheduler, by tenant;
 // every turn of the event loop runs about UnitBytes() of them (fair: weighted deficit
@@ -70,6 +71,9 @@ struct EmuConfig {
   /// Rx pool buffers reserved for each peer link (as far as the pool goes): how many
   /// eager messages that peer may have unapplied here.
   uint32_t credits_per_peer = 8;
+  /// Rendezvous requests each peer link may have waiting here for their receives; one
+  /// more is invalid data (its communicator breaks).
+  uint64_t rendezvous_waiting_per_peer = 65536;
   /// Per data session handshake; also how long a peer whose end of the session this
   /// engine sends on is gone may keep its own open.
   absl::Duration handshake_timeout = absl::Seconds(10);
@@ -83,7 +87,8 @@ struct EmuConfig {
 /// Creates the device and binds its data port: UNAVAILABLE if the port is taken,
 /// INVALID_ARGUMENT for a bad config (segment_bytes a multiple of 8 in [4 KiB, 16 MiB],
 /// rx_pool_bytes at least one segment, eager_max_bytes at most segment_bytes,
-/// credits_per_peer at most poe::kMaxCredits, handshake_timeout positive, a
+/// credits_per_peer at most poe::kMaxCredits, rendezvous_waiting_per_peer at least 1,
+/// handshake_timeout positive, a
 /// tcp_congestion the kernel takes).
 absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
 

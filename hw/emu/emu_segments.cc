@@ -66,7 +66,7 @@ absl::StatusOr<std::byte*> EmuDevice::OnSegment(poe::Session& session,
         }
         break;
       case poe::SegmentType::kRequest:
-        problem = rbm_.Request(header);
+        problem = rbm_.Request(header, link->rx_account);
         break;
       case poe::SegmentType::kClearToSend:
         problem = dmp_.ClearToSend(*comm, header);

@@ -16,9 +16,10 @@ std::string DescribeMessage(const MessageKey& key) {
 }
 
 Rbm::Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
-         ClearToSendFn clear_to_send)
+         uint64_t max_waiting_requests, ClearToSendFn clear_to_send)
     : eager_bytes_(eager_bytes),
       segment_bytes_(segment_bytes),
+      max_waiting_(max_waiting_requests),
       buffer_bytes_(std::max(eager_bytes, kMinBufferBytes)),
       buffer_count_(pool_bytes / buffer_bytes_),
       clear_to_send_(std::move(clear_to_send)),
@@ -102,6 +103,7 @@ absl::Status Rbm::Post(const MessageKey& key, RxTarget target) {
       Release(stream.account, std::exchange(stream.buffer, kNoBuffer), true);
       break;
     case Protocol::kRendezvous:
+      StopWaiting(stream.account);
       Clear(key, stream);
       break;
     case Protocol::kLocal:
@@ -112,7 +114,7 @@ absl::Status Rbm::Post(const MessageKey& key, RxTarget target) {
   return status;
 }
 
-absl::Status Rbm::Request(const poe::SegmentHeader& header) {
+absl::Status Rbm::Request(const poe::SegmentHeader& header, uint64_t account) {
   const MessageKey key = MessageKey::Of(header);
   Stream& stream = streams_[key];
   if (stream.protocol != Protocol::kNone) {
@@ -123,8 +125,18 @@ absl::Status Rbm::Request(const poe::SegmentHeader& header) {
                     absl::StrCat("has ", header.total, " bytes but the posted receive expects ",
                                  stream.target.bytes));
   }
+  if (!stream.posted) {
+    auto it = accounts_.find(account);
+    if (it == accounts_.end() || it->second.waiting >= max_waiting_) {
+      return Mismatch(key, absl::StrCat("rendezvous request beyond the ", max_waiting_,
+                                        " its sender may have waiting for their receives "
+                                        "(rendezvous_waiting_per_peer)"));
+    }
+    ++it->second.waiting;
+  }
   stream.protocol = Protocol::kRendezvous;
   stream.total = header.total;
+  stream.account = account;
   if (stream.posted) {
     Clear(key, stream);
     MaybeComplete(key);
@@ -332,11 +344,13 @@ void Rbm::Drop(const CommId& comm) {
 void Rbm::DropIf(const std::function<bool(const MessageKey&, const Stream&)>& drop) {
   std::vector<std::pair<uint64_t, uint32_t>> freed;
   for (auto it = streams_.begin(); it != streams_.end();) {
-    if (!drop(it->first, it->second)) {
+    const Stream& stream = it->second;
+    if (!drop(it->first, stream)) {
       ++it;
       continue;
     }
-    freed.push_back({it->second.account, it->second.buffer});
+    if (stream.protocol == Protocol::kRendezvous && !stream.posted) StopWaiting(stream.account);
+    freed.push_back({stream.account, stream.buffer});
     streams_.erase(it++);
   }
   for (const auto& [account, buffer] : freed) Release(account, buffer, false);

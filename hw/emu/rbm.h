@@ -10,7 +10,10 @@
 //  - Rendezvous (from a peer): a request announces it; once its receive is posted too,
 //    the RBM asks for a clear-to-send (the clear_to_send hook) and the data segments then
 //    land like posted eager ones, segment by segment. Data without a clear-to-send, or
-//    beyond what was announced, is an error.
+//    beyond what was announced, is an error. A peer link may have at most
+//    `max_waiting_requests` requests waiting for their receives (each holds a few hundred
+//    bytes until its receive is posted or the communicator goes); one more is an error,
+//    so a peer cannot grow the RBM without bound.
 //  - Local (from a rank on this engine): staged in a pool buffer that no credit claims
 //    when small enough and one is free (eager); otherwise its source is kept and copied
 //    (or reduced) straight into the destination when the receive is posted (local
@@ -87,9 +90,10 @@ class Rbm {
 
   /// A pool of pool_bytes cut into buffers of max(eager_bytes, kMinBufferBytes); eager
   /// messages of at most eager_bytes and rendezvous segments of at most segment_bytes
-  /// are accepted.
+  /// are accepted, and per peer link at most max_waiting_requests rendezvous requests
+  /// whose receive is not posted.
   Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
-      ClearToSendFn clear_to_send);
+      uint64_t max_waiting_requests, ClearToSendFn clear_to_send);
 
   uint64_t pool_bytes() const { return buffer_count_ * buffer_bytes_; }
   /// Thread-safe: bytes of the buffers holding staged messages.
@@ -115,8 +119,10 @@ class Rbm {
   /// Posts a receive and applies what arrived for it; on_complete may run inside.
   absl::Status Post(const MessageKey& key, RxTarget target);
 
-  /// A rendezvous request arrived from a peer.
-  absl::Status Request(const poe::SegmentHeader& header);
+  /// A rendezvous request arrived from a peer, on the link of credit account `account`.
+  /// Refused when its receive is not posted and that link already has
+  /// max_waiting_requests requests waiting for their receives.
+  absl::Status Request(const poe::SegmentHeader& header, uint64_t account);
 
   /// Where the payload of an eager or rendezvous data segment goes: the destination,
   /// `scratch` (room for segment_bytes), or a pool buffer. An eager message spends a
@@ -177,7 +183,7 @@ class Rbm {
     uint64_t applied = 0;  ///< bytes written to the posted receive's destination
     bool posted = false;
     RxTarget target;
-    uint64_t account = 0;               ///< eager from a peer: the credit account it came on
+    uint64_t account = 0;               ///< from a peer: the credit account of its link
     uint32_t buffer = kNoBuffer;        ///< eager: the pool buffer holding it
     const std::byte* source = nullptr;  ///< local rendezvous: where the data is read
     std::vector<std::byte> detached;    ///< local rendezvous whose sender let go: a copy
@@ -191,6 +197,7 @@ class Rbm {
     uint32_t granted = 0;     ///< credits the peer holds
     uint32_t returnable = 0;  ///< credits freed and not yet granted again
     uint32_t staged = 0;      ///< its messages now in pool buffers
+    uint64_t waiting = 0;     ///< its rendezvous requests whose receive is not posted
     bool queued = false;      ///< in returning_
   };
 
@@ -221,9 +228,12 @@ class Rbm {
   /// message was applied, so its credit returns.
   void Release(uint64_t account, uint32_t buffer, bool credit);
   void Free(uint32_t buffer);
+  /// A rendezvous request that came on `account` no longer waits for its receive.
+  void StopWaiting(uint64_t account);
 
   const uint64_t eager_bytes_;
   const uint64_t segment_bytes_;
+  const uint64_t max_waiting_;
   const uint64_t buffer_bytes_;
   const uint64_t buffer_count_;
   ClearToSendFn clear_to_send_;

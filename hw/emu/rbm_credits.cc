@@ -1,4 +1,5 @@
-// The RBM's pool buffers and eager credit accounts. Invariant: the free buffers are at
+// The RBM's pool buffers and the credit accounts of peer links (eager credits, and the
+// rendezvous requests waiting for their receives). Invariant: the free buffers are at
 // least `promised_`, the sum over open accounts of reserved - staged, so every credit an
 // account has out can be staged; local eager staging takes only buffers beyond that.
 // Cost: O(1) per buffer or credit; TakeCredits is O(accounts with credits to return).
@@ -41,6 +42,11 @@ void Rbm::Release(uint64_t account, uint32_t buffer, bool credit) {
     held.queued = true;
     returning_.push_back(account);
   }
+}
+
+void Rbm::StopWaiting(uint64_t account) {
+  auto it = accounts_.find(account);
+  if (it != accounts_.end()) --it->second.waiting;
 }
 
 Rbm::Grant Rbm::OpenAccount(uint32_t credits) {

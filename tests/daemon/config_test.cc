@@ -16,6 +16,7 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
   EXPECT_EQ(config->data_tcp_congestion, "");  // the host's
   EXPECT_EQ(config->rx_pool_bytes, 256ull << 20);
   EXPECT_EQ(config->credits_per_peer, 8u);
+  EXPECT_EQ(config->rendezvous_waiting_per_peer, 65536u);
 }
 
 TEST(ConfigTest, UnsetEagerLimitFollowsASmallerSegment) {
@@ -38,6 +39,7 @@ rx_pool_bytes: 1048576
 segment_bytes: 65536
 eager_max_bytes: 16384
 credits_per_peer: 3
+rendezvous_waiting_per_peer: 100
 data_link_gbps: 25
 data_tcp_congestion: cubic
 max_buffer_bytes: 8192
@@ -60,6 +62,7 @@ policy:
   EXPECT_EQ(config->segment_bytes, 65536u);
   EXPECT_EQ(config->eager_max_bytes, 16384u);
   EXPECT_EQ(config->credits_per_peer, 3u);
+  EXPECT_EQ(config->rendezvous_waiting_per_peer, 100u);
   EXPECT_EQ(config->data_link_gbps, 25u);
   EXPECT_EQ(config->data_tcp_congestion, "cubic");
   EXPECT_EQ(config->max_buffer_bytes, 8192u);
@@ -156,6 +159,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"credits_per_peer: 65537",
                   "config key 'credits_per_peer': '65537' is not a whole number in [0, 65536]"},
         BadConfig{"credits_per_peer: many", "'many' is not a whole number in [0, 65536]"},
+        BadConfig{"rendezvous_waiting_per_peer: 0",
+                  "config key 'rendezvous_waiting_per_peer': '0' is not a whole number in [1, "
+                  "16777216]"},
         BadConfig{"data_link_gbps: 100001",
                   "config key 'data_link_gbps': '100001' is not a whole number in [0, 100000]"},
         BadConfig{"data_link_gbps: 2.5", "'2.5' is not a whole number in [0, 100000]"},

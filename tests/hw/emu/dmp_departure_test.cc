@@ -137,7 +137,7 @@ class DmpDepartureTest : public ::testing::Test {
   uint64_t account_ = 0;  ///< the credits ranks 1 and 2 send eager messages on
   std::vector<MessageKey> cleared_;
   std::vector<std::pair<uint32_t, absl::Status>> invalid_;  ///< hooks.invalid: source, problem
-  Rbm rbm_{4 * kSegment, kSegment, kSegment,
+  Rbm rbm_{4 * kSegment, kSegment, kSegment, /*max_waiting_requests=*/4,
            [this](const MessageKey& key, uint64_t) { cleared_.push_back(key); }};
   Dmp dmp_{rbm_, kSegment, kSegment, counters_,
            Dmp::Hooks{.link_for = [this](Communicator& comm, uint32_t rank) -> PeerLink* {
@@ -199,7 +199,7 @@ class LandingTest : public DmpDepartureTest {
     poe::SegmentHeader request = half_;
     request.type = poe::SegmentType::kRequest;
     request.length = 0;
-    EXPECT_TRUE(rbm_.Request(request).ok());
+    EXPECT_TRUE(rbm_.Request(request, account_).ok());
     EXPECT_EQ(cleared_.size(), 1u);
     absl::StatusOr<std::byte*> landing = rbm_.Land(half_, scratch_.data(), account_);
     EXPECT_TRUE(landing.ok() && *landing == Bytes(out_));
@@ -241,7 +241,8 @@ TEST_F(DmpDepartureTest, WholeStagedMessagesOfADepartedRankAreStillReceived) {
                             .src = 2,
                             .tag = 1,
                             .sequence = 1,
-                            .total = 16})
+                            .total = 16},
+                           account_)
                   .ok());
   EXPECT_EQ(rbm_.used_bytes(), kSegment);
   Depart(2);
@@ -385,7 +386,7 @@ TEST_F(DmpDepartureTest, MessagesForReceivesAFailingCallNeverStartedAreDiscarded
   EXPECT_EQ(rbm_.used_bytes(), 0u);
   const poe::SegmentHeader request{
       .type = poe::SegmentType::kRequest, .comm = comm_.id, .src = 1, .tag = 2, .total = 400};
-  ASSERT_TRUE(rbm_.Request(request).ok());
+  ASSERT_TRUE(rbm_.Request(request, account_).ok());
   EXPECT_THAT(cleared_, ::testing::ElementsAre(MessageKey::Of(request)));
   const size_t next = Submit({Copy(Endpoint::Network(1, 1), Mem(Slot::kResult), 4)}, nullptr, &out);
   Arrive(1, 1, 1, {5, 6, 7, 8});

@@ -61,7 +61,8 @@ class DmpTest : public ::testing::Test {
   uint64_t next_id_ = 1;
   std::vector<std::optional<Completion>> done_;
   // A single rx buffer; no peers, so no clear-to-sends.
-  Rbm rbm_{kSegment, kSegment, kSegment, [](const MessageKey&, uint64_t) {}};
+  Rbm rbm_{kSegment, kSegment, kSegment, /*max_waiting_requests=*/1,
+           [](const MessageKey&, uint64_t) {}};
   Dmp dmp_{rbm_, kSegment, kSegment, counters_,
            Dmp::Hooks{.link_for = [](Communicator&, uint32_t) { return nullptr; },
                       .fail = [this](Communicator& comm,

@@ -1,8 +1,9 @@
 // EmuDevice against a peer that breaks the eager/rendezvous protocol: rendezvous data
-// nobody cleared, eager messages beyond the credits granted, a clear-to-send for a message
-// the device is not sending, a credit grant beyond the limit, data on the session the
-// device sends on. Each breaks only the communicator it came on, with a wire error;
-// another communicator of the same device, with a real peer device, keeps working.
+// nobody cleared, more rendezvous requests waiting than the device takes, eager messages
+// beyond the credits granted, a clear-to-send for a message the device is not sending, a
+// credit grant beyond the limit, data on the session the device sends on. Each breaks only
+// the communicator it came on, with a wire error; another communicator of the same device,
+// with a real peer device, keeps working.
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@
 namespace cclo::hw::emu::testing {
 namespace {
 
+/// Rendezvous requests the device lets a peer link have waiting for their receives.
+constexpr uint64_t kWaiting = 5;
+
 using poe::ControlKind;
 using poe::SegmentHeader;
 using poe::SegmentType;
@@ -27,6 +31,7 @@ class EmuViolationTest : public FakePeerTest {
   void SetUp() override {
     EmuConfig config = TestConfig();
     config.credits_per_peer = 1;
+    config.rendezvous_waiting_per_peer = kWaiting;
     Start(config);
     peer_.emplace(device_->DataAddress(), comm_);
     ASSERT_NO_FATAL_FAILURE(Connect(*peer_));
@@ -96,6 +101,17 @@ TEST_F(EmuViolationTest, RendezvousDataAfterARequestButBeforeTheClearToSend) {
   // Sequence 5 of the fake's messages: nobody posted a receive for it, so no CTS went.
   ExpectBreaks(peer_->Message(SegmentType::kRendezvousData, 4096, 5), std::vector<std::byte>(4096),
                "rendezvous data without a clear-to-send");
+}
+
+TEST_F(EmuViolationTest, RendezvousRequestsBeyondTheLimitWaiting) {
+  // As many requests as the limit may wait for their receives, not one more. (Sequence 0
+  // is the receive ExpectBreaks posts.)
+  for (uint64_t sequence = 1; sequence <= kWaiting; ++sequence) {
+    peer_->SendSegment(peer_->Message(SegmentType::kRequest, 4096, sequence));
+  }
+  ExpectBreaks(peer_->Message(SegmentType::kRequest, 4096, kWaiting + 1), {},
+               "rendezvous request beyond the 5 its sender may have waiting for their "
+               "receives (rendezvous_waiting_per_peer)");
 }
 
 TEST_F(EmuViolationTest, EagerBeyondTheCredits) {

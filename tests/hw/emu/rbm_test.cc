@@ -15,6 +15,7 @@ using ::testing::HasSubstr;
 constexpr uint64_t kEager = 4096;    ///< eager limit and pool buffer size
 constexpr uint64_t kSegment = 8192;  ///< rendezvous segment size
 constexpr uint64_t kBuffers = 4;
+constexpr uint64_t kWaiting = 3;  ///< rendezvous requests a link may have waiting
 
 using poe::SegmentType;
 
@@ -71,7 +72,8 @@ class RbmTest : public ::testing::Test {
   int completed_ = 0;
   std::vector<std::pair<MessageKey, uint64_t>> cleared_;
   std::vector<std::byte> scratch_ = std::vector<std::byte>(kSegment);
-  Rbm rbm_{kBuffers * kEager, kEager, kSegment, [this](const MessageKey& key, uint64_t total) {
+  Rbm rbm_{kBuffers * kEager, kEager, kSegment, kWaiting,
+           [this](const MessageKey& key, uint64_t total) {
              cleared_.push_back({key, total});
            }};
   uint64_t account_ = 0;
@@ -108,7 +110,7 @@ TEST_F(RbmTest, EarlyEagerMessageIsStagedAndItsCreditReturnsWhenApplied) {
 }
 
 TEST_F(RbmTest, CreditsGoBackInBatchesOfHalfOrAtOnceWhenThePeerRunsShort) {
-  Rbm rbm(16 * kEager, kEager, kSegment, [](const MessageKey&, uint64_t) {});
+  Rbm rbm(16 * kEager, kEager, kSegment, kWaiting, [](const MessageKey&, uint64_t) {});
   const Rbm::Grant grant = rbm.OpenAccount(8);
   ASSERT_EQ(grant.credits, 8u);
   std::vector<std::byte> out(10);
@@ -209,7 +211,7 @@ TEST_F(RbmTest, RendezvousIsClearedOnceRequestedAndPostedInEitherOrder) {
   const std::vector<std::byte> data = Pattern(3 * kSegment);
   std::vector<std::byte> early(data.size()), late(data.size());
   // Requested first, posted later.
-  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 0)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 0), account_).ok());
   EXPECT_TRUE(cleared_.empty());
   EXPECT_FALSE(rbm_.Arrived(Key(0)));
   ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(late)).ok());
@@ -217,7 +219,7 @@ TEST_F(RbmTest, RendezvousIsClearedOnceRequestedAndPostedInEitherOrder) {
   EXPECT_EQ(cleared_[0], (std::pair<MessageKey, uint64_t>{Key(0), data.size()}));
   // Posted first, requested later.
   ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(early)).ok());
-  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 1)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 1), account_).ok());
   ASSERT_EQ(cleared_.size(), 2u);
   for (uint64_t sequence : {0, 1}) {
     for (uint64_t offset = 0; offset < data.size(); offset += kSegment) {
@@ -237,12 +239,43 @@ TEST_F(RbmTest, RendezvousIsClearedOnceRequestedAndPostedInEitherOrder) {
   EXPECT_TRUE(rbm_.TakeCredits().empty());  // rendezvous spends no credit
 }
 
+TEST_F(RbmTest, RequestsWaitingForTheirReceivesAreAtMostTheLimitPerLink) {
+  auto request = [&](uint64_t sequence, uint64_t account) {
+    return rbm_.Request(Segment(SegmentType::kRequest, 0, 0, kSegment, sequence), account);
+  };
+  for (uint64_t sequence = 0; sequence < kWaiting; ++sequence) {
+    ASSERT_TRUE(request(sequence, account_).ok()) << sequence;
+  }
+  const absl::Status status = request(kWaiting, account_);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("(tag 5, sequence 3)"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("rendezvous request beyond the 3 its sender may have waiting for their "
+                        "receives (rendezvous_waiting_per_peer)"));
+  // Another link has as many of its own.
+  const uint64_t other = rbm_.OpenAccount(0).account;
+  EXPECT_TRUE(request(10, other).ok());
+  // A request whose receive is posted does not wait; a receive posted for a waiting one
+  // makes room for another.
+  std::vector<std::byte> out(kSegment);
+  ASSERT_TRUE(rbm_.Post(Key(20), CopyInto(out)).ok());
+  EXPECT_TRUE(request(20, account_).ok());
+  ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(out)).ok());
+  EXPECT_TRUE(request(21, account_).ok());
+  EXPECT_FALSE(request(22, account_).ok());
+  // Dropped requests wait no more.
+  rbm_.Drop(CommId{7});
+  for (uint64_t sequence = 0; sequence < kWaiting; ++sequence) {
+    ASSERT_TRUE(request(sequence, account_).ok()) << sequence;
+  }
+}
+
 TEST_F(RbmTest, ReduceReceiveReducesEachSegmentOnArrival) {
   std::vector<int32_t> incoming(5000), mine(5000), result(5000, 0);
   std::iota(incoming.begin(), incoming.end(), 100);
   std::iota(mine.begin(), mine.end(), 1);
   ASSERT_TRUE(rbm_.Post(Key(), SumInto(result, mine)).ok());
-  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 20000)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 20000), account_).ok());
   const auto* bytes = reinterpret_cast<const std::byte*>(incoming.data());
   ASSERT_TRUE(Arrive(Segment(SegmentType::kRendezvousData, 0, 8192, 20000), bytes).ok());
   EXPECT_EQ(result[2047], incoming[2047] + mine[2047]);
@@ -258,7 +291,7 @@ TEST_F(RbmTest, ReduceReceiveAppliesWholeElementsAsTheSegmentLands) {
   std::iota(incoming.begin(), incoming.end(), 100);
   std::iota(mine.begin(), mine.end(), 1);
   ASSERT_TRUE(rbm_.Post(Key(), SumInto(result, mine)).ok());
-  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 8000)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 8000), account_).ok());
   const auto* bytes = reinterpret_cast<const std::byte*>(incoming.data());
   const poe::SegmentHeader segment = Segment(SegmentType::kRendezvousData, 0, 8000, 8000);
   absl::StatusOr<std::byte*> landing = rbm_.Land(segment, scratch_.data(), account_);
@@ -290,7 +323,7 @@ TEST_F(RbmTest, EmptyMessagesMatchToo) {
   EXPECT_EQ(completed_, 1);
   ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(out)).ok());
   EXPECT_EQ(completed_, 1);  // waits for its (empty) message
-  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 0, 1)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 0, 1), account_).ok());
   EXPECT_EQ(completed_, 2);  // cleared, and nothing more to come
   EXPECT_EQ(cleared_.size(), 1u);
 }
@@ -304,7 +337,7 @@ TEST_F(RbmTest, RejectsSegmentsThatDoNotFit) {
                 .message(),
             "message from rank 1 to rank 0 (tag 5, sequence 0) of communicator "
             "07000000000000000000000000000000: has 200 bytes but the posted receive expects 100");
-  EXPECT_THAT(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 300, 0)).message(),
+  EXPECT_THAT(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 300, 0), account_).message(),
               HasSubstr("has 300 bytes but the posted receive expects 100"));
 
   // Rendezvous data before its clear-to-send: nobody asked for it.
@@ -314,14 +347,15 @@ TEST_F(RbmTest, RejectsSegmentsThatDoNotFit) {
           .message(),
       HasSubstr("(tag 5, sequence 1) of communicator 07000000000000000000000000000000: "
                 "rendezvous data without a clear-to-send"));
-  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 2)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 2), account_).ok());
   EXPECT_THAT(rbm_.Land(Segment(SegmentType::kRendezvousData, 0, 64, data.size(), 2),
                         scratch_.data(), account_)
                   .status()
                   .message(),
               HasSubstr("rendezvous data without a clear-to-send"));  // not posted yet
-  EXPECT_THAT(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 2)).message(),
-              HasSubstr("rendezvous request for a message that was already announced"));
+  EXPECT_THAT(
+      rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 2), account_).message(),
+      HasSubstr("rendezvous request for a message that was already announced"));
   std::vector<std::byte> big(data.size());
   ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(big)).ok());
   ASSERT_TRUE(
@@ -406,7 +440,7 @@ TEST_F(RbmTest, DropForgetsACommunicator) {
 TEST_F(RbmTest, DropUnfinishedKeepsWholeMessagesOfALeavingRank) {
   const std::vector<std::byte> data = Pattern(2 * kSegment);
   ASSERT_TRUE(Eager(Pattern(100), 0).ok());  // sequence 0: whole
-  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 1)).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 1), account_).ok());
   std::vector<std::byte> half(data.size());  // sequence 1: half arrived
   ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(half)).ok());
   ASSERT_TRUE(
@@ -435,7 +469,7 @@ TEST_F(RbmTest, AbandonedReceiveDiscardsTheRest) {
   const std::vector<std::byte> data = Pattern(3 * kSegment);
   std::vector<std::byte> out(data.size(), std::byte{0x11});
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size())).ok());
+  ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size()), account_).ok());
   ASSERT_TRUE(
       Arrive(Segment(SegmentType::kRendezvousData, 0, kSegment, data.size()), data.data()).ok());
   // The next segment is landing in `out` when the receive is given up: `out` is free only
