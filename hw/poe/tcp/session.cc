@@ -11,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "hw/poe/tcp/engine.h"
 #include "spdlog/spdlog.h"
@@ -56,7 +57,9 @@ TcpSession::~TcpSession() {
 }
 
 std::string TcpSession::Name() const {
-  return absl::StrCat("data session with ", peer_address_, " for communicator ", CommIdHex(comm_));
+  // The peer's address may come from its unauthenticated HELLO: escaped for the logs.
+  return absl::StrCat("data session with ", absl::CHexEscape(peer_address_), " for communicator ",
+                      CommIdHex(comm_));
 }
 
 void TcpSession::Admit() {

@@ -423,6 +423,19 @@ TEST_F(EmuWireTest, HelloForAnUnknownCommunicatorIsRefused) {
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
 }
 
+TEST_F(EmuWireTest, HelloTextIsEscapedInTheRefusal) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  peer.SendControl({.kind = ControlKind::kHello,
+                    .segment_bytes = 4096,
+                    .connector = "10.0.0.9:1\n[warning] forged line",
+                    .acceptor = "elsewhere\n\x1b[2J"});
+  absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
+  EXPECT_THAT(refusal->reason, HasSubstr("hello addressed to elsewhere\\n\\x1b[2J reached engine"));
+  EXPECT_EQ(refusal->reason.find('\n'), std::string::npos) << refusal->reason;
+}
+
 TEST_F(EmuWireTest, HelloWithAnEagerSizeAboveItsSegmentIsRefused) {
   FakePeer peer(device_->DataAddress(), comm_);
   peer.SendControl({.kind = ControlKind::kHello,
