@@ -2,35 +2,16 @@
 
 #include <algorithm>
 
+#include "hw/types.h"
+
 namespace cclo::client {
-namespace {
-
-std::string Printable(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string RenderTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& raw_rows) {
   std::vector<std::vector<std::string>> rows;
   for (const std::vector<std::string>& row : raw_rows) {
     std::vector<std::string>& cells = rows.emplace_back();
-    for (const std::string& cell : row) cells.push_back(Printable(cell));
+    for (const std::string& cell : row) cells.push_back(hw::EscapeControl(cell));
   }
   std::vector<size_t> widths(header.size());
   for (size_t column = 0; column < header.size(); ++column) widths[column] = header[column].size();

@@ -123,4 +123,20 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
 
 std::string CommIdHex(const CommId& id) { return Hex(id.data(), id.size()); }
 
+std::string EscapeControl(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += "\\x";
+      out += Hex(&byte, 1);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace cclo::hw

@@ -97,4 +97,8 @@ using CommSecret = std::array<uint8_t, 32>;
 /// Lower-case hex of a communicator id, for logs and tables.
 std::string CommIdHex(const CommId& id);
 
+/// `text` with each control character (below 0x20, and 0x7f) written as \n or \xHH: for
+/// text from another process on its way to a log or a terminal.
+std::string EscapeControl(std::string_view text);
+
 }  // namespace cclo::hw

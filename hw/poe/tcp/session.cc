@@ -11,9 +11,9 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "hw/poe/tcp/engine.h"
+#include "hw/types.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::hw::poe::tcp {
@@ -58,7 +58,7 @@ TcpSession::~TcpSession() {
 
 std::string TcpSession::Name() const {
   // The peer's address may come from its unauthenticated HELLO: escaped for the logs.
-  return absl::StrCat("data session with ", absl::CHexEscape(peer_address_), " for communicator ",
+  return absl::StrCat("data session with ", EscapeControl(peer_address_), " for communicator ",
                       CommIdHex(comm_));
 }
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <string>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "hw/poe/tcp/engine.h"
 #include "hw/poe/tcp/session.h"
+#include "hw/types.h"
 
 namespace cclo::hw::poe::tcp {
 
@@ -31,11 +31,10 @@ void TcpSession::OnControl() {
   const bool connector = role_ == HandshakeRole::kConnector;
   if (kind == ControlKind::kRefuse) {
     return Fail(absl::PermissionDeniedError(
-        absl::StrCat("peer daemon ", absl::CHexEscape(peer_address_),
-                     " refused the session: ", absl::CHexEscape(message->reason))));
+        absl::StrCat("peer daemon ", EscapeControl(peer_address_),
+                     " refused the session: ", EscapeControl(message->reason))));
   }
-  if (kind == ControlKind::kBye)
-    return Fail(absl::CancelledError(absl::CHexEscape(message->reason)));
+  if (kind == ControlKind::kBye) return Fail(absl::CancelledError(EscapeControl(message->reason)));
   if (kind == ControlKind::kHello && !connector && state_ == State::kAwaitHello) {
     comm_ = current_.comm;
     return OnHello(*message);
@@ -59,7 +58,7 @@ void TcpSession::OnHello(const ControlMessage& hello) {
   const std::string& self = engine_.address();
   if (hello.acceptor != self) {
     return Refuse(absl::InvalidArgumentError(absl::StrCat(
-        "hello addressed to ", absl::CHexEscape(hello.acceptor), " reached engine ", self)));
+        "hello addressed to ", EscapeControl(hello.acceptor), " reached engine ", self)));
   }
   if (absl::Status status = CheckSizes(hello); !status.ok()) return Refuse(status);
   absl::StatusOr<CommSecret> secret = engine_.handler().Secret(comm_);
@@ -88,7 +87,7 @@ void TcpSession::OnChallenge(const ControlMessage& challenge) {
                                     connector_nonce_, acceptor_nonce_);
   if (!MacEqual(expected, challenge.mac)) {
     return Refuse(absl::UnauthenticatedError(
-        absl::StrCat("authentication failed: peer daemon ", absl::CHexEscape(peer_address_),
+        absl::StrCat("authentication failed: peer daemon ", EscapeControl(peer_address_),
                      " does not prove the secret of communicator ", CommIdHex(comm_))));
   }
   if (absl::Status status = CheckSizes(challenge); !status.ok()) return Refuse(status);
@@ -106,7 +105,7 @@ void TcpSession::OnResponse(const ControlMessage& response) {
                                     engine_.address(), connector_nonce_, acceptor_nonce_);
   if (!MacEqual(expected, response.mac)) {
     return Refuse(absl::UnauthenticatedError(
-        absl::StrCat("authentication failed: peer daemon ", absl::CHexEscape(peer_address_),
+        absl::StrCat("authentication failed: peer daemon ", EscapeControl(peer_address_),
                      " does not prove the secret of communicator ", CommIdHex(comm_))));
   }
   engine_.HandshakeFinished(id_);
