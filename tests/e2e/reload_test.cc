@@ -97,8 +97,10 @@ TEST_F(ReloadTest, BadFileIsRejectedWithTheReasonAndTheRunningConfigStays) {
 }
 
 TEST_F(ReloadTest, KeysThatApplyAtRestartAreNamed) {
-  Reload("quotas: {sessions: 1}", "quotas: {sessions: 3}\nsegment_bytes: 65536\n",
-         "changed keys that apply only at restart: segment_bytes");
+  Reload("quotas: {sessions: 1}",
+         "quotas: {sessions: 3}\nsegment_bytes: 65536\nrendezvous_waiting_per_peer: 10\n",
+         "changed keys that apply only at restart: segment_bytes, eager_max_bytes, "
+         "rendezvous_waiting_per_peer");
   EXPECT_EQ(Tenant().quotas(3).limit(), 3u);
 }
 
