@@ -237,8 +237,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
                                                                     SnapshotFn snapshot) {
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   try {
-    // A scraper sends its request at once. A connection that has not within 2 s (idle,
-    // or slow on purpose) is closed, so that a few of them cannot hold every worker for
+    // A scraper sends its request at once. A connection that has not sent it within 2 s
+    // (idle, or slow on purpose) is closed, so that a few of them cannot hold every worker for
     // civetweb's default 30 s and fail the real scrapes.
     server->exposer_ = std::make_unique<prometheus::Exposer>(
         std::vector<std::string>{"listening_ports", absl::StrCat(host, ":", port), "num_threads",
