@@ -55,12 +55,13 @@ Setter Number(T Config::*field, uint64_t min, uint64_t max) {
   };
 }
 
-Setter Millis(absl::Duration Config::*field) {
-  return [field](const YAML::Node& node, Config& config) -> absl::Status {
+Setter Millis(absl::Duration Config::*field, uint64_t min_ms = 1) {
+  return [field, min_ms](const YAML::Node& node, Config& config) -> absl::Status {
     absl::StatusOr<uint64_t> value = As<uint64_t>(node, "");
-    if (!value.ok() || *value < 1 || *value > 86'400'000) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", YAML::Dump(node), "' is not a duration in milliseconds in [1, 86400000]"));
+    if (!value.ok() || *value < min_ms || *value > 86'400'000) {
+      return absl::InvalidArgumentError(absl::StrCat("'", YAML::Dump(node),
+                                                     "' is not a duration in milliseconds in [",
+                                                     min_ms, ", 86400000]"));
     }
     config.*field = absl::Milliseconds(*value);
     return absl::OkStatus();
@@ -213,6 +214,7 @@ const std::map<std::string, Setter>& Setters() {
       {"eager_max_bytes", Number(&Config::eager_max_bytes, 0, hw::poe::kMaxSegmentBytes)},
       {"credits_per_peer", Number(&Config::credits_per_peer, 0, hw::poe::kMaxCredits)},
       {"rendezvous_waiting_per_peer", Number(&Config::rendezvous_waiting_per_peer, 1, 1u << 24)},
+      {"peer_timeout_ms", Millis(&Config::peer_timeout, 1000)},
       {"data_link_gbps", Number(&Config::data_link_gbps, 0, 100000)},
       {"data_tcp_congestion", String(&Config::data_tcp_congestion)},
       {"max_buffer_bytes", Number(&Config::max_buffer_bytes, 4096, 1ull << 40)},

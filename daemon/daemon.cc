@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   emu.eager_max_bytes = config.eager_max_bytes;
   emu.credits_per_peer = config.credits_per_peer;
   emu.rendezvous_waiting_per_peer = config.rendezvous_waiting_per_peer;
+  emu.peer_timeout = config.peer_timeout;
   emu.link_bytes_per_second = config.data_link_gbps * 125'000'000;
   emu.tcp_congestion = config.data_tcp_congestion;
   absl::StatusOr<std::optional<PeerTls>> peer_tls = LoadPeerTls(config);
@@ -234,6 +235,7 @@ absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
   keep("credits_per_peer", config.credits_per_peer == config_.credits_per_peer);
   keep("rendezvous_waiting_per_peer",
        config.rendezvous_waiting_per_peer == config_.rendezvous_waiting_per_peer);
+  keep("peer_timeout_ms", config.peer_timeout == config_.peer_timeout);
   keep("data_link_gbps", config.data_link_gbps == config_.data_link_gbps);
   keep("data_tcp_congestion", config.data_tcp_congestion == config_.data_tcp_congestion);
   keep("max_buffer_bytes", config.max_buffer_bytes == config_.max_buffer_bytes);

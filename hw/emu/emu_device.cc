@@ -41,6 +41,10 @@ absl::Status CheckConfig(const EmuConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "handshake_timeout ", absl::FormatDuration(config.handshake_timeout), " must be positive"));
   }
+  if (config.peer_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peer_timeout ", absl::FormatDuration(config.peer_timeout), " must be positive"));
+  }
   return absl::OkStatus();
 }
 
@@ -81,6 +85,7 @@ absl::Status EmuDevice::Start() {
                                           .segment_bytes = config_.segment_bytes,
                                           .eager_bytes = config_.eager_max_bytes,
                                           .handshake_timeout = config_.handshake_timeout,
+                                          .peer_timeout = config_.peer_timeout,
                                           .link_bytes_per_second = config_.link_bytes_per_second,
                                           .congestion = config_.tcp_congestion};
   absl::StatusOr<poe::EnginePtr> engine = poe::tcp::CreateTcpEngine(engine_config, this);

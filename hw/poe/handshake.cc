@@ -87,6 +87,8 @@ std::string ControlKindName(ControlKind kind) {
       return "refuse";
     case ControlKind::kBye:
       return "bye";
+    case ControlKind::kHeartbeat:
+      return "heartbeat";
   }
   return absl::StrCat("kind ", static_cast<int>(kind));
 }
@@ -112,6 +114,7 @@ std::vector<std::byte> EncodeControl(const ControlMessage& m) {
       w.Bytes(m.mac);
       break;
     case ControlKind::kAccept:
+    case ControlKind::kHeartbeat:
       break;
     case ControlKind::kRefuse:
     case ControlKind::kBye:
@@ -126,7 +129,7 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
   uint8_t kind = 0;
   if (!r.Byte(&kind)) return absl::InvalidArgumentError("empty control message");
   if (kind < static_cast<uint8_t>(ControlKind::kHello) ||
-      kind > static_cast<uint8_t>(ControlKind::kBye)) {
+      kind > static_cast<uint8_t>(ControlKind::kHeartbeat)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown control message kind ", kind));
   }
   ControlMessage m;
@@ -144,6 +147,7 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
       ok = r.Bytes(&m.mac);
       break;
     case ControlKind::kAccept:
+    case ControlKind::kHeartbeat:
       break;
     case ControlKind::kRefuse:
     case ControlKind::kBye:

@@ -12,7 +12,9 @@
 //   acceptor  -> connector ACCEPT    once the acceptor has the communicator's rank table
 //
 // Either side answers a failed check with REFUSE (reason) and closes; an open session
-// ends with BYE (reason). Nonces are fresh RAND_bytes per session, so a recorded proof
+// ends with BYE (reason). On an open session each side sends HEARTBEAT when it has written
+// nothing for a while, and takes a session on which it heard nothing for its peer timeout
+// as lost (hw/poe/tcp/session.h). Nonces are fresh RAND_bytes per session, so a recorded proof
 // cannot be replayed; the role label keeps one side's proof from serving as the other's.
 // Control messages travel as the payload of a SegmentType::kControl segment.
 #pragma once
@@ -42,6 +44,7 @@ enum class ControlKind : uint8_t {
   kAccept = 4,
   kRefuse = 5,
   kBye = 6,
+  kHeartbeat = 7,
 };
 
 /// One control message; which fields are meaningful depends on `kind`.

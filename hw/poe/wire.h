@@ -1,7 +1,8 @@
 // The segment header that starts every message segment on a data session (DESIGN 7).
 //
-// Fixed 64-byte little-endian layout, version 3 (2 carried both directions on one session
-// per pair of engines; 3 has one session each way, hw/poe/handshake.h):
+// Fixed 64-byte little-endian layout, version 4 (2 carried both directions on one session
+// per pair of engines; 3 has one session each way, hw/poe/handshake.h; 4 adds the HEARTBEAT
+// control message):
 //
 //   offset  size  field
 //        0     4  magic        "CCLO" (0x4F4C4343)
@@ -44,7 +45,7 @@
 namespace cclo::hw::poe {
 
 inline constexpr uint32_t kMagic = 0x4F4C4343;
-inline constexpr uint8_t kWireVersion = 3;
+inline constexpr uint8_t kWireVersion = 4;
 inline constexpr size_t kHeaderBytes = 64;
 /// Largest payload one segment may carry.
 inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;
@@ -81,7 +82,7 @@ struct SegmentHeader {
 
 using EncodedHeader = std::array<std::byte, kHeaderBytes>;
 
-/// Encodes `header` in the version-2 layout.
+/// Encodes `header` in the layout above.
 EncodedHeader Encode(const SegmentHeader& header);
 
 /// Decodes and validates the first kHeaderBytes of `data`. Fails with INVALID_ARGUMENT

@@ -17,6 +17,7 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
   EXPECT_EQ(config->rx_pool_bytes, 256ull << 20);
   EXPECT_EQ(config->credits_per_peer, 8u);
   EXPECT_EQ(config->rendezvous_waiting_per_peer, 65536u);
+  EXPECT_EQ(config->peer_timeout, absl::Seconds(10));
 }
 
 TEST(ConfigTest, UnsetEagerLimitFollowsASmallerSegment) {
@@ -40,6 +41,7 @@ segment_bytes: 65536
 eager_max_bytes: 16384
 credits_per_peer: 3
 rendezvous_waiting_per_peer: 100
+peer_timeout_ms: 2500
 data_link_gbps: 25
 data_tcp_congestion: cubic
 max_buffer_bytes: 8192
@@ -63,6 +65,7 @@ policy:
   EXPECT_EQ(config->eager_max_bytes, 16384u);
   EXPECT_EQ(config->credits_per_peer, 3u);
   EXPECT_EQ(config->rendezvous_waiting_per_peer, 100u);
+  EXPECT_EQ(config->peer_timeout, absl::Milliseconds(2500));
   EXPECT_EQ(config->data_link_gbps, 25u);
   EXPECT_EQ(config->data_tcp_congestion, "cubic");
   EXPECT_EQ(config->max_buffer_bytes, 8192u);
@@ -162,6 +165,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"rendezvous_waiting_per_peer: 0",
                   "config key 'rendezvous_waiting_per_peer': '0' is not a whole number in [1, "
                   "16777216]"},
+        BadConfig{"peer_timeout_ms: 999",
+                  "config key 'peer_timeout_ms': '999' is not a duration in milliseconds in "
+                  "[1000, 86400000]"},
         BadConfig{"data_link_gbps: 100001",
                   "config key 'data_link_gbps': '100001' is not a whole number in [0, 100000]"},
         BadConfig{"data_link_gbps: 2.5", "'2.5' is not a whole number in [0, 100000]"},

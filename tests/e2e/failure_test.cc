@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <string>
@@ -225,6 +226,33 @@ TEST(FailureTest, KilledPeerDaemonFailsSurvivorsFastAndLeavesThemWorking) {
     ProcessResult stopped = daemon->process().Wait(absl::Seconds(20));
     EXPECT_EQ(stopped.exit_code, 0) << stopped.output.substr(0, 4000);
   }
+}
+
+// A peer daemon that hangs (SIGSTOP: its kernel still acknowledges, so TCP sees nothing
+// wrong) falls silent on its data sessions: after peer_timeout_ms its ranks are lost, and a
+// receive from it fails UNAVAILABLE naming it and why, long before its own deadline. Until
+// then heartbeats keep an idle communicator up over several timeouts.
+TEST(FailureTest, HungPeerDaemonIsLostOnceSilentForThePeerTimeout) {
+  const std::string config = "peer_timeout_ms: 2000\n";
+  Daemon a(config), b(config);
+  const std::string hung = b.data_address();
+  RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
+  auto [handle0, handle1] = JoinPair(rank0, rank1);
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // idle for 2.5 peer timeouts
+  ExpectPairAllreduce(rank0, handle0, rank1, handle1);
+
+  b.process().Signal(SIGSTOP);
+  cclo::v1::SubmitRequest recv = RecvRequest(handle0, rank0.Alloc(4096), 1);
+  recv.set_timeout_ms(120'000);
+  grpc::Status status = rank0.Run(recv, 120'000);
+  b.process().Signal(SIGCONT);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "lost peer daemon " + hung))
+      << status.error_message();
+  EXPECT_TRUE(absl::StrContains(
+      status.error_message(),
+      "heartbeat missed: nothing came from peer daemon " + hung + " for its timeout of 2s"))
+      << status.error_message();
 }
 
 TEST(FailureTest, OpThatCannotCompleteEndsAtItsDeadline) {

@@ -98,9 +98,10 @@ TEST_F(ReloadTest, BadFileIsRejectedWithTheReasonAndTheRunningConfigStays) {
 
 TEST_F(ReloadTest, KeysThatApplyAtRestartAreNamed) {
   Reload("quotas: {sessions: 1}",
-         "quotas: {sessions: 3}\nsegment_bytes: 65536\nrendezvous_waiting_per_peer: 10\n",
+         "quotas: {sessions: 3}\nsegment_bytes: 65536\nrendezvous_waiting_per_peer: 10\n"
+         "peer_timeout_ms: 5000\n",
          "changed keys that apply only at restart: segment_bytes, eager_max_bytes, "
-         "rendezvous_waiting_per_peer");
+         "rendezvous_waiting_per_peer, peer_timeout_ms");
   EXPECT_EQ(Tenant().quotas(3).limit(), 3u);
 }
 

@@ -262,6 +262,7 @@ int TcpEngine::SleepMs(absl::Time now, bool spinning) {
   if (accept_paused_until_ != absl::InfinitePast()) {
     wake_at = std::min(wake_at, accept_paused_until_);
   }
+  wake_at = std::min(wake_at, next_heartbeat_);
   for (Poller* poller : pollers_) wake_at = std::min(wake_at, poller->Sleeping());
   pollers_asleep_ = true;
   if (wake_at == absl::InfiniteFuture()) return -1;
@@ -323,6 +324,7 @@ void TcpEngine::Loop() {
       WatchListener(true);
     }
     ExpireHandshakes(now);
+    if (now >= next_heartbeat_) Heartbeat(now);
     handler_deadline_ = handler_->OnTimer(now);
     if (handler_deadline_ <= now) last_work = now;  // the handler has more work at once
     RunDeferred();
@@ -355,6 +357,26 @@ void TcpEngine::ExpireHandshakes(absl::Time now) {
     HandshakeFinished(id);
     if (auto it = sessions_.find(id); it != sessions_.end()) it->second->ExpireHandshake();
   }
+}
+
+void TcpEngine::SessionUp() {
+  if (next_heartbeat_ == absl::InfiniteFuture()) {
+    next_heartbeat_ = absl::Now() + config_.peer_timeout / TcpSession::kHeartbeatTicks;
+  }
+}
+
+void TcpEngine::Heartbeat(absl::Time now) {
+  std::vector<TcpSession*> lost;
+  bool up = false;
+  for (auto& [id, session] : sessions_) {
+    if (!session->up()) continue;
+    up = true;
+    if (session->Heartbeat()) lost.push_back(session.get());
+  }
+  // Retired sessions live to the end of the turn, and closing one may close others.
+  for (TcpSession* session : lost) session->Lose();
+  next_heartbeat_ =
+      up ? now + config_.peer_timeout / TcpSession::kHeartbeatTicks : absl::InfiniteFuture();
 }
 
 void TcpEngine::Accept() {

@@ -1,8 +1,9 @@
 // TcpEngine: the TCP protocol offload engine. One thread runs an epoll loop over the
 // listening socket, an eventfd for posted tasks, every session socket and the pollers
 // (hw/poller.h). After work it keeps turning for a short spin; then it sleeps until I/O,
-// a posted task, a poller's fd, or the nearest deadline (handler's, a handshake's or a
-// poller's). No thread per connection or per call.
+// a posted task, a poller's fd, or the nearest deadline (handler's, a handshake's, a
+// poller's, or the next heartbeat tick while sessions are up). No thread per connection or
+// per call.
 #pragma once
 
 #include <algorithm>
@@ -37,6 +38,10 @@ struct TcpEngineConfig {
   uint64_t segment_bytes = 1 << 20;       ///< largest segment this engine receives
   uint64_t eager_bytes = 64 << 10;        ///< largest eager message it accepts (<= segment)
   absl::Duration handshake_timeout = absl::Seconds(10);
+  /// An up session on which nothing came for this long is lost (UNAVAILABLE): its peer
+  /// daemon hangs, or its host or the network went away without a reset. Each side sends
+  /// heartbeats while it has nothing else to send (TcpSession::Heartbeat).
+  absl::Duration peer_timeout = absl::Seconds(10);
   /// Link rate for socket buffer sizing (socket_buffers.h); 0: buffers left to the kernel.
   uint64_t link_bytes_per_second = 0;
   /// TCP congestion control of every session, outgoing and accepted (TCP_CONGESTION);
@@ -90,6 +95,9 @@ class TcpEngine final : public Engine {
   void Retire(uint64_t id);
   /// The session's handshake is authenticated; its deadline no longer applies.
   void HandshakeFinished(uint64_t id);
+  /// A session is up: heartbeat ticks run while any is.
+  void SessionUp();
+  absl::Duration peer_timeout() const { return config_.peer_timeout; }
   void CountWireError() { wire_errors_.fetch_add(1); }
   /// Sizes the buffers of a session's socket that is up for its path (socket_buffers.h)
   /// and says so in the log when it changed them.
@@ -113,6 +121,9 @@ class TcpEngine final : public Engine {
   void Adopt(std::unique_ptr<TcpSession> session, bool outgoing);
   void RunDeferred();
   void ExpireHandshakes(absl::Time now);
+  /// Gives every up session its heartbeat tick (TcpSession::Heartbeat) and closes those
+  /// found lost.
+  void Heartbeat(absl::Time now);
 
   const TcpEngineConfig config_;
   const AutotuneLimits autotune_ = ReadAutotuneLimits();
@@ -151,6 +162,8 @@ class TcpEngine final : public Engine {
   absl::flat_hash_map<uint64_t, Handshake> handshake_of_;
   size_t accepted_handshakes_ = 0;  ///< of handshake_of_, those accepted
   absl::Time handler_deadline_ = absl::InfiniteFuture();
+  /// The next heartbeat tick; infinite while no session is up.
+  absl::Time next_heartbeat_ = absl::InfiniteFuture();
   /// While in the future, accepting is paused (descriptors ran out).
   absl::Time accept_paused_until_ = absl::InfinitePast();
 };

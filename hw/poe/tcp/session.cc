@@ -71,6 +71,26 @@ void TcpSession::Admit() {
 void TcpSession::BecomeUp() {
   state_ = State::kUp;
   engine_.SizeBuffers(fd_, Name());
+  engine_.SessionUp();
+}
+
+bool TcpSession::Heartbeat() {
+  silent_ticks_ = std::exchange(heard_, false) ? 0 : silent_ticks_ + 1;
+  if (silent_ticks_ >= kHeartbeatTicks) return true;
+  if (!std::exchange(spoke_, false) && tx_.empty()) {
+    SendControl({.kind = ControlKind::kHeartbeat});
+  }
+  return false;
+}
+
+void TcpSession::Lose() {
+  if (state_ == State::kClosed) return;
+  const absl::Status reason = absl::UnavailableError(
+      absl::StrCat("heartbeat missed: nothing came from peer daemon ", EscapeControl(peer_address_),
+                   " for its timeout of ", absl::FormatDuration(engine_.peer_timeout())));
+  spdlog::warn("closing {}: {}", Name(), std::string(reason.message()));
+  SendFinal(ControlKind::kBye, std::string(reason.message()));
+  Fail(reason);
 }
 
 void TcpSession::Send(const SegmentHeader& header, const std::byte* payload,
@@ -257,6 +277,7 @@ void TcpSession::Flush() {
       break;
     }
     sent += static_cast<uint64_t>(n);
+    spoke_ = true;
     size_t left = static_cast<size_t>(n);
     while (left > 0 && !tx_.empty()) {
       TxEntry& entry = tx_.front();
@@ -301,6 +322,7 @@ void TcpSession::OnReadable() {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return Fail(absl::UnavailableError(Errno("read")));
     }
+    heard_ = true;
     drained = static_cast<uint64_t>(n) < want;
     if (!direct) {
       read_ahead += static_cast<uint64_t>(n);

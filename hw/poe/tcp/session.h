@@ -10,6 +10,11 @@
 // peer's hang-up is seen only after everything it sent before.
 // Send side: a FIFO of segments, each written with one sendmsg of (header, payload) iovecs
 // gathered across several queued segments; the payload is never copied.
+// Liveness: the engine gives every up session kHeartbeatTicks ticks per peer timeout. At a
+// tick, a session that wrote nothing since the last one and has nothing queued sends a
+// HEARTBEAT; one that read nothing for kHeartbeatTicks ticks in a row is lost. So a peer
+// that stops (hangs, or its host or the network goes without a reset) is found within
+// 0.8-1.0 peer timeouts, and a live one is heard at least every 2 ticks.
 #pragma once
 
 #include <array>
@@ -32,6 +37,9 @@ class TcpEngine;
 
 class TcpSession final : public Session {
  public:
+  /// Heartbeat ticks per peer timeout.
+  static constexpr int kHeartbeatTicks = 5;
+
   /// An accepted socket; the peer's HELLO names the communicator.
   TcpSession(TcpEngine& engine, uint64_t id, int fd);
   /// An outgoing socket whose nonblocking connect is under way.
@@ -59,6 +67,13 @@ class TcpSession final : public Session {
   void Flush();
   /// The handshake deadline passed before both sides were authenticated.
   void ExpireHandshake();
+  /// Authenticated and admitted: data may flow.
+  bool up() const { return state_ == State::kUp; }
+  /// A heartbeat tick of an up session: sends a HEARTBEAT if it wrote nothing since the
+  /// last tick; true when it read nothing for kHeartbeatTicks ticks (call Lose()).
+  bool Heartbeat();
+  /// Closes the session as lost (UNAVAILABLE), telling the peer why (BYE).
+  void Lose();
 
  private:
   enum class State {
@@ -153,6 +168,9 @@ class TcpSession final : public Session {
   bool reading_ = false;
   bool draining_ = false;  ///< in DrainInput: a write failing meanwhile waits for it
   bool writing_ = false;
+  bool heard_ = false;    ///< read something since the last heartbeat tick
+  bool spoke_ = false;    ///< wrote something since the last heartbeat tick
+  int silent_ticks_ = 0;  ///< heartbeat ticks in a row that found nothing read
 };
 
 }  // namespace cclo::hw::poe::tcp

@@ -1,5 +1,5 @@
 // TcpSession's handshake: HELLO, CHALLENGE, RESPONSE and ACCEPT as hw/poe/handshake.h
-// describes them, plus REFUSE and BYE at any time.
+// describes them, plus REFUSE and BYE at any time and HEARTBEAT once up.
 #include <algorithm>
 #include <string>
 
@@ -35,6 +35,7 @@ void TcpSession::OnControl() {
                      " refused the session: ", EscapeControl(message->reason))));
   }
   if (kind == ControlKind::kBye) return Fail(absl::CancelledError(EscapeControl(message->reason)));
+  if (kind == ControlKind::kHeartbeat && state_ == State::kUp) return;  // it was heard
   if (kind == ControlKind::kHello && !connector && state_ == State::kAwaitHello) {
     comm_ = current_.comm;
     return OnHello(*message);

@@ -132,15 +132,24 @@ bool FakePeer::Read(void* data, size_t size) {
 }
 
 absl::StatusOr<SegmentHeader> FakePeer::ReadSegment(std::vector<std::byte>* payload) {
-  poe::EncodedHeader bytes;
-  if (!Read(bytes.data(), bytes.size())) return absl::UnavailableError("closed");
-  absl::StatusOr<SegmentHeader> header = poe::Decode(bytes.data(), bytes.size());
-  if (!header.ok()) return header.status();
-  std::vector<std::byte> data(header->length);
-  if (!Read(data.data(), data.size())) return absl::UnavailableError("closed");
-  if (header->type == SegmentType::kCredit) credits_ += header->total;
-  if (payload != nullptr) *payload = std::move(data);
-  return header;
+  while (true) {
+    poe::EncodedHeader bytes;
+    if (!Read(bytes.data(), bytes.size())) return absl::UnavailableError("closed");
+    absl::StatusOr<SegmentHeader> header = poe::Decode(bytes.data(), bytes.size());
+    if (!header.ok()) return header.status();
+    std::vector<std::byte> data(header->length);
+    if (!Read(data.data(), data.size())) return absl::UnavailableError("closed");
+    if (header->type == SegmentType::kControl) {
+      absl::StatusOr<ControlMessage> control = poe::DecodeControl(data.data(), data.size());
+      if (control.ok() && control->kind == ControlKind::kHeartbeat) {
+        ++heartbeats_;
+        continue;
+      }
+    }
+    if (header->type == SegmentType::kCredit) credits_ += header->total;
+    if (payload != nullptr) *payload = std::move(data);
+    return header;
+  }
 }
 
 absl::StatusOr<SegmentHeader> FakePeer::ReadUntil(SegmentType type) {

@@ -52,7 +52,8 @@ class FakePeer {
   /// Reads exactly `size` bytes from the device: on the session the device opened once
   /// accepted (AcceptDevice), before that on the fake's; false on EOF or error.
   bool Read(void* data, size_t size);
-  /// Reads the next segment; its payload goes to `payload` when given.
+  /// Reads the next segment past any heartbeats (counted); its payload goes to `payload`
+  /// when given.
   absl::StatusOr<poe::SegmentHeader> ReadSegment(std::vector<std::byte>* payload = nullptr);
   /// Reads segments up to the next one of `type`, adding up the credits granted on the way.
   absl::StatusOr<poe::SegmentHeader> ReadUntil(poe::SegmentType type);
@@ -68,6 +69,8 @@ class FakePeer {
                              uint64_t offset = 0) const;
   /// Eager credits the device granted so far (seen by ReadSegment).
   uint64_t credits() const { return credits_; }
+  /// Heartbeats the device sent so far (seen and skipped by ReadSegment).
+  uint64_t heartbeats() const { return heartbeats_; }
   /// The data address the fake announces.
   const std::string& address() const { return address_; }
 
@@ -82,6 +85,7 @@ class FakePeer {
   int out_fd_ = -1;  ///< the session the fake opened
   int in_fd_ = -1;   ///< the session the device opened; -1 until accepted
   uint64_t credits_ = 0;
+  uint64_t heartbeats_ = 0;
 };
 
 /// A device whose communicator has rank 0 at a fake peer and rank 1 on the device.

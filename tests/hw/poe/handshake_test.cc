@@ -42,6 +42,8 @@ TEST(HandshakeTest, ControlMessagesRoundTrip) {
   const ControlMessage response{.kind = ControlKind::kResponse, .mac = mac};
   EXPECT_EQ(Roundtrip(response), response);
   EXPECT_EQ(Roundtrip({.kind = ControlKind::kAccept}).kind, ControlKind::kAccept);
+  EXPECT_EQ(Roundtrip({.kind = ControlKind::kHeartbeat}).kind, ControlKind::kHeartbeat);
+  EXPECT_EQ(EncodeControl({.kind = ControlKind::kHeartbeat}).size(), 1u);
   const ControlMessage bye{.kind = ControlKind::kBye, .reason = "engine shutting down"};
   EXPECT_EQ(Roundtrip(bye), bye);
   EXPECT_LE(EncodeControl(hello).size(), kMaxControlBytes);
@@ -63,6 +65,9 @@ TEST(HandshakeTest, RejectsMalformedMessages) {
   response.push_back(std::byte{0});
   EXPECT_EQ(DecodeControl(response.data(), response.size()).status().message(),
             "malformed response message of 34 bytes");
+  const std::byte heartbeat[] = {std::byte{7}, std::byte{0}};
+  EXPECT_EQ(DecodeControl(heartbeat, 2).status().message(),
+            "malformed heartbeat message of 2 bytes");
 }
 
 TEST(HandshakeTest, RandomBytesNeverCrash) {
@@ -71,7 +76,7 @@ TEST(HandshakeTest, RandomBytesNeverCrash) {
   for (int round = 0; round < 100000; ++round) {
     bytes.resize(random() % 80);
     for (std::byte& b : bytes) b = std::byte(random());
-    if (!bytes.empty()) bytes[0] = std::byte(1 + random() % 6);  // a known kind
+    if (!bytes.empty()) bytes[0] = std::byte(1 + random() % 7);  // a known kind
     absl::StatusOr<ControlMessage> decoded = DecodeControl(bytes.data(), bytes.size());
     if (decoded.ok()) {
       EXPECT_EQ(EncodeControl(*decoded), bytes);

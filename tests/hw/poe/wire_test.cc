@@ -113,16 +113,19 @@ TEST(WireTest, RejectsBadMagic) {
 
 TEST(WireTest, RejectsOtherVersions) {
   EncodedHeader bytes = Encode(Sample());
-  EXPECT_EQ(bytes[4], std::byte{3});
+  EXPECT_EQ(bytes[4], std::byte{4});
   Poke<uint8_t>(bytes, 4, 1);  // the eager-only protocol before rendezvous
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 1, this engine speaks 3");
+            "invalid segment header: unsupported version 1, this engine speaks 4");
   Poke<uint8_t>(bytes, 4, 2);  // one session carrying both directions
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 2, this engine speaks 3");
-  Poke<uint8_t>(bytes, 4, 4);
+            "invalid segment header: unsupported version 2, this engine speaks 4");
+  Poke<uint8_t>(bytes, 4, 3);  // no heartbeats
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 4, this engine speaks 3");
+            "invalid segment header: unsupported version 3, this engine speaks 4");
+  Poke<uint8_t>(bytes, 4, 5);
+  EXPECT_EQ(DecodeError(bytes),
+            "invalid segment header: unsupported version 5, this engine speaks 4");
 }
 
 TEST(WireTest, RejectsUnknownTypes) {

@@ -1,0 +1,124 @@
+// TcpSession's heartbeats: an up session sends HEARTBEAT while it has nothing else to send;
+// a peer that sends only heartbeats keeps the session up; and one from which nothing comes
+// for the peer timeout is lost: UNAVAILABLE to the handler, BYE with the reason to the peer.
+// Time has to pass here, so these tests wait (a second or three), as the peer would.
+#include <chrono>
+#include <future>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "hw/poe/tcp/engine.h"
+#include "tests/hw/emu/fake_peer.h"
+
+namespace cclo::hw::poe::tcp {
+namespace {
+
+using emu::testing::FakePeer;
+using emu::testing::Pattern;
+using emu::testing::TestComm;
+
+/// Admits every session and reports its end and its first payload.
+class ReportingHandler : public EngineHandler {
+ public:
+  explicit ReportingHandler(const TestComm& comm) : comm_(comm) {}
+
+  absl::StatusOr<CommSecret> Secret(const CommId&) override { return comm_.config.secret; }
+  void OnAuthenticated(Session& session) override { session.Admit(); }
+  void OnSessionUp(Session&) override {}
+  void OnSessionClosed(Session&, const absl::Status& reason) override { closed_.set_value(reason); }
+  absl::StatusOr<std::byte*> OnSegment(Session&, const SegmentHeader& header) override {
+    landing_.resize(header.length);
+    return landing_.data();
+  }
+  absl::Status OnPayload(Session&, const SegmentHeader&) override {
+    payload_.set_value(landing_);
+    return absl::OkStatus();
+  }
+  absl::Time OnTimer(absl::Time) override { return absl::InfiniteFuture(); }
+
+  std::future<absl::Status> Closed() { return closed_.get_future(); }
+  std::future<std::vector<std::byte>> Payload() { return payload_.get_future(); }
+
+ private:
+  const TestComm& comm_;
+  std::vector<std::byte> landing_;
+  std::promise<absl::Status> closed_;
+  std::promise<std::vector<std::byte>> payload_;
+};
+
+/// An engine with a peer timeout of 1 s whose session with a fake peer is up once Start()
+/// has returned without a fatal failure.
+struct UpSession {
+  UpSession() : handler(comm) {
+    comm.config.id = CommId{7};
+    comm.config.secret = CommSecret{8};
+  }
+  ~UpSession() {
+    if (engine != nullptr) engine->Stop();
+  }
+
+  void Start() {
+    absl::StatusOr<EnginePtr> started =
+        CreateTcpEngine({.peer_timeout = absl::Seconds(1)}, &handler);
+    ASSERT_TRUE(started.ok()) << started.status();
+    engine = *std::move(started);
+    engine->Start();
+    peer.emplace(engine->address(), comm);
+    peer->Authenticate(comm.config.secret);
+    absl::StatusOr<ControlMessage> accept = peer->ReadControl();
+    ASSERT_TRUE(accept.ok()) << accept.status();
+    ASSERT_EQ(accept->kind, ControlKind::kAccept);
+  }
+
+  TestComm comm;
+  ReportingHandler handler;
+  EnginePtr engine;
+  std::optional<FakePeer> peer;
+};
+
+TEST(HeartbeatTest, APeerThatSendsNothingIsLost) {
+  UpSession up;
+  std::future<absl::Status> closed = up.handler.Closed();
+  ASSERT_NO_FATAL_FAILURE(up.Start());
+
+  // The engine says why before it closes (the read is bounded by the fake's timeout).
+  absl::StatusOr<ControlMessage> bye = up.peer->ReadControl();
+  ASSERT_TRUE(bye.ok()) << bye.status();
+  EXPECT_EQ(bye->kind, ControlKind::kBye);
+  const std::string reason =
+      "heartbeat missed: nothing came from peer daemon 127.0.0.1:1 for its timeout of 1s";
+  EXPECT_EQ(bye->reason, reason);
+  // Meanwhile it sent heartbeats of its own.
+  EXPECT_GE(up.peer->heartbeats(), 1u);
+
+  ASSERT_EQ(closed.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const absl::Status status = closed.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(), reason);
+}
+
+TEST(HeartbeatTest, APeerThatSendsOnlyHeartbeatsStaysUp) {
+  UpSession up;
+  std::future<absl::Status> closed = up.handler.Closed();
+  ASSERT_NO_FATAL_FAILURE(up.Start());
+
+  // Three peer timeouts of nothing but a heartbeat every 100 ms.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < until) {
+    up.peer->SendControl({.kind = ControlKind::kHeartbeat});
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(closed.wait_for(std::chrono::seconds(0)), std::future_status::timeout) << closed.get();
+
+  // The session still carries data.
+  std::future<std::vector<std::byte>> payload = up.handler.Payload();
+  up.peer->SendSegment(up.peer->Message(SegmentType::kRendezvousData, 4096), Pattern(4096, 3));
+  ASSERT_EQ(payload.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_EQ(payload.get(), Pattern(4096, 3));
+}
+
+}  // namespace
+}  // namespace cclo::hw::poe::tcp
