@@ -395,16 +395,22 @@ void TcpEngine::Accept() {
       }
       return;
     }
-    if (accepted_handshakes_ >= kMaxAcceptedHandshakes) {
-      // Unauthenticated connections are cheap to open; bound how many may wait.
-      CountWireError();
-      close(fd);
-      continue;
-    }
+    if (accepted_handshakes_ >= kMaxAcceptedHandshakes) EvictOldestHandshake();
     SetNoDelay(fd);
     const uint64_t id = next_id_++;
     Adopt(std::make_unique<TcpSession>(*this, id, fd), false);
   }
+}
+
+void TcpEngine::EvictOldestHandshake() {
+  // In accept order: every handshake has the same timeout.
+  auto oldest = std::find_if(
+      handshake_deadlines_.begin(), handshake_deadlines_.end(),
+      [this](const auto& entry) { return handshake_of_.find(entry.second)->second.accepted; });
+  if (oldest == handshake_deadlines_.end()) return;
+  const uint64_t id = oldest->second;
+  CountWireError();
+  if (auto it = sessions_.find(id); it != sessions_.end()) it->second->Evict();
 }
 
 void TcpEngine::WatchListener(bool watch) {

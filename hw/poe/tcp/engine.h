@@ -28,8 +28,11 @@
 
 namespace cclo::hw::poe::tcp {
 
-/// Most accepted connections that may be in their handshake at once; more are closed at
-/// accept. Sessions the engine opens itself do not count.
+/// Most accepted connections that may be in their handshake at once; one more closes the
+/// oldest of them (a wire error; the handler never heard of it). Connecting costs nothing
+/// to anyone, so a newcomer must not wait behind the idle ones: holding every slot takes a
+/// flood of connections faster than a peer's HELLO, not one per slot per handshake
+/// timeout. Sessions the engine opens itself do not count.
 inline constexpr size_t kMaxAcceptedHandshakes = 256;
 
 struct TcpEngineConfig {
@@ -113,6 +116,8 @@ class TcpEngine final : public Engine {
   /// Runs the tasks posted so far, in posting order.
   void RunTasks();
   void Accept();
+  /// Closes the oldest accepted connection still in its handshake (kMaxAcceptedHandshakes).
+  void EvictOldestHandshake();
   /// Stops (or resumes) watching the listening socket; used to back off while the
   /// process is out of descriptors, instead of spinning on a socket that stays readable.
   void WatchListener(bool watch);

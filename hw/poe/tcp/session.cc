@@ -427,6 +427,8 @@ void TcpSession::OnPayloadDone() {
   if (state_ != State::kClosed && !status.ok()) Fail(status);
 }
 
+void TcpSession::Evict() { CloseSocket(); }
+
 void TcpSession::ExpireHandshake() {
   if (state_ == State::kClosed) return;
   engine_.CountWireError();

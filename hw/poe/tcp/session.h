@@ -67,6 +67,9 @@ class TcpSession final : public Session {
   void Flush();
   /// The handshake deadline passed before both sides were authenticated.
   void ExpireHandshake();
+  /// Closes an accepted session still in its handshake to make room for a newer one, without
+  /// a word to the peer or the handler (which never heard of it).
+  void Evict();
   /// Authenticated and admitted: data may flow.
   bool up() const { return state_ == State::kUp; }
   /// A heartbeat tick of an up session: sends a HEARTBEAT if it wrote nothing since the

@@ -1,7 +1,8 @@
 // TcpEngine's pollers (hw/poller.h): polled on the engine thread, woken by their fd while
 // the engine sleeps, or by the time Sleeping() asks for; a task a poller posts runs in the
 // same turn, before the next poll, and the deadline it gives the handler counts before the
-// engine next sleeps. And the bound on accepted connections in their handshake.
+// engine next sleeps. And the bound on accepted connections in their handshake: one more
+// closes the oldest, and the newest is served.
 #include "hw/poe/tcp/engine.h"
 
 #include <poll.h>
@@ -21,7 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "hw/poe/handshake.h"
+#include "hw/poe/wire.h"
 #include "tests/loopback/loopback.h"
 
 namespace cclo::hw::poe::tcp {
@@ -261,24 +265,59 @@ TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFrom
       [&] { connected.set_value((*engine)->Connect({}, {}, silent_address).status()); });
   ASSERT_TRUE(connected.get_future().get().ok());
 
-  // Silent connections to the engine: the bound's worth is held, one more is closed at once.
+  // Silent connections to the engine: the bound's worth is held; one more closes the
+  // oldest, and the newest is served.
   std::vector<int> clients;
   for (size_t i = 0; i <= kMaxAcceptedHandshakes; ++i) {
     clients.push_back(cclo::testing::ConnectLoopback((*engine)->address()));
     ASSERT_GE(clients.back(), 0) << std::strerror(errno);
   }
-  pollfd last{.fd = clients.back(), .events = POLLIN, .revents = 0};
-  ASSERT_EQ(poll(&last, 1, 60'000), 1) << "the connection beyond the bound is still open";
+  pollfd first{.fd = clients.front(), .events = POLLIN, .revents = 0};
+  ASSERT_EQ(poll(&first, 1, 60'000), 1) << "the oldest connection is still open";
   char byte;
-  EXPECT_EQ(recv(clients.back(), &byte, 1, 0), 0);
-  // Accepted in order, so the others were accepted before it; none was closed.
-  for (size_t i = 0; i < kMaxAcceptedHandshakes; ++i) {
+  EXPECT_EQ(recv(clients.front(), &byte, 1, 0), 0);
+  EXPECT_EQ((*engine)->wire_errors(), 1u);
+  // The engine's own handshake was not taken for the oldest; the others stay open.
+  for (size_t i = 1; i <= kMaxAcceptedHandshakes; ++i) {
     const ssize_t got = recv(clients[i], &byte, 1, MSG_DONTWAIT);
     const int error = errno;
     EXPECT_EQ(got, -1) << "connection " << i;
     EXPECT_EQ(error, EAGAIN) << "connection " << i;
   }
-  EXPECT_EQ((*engine)->wire_errors(), 1u);  // counted before the close
+  // The newest is served: its HELLO for a communicator the engine does not know is
+  // refused, with the reason, and counted.
+  const CommId comm{5};
+  const std::vector<std::byte> hello = EncodeControl({.kind = ControlKind::kHello,
+                                                      .segment_bytes = 65536,
+                                                      .connector = "127.0.0.1:1",
+                                                      .acceptor = (*engine)->address()});
+  SegmentHeader header{.type = SegmentType::kControl, .comm = comm};
+  header.length = static_cast<uint32_t>(hello.size());
+  header.total = header.length;
+  const EncodedHeader encoded = Encode(header);
+  ASSERT_EQ(send(clients.back(), encoded.data(), encoded.size(), 0),
+            static_cast<ssize_t>(encoded.size()));
+  ASSERT_EQ(send(clients.back(), hello.data(), hello.size(), 0),
+            static_cast<ssize_t>(hello.size()));
+  std::vector<std::byte> answer(kHeaderBytes + kMaxControlBytes);
+  size_t have = 0;
+  pollfd newest{.fd = clients.back(), .events = POLLIN, .revents = 0};
+  while (poll(&newest, 1, 60'000) == 1) {
+    const ssize_t got = recv(clients.back(), answer.data() + have, answer.size() - have, 0);
+    if (got <= 0) break;
+    have += static_cast<size_t>(got);
+  }
+  ASSERT_GT(have, kHeaderBytes);
+  absl::StatusOr<SegmentHeader> refusal = Decode(answer.data(), have);
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  ASSERT_EQ(have, kHeaderBytes + refusal->length);
+  absl::StatusOr<ControlMessage> refused =
+      DecodeControl(answer.data() + kHeaderBytes, refusal->length);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->kind, ControlKind::kRefuse);
+  EXPECT_EQ(refused->reason,
+            absl::StrCat("unknown communicator ", CommIdHex(comm), " at ", (*engine)->address()));
+  EXPECT_EQ((*engine)->wire_errors(), 2u);
   (*engine)->Stop();
   for (int fd : clients) close(fd);
   close(silent);
