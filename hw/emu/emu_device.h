@@ -61,7 +61,7 @@ namespace cclo::hw::emu {
 /// Defaults for the engine's own tests; cclod sets every field from its config, whose
 /// defaults differ (daemon/config.h: 256 KiB eager messages, a 256 MiB pool).
 struct EmuConfig {
-  std::string listen_host = "127.0.0.1";  ///< numeric address of the data port
+  std::string listen_host = "127.0.0.1";  ///< address of the data port (a name resolves once)
   uint16_t data_port = 0;                 ///< 0 picks an ephemeral port
   uint64_t rx_pool_bytes = 64ull << 20;   ///< eager rx buffer pool
   uint64_t segment_bytes = 1ull << 20;    ///< segment size: pipelining unit of rendezvous

@@ -86,7 +86,7 @@ class Engine {
   /// Stops the loop if still running; closes every socket without handler calls.
   virtual ~Engine() = default;
 
-  /// "host:port" where peers reach this engine.
+  /// "host:port" where peers reach this engine, host numeric ("[v6]:port" for IPv6).
   virtual const std::string& address() const = 0;
 
   /// Starts the event loop thread. Call once.
@@ -105,8 +105,9 @@ class Engine {
 
   /// Engine thread: opens an outgoing session for `comm` to the engine at `peer_address`
   /// and authenticates it with `secret`. The handler hears OnSessionUp or
-  /// OnSessionClosed. Fails at once only if the address cannot be used (or, TCP, the
-  /// kernel no longer allows the engine's congestion control).
+  /// OnSessionClosed. Fails at once only if the address cannot be used (it must be numeric,
+  /// as address() is: the engine thread never waits for a name server; or, TCP, the kernel
+  /// no longer allows the engine's congestion control).
   virtual absl::StatusOr<Session*> Connect(const CommId& comm, const CommSecret& secret,
                                            const std::string& peer_address) = 0;
 

@@ -57,11 +57,14 @@ absl::Status SplitAddress(const std::string& address, std::string* host, std::st
   return absl::OkStatus();
 }
 
+/// Resolves `host`: for the listener (`passive`) a name or a numeric address; for a peer's
+/// data address only a numeric one, which never waits for a name server (engines announce
+/// numeric addresses, and Connect runs on the engine thread).
 absl::StatusOr<addrinfo*> Resolve(const std::string& host, const std::string& port, bool passive) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : AI_NUMERICHOST);
   addrinfo* result = nullptr;
   const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
   if (rc != 0) {
@@ -69,7 +72,8 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, const std::string& po
     const bool transient = rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY;
     return absl::Status(
         transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInvalidArgument,
-        absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+        passive ? absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc))
+                : absl::StrCat("data address host '", host, "' is not a numeric address"));
   }
   return result;
 }
@@ -136,6 +140,12 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
   } else if (listen(listen_fd, SOMAXCONN) != 0) {
     error = Errno("listen");
   }
+  char numeric[NI_MAXHOST] = "";
+  if (error.empty() && refused.empty() &&
+      getnameinfo(ai->ai_addr, ai->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
+                  NI_NUMERICHOST) != 0) {
+    error = "cannot print the bound address";
+  }
   freeaddrinfo(ai);
   if (!refused.empty()) {
     close(listen_fd);
@@ -154,9 +164,10 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
   const uint16_t port =
       ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                         : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  const bool v6 = config.listen_host.find(':') != std::string::npos;
-  std::string address = v6 ? absl::StrCat("[", config.listen_host, "]:", port)
-                           : absl::StrCat(config.listen_host, ":", port);
+  // Announced numeric, as bound: a peer connecting to it needs no name server.
+  const bool v6 = bound.ss_family == AF_INET6;
+  std::string address =
+      v6 ? absl::StrCat("[", numeric, "]:", port) : absl::StrCat(numeric, ":", port);
 
   const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

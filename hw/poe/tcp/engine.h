@@ -36,7 +36,9 @@ namespace cclo::hw::poe::tcp {
 inline constexpr size_t kMaxAcceptedHandshakes = 256;
 
 struct TcpEngineConfig {
-  std::string listen_host = "127.0.0.1";  ///< numeric address to listen on
+  /// Address to listen on: numeric, or a name resolved once here (the engine announces the
+  /// numeric address it bound).
+  std::string listen_host = "127.0.0.1";
   uint16_t port = 0;                      ///< 0 picks an ephemeral port
   uint64_t segment_bytes = 1 << 20;       ///< largest segment this engine receives
   uint64_t eager_bytes = 64 << 10;        ///< largest eager message it accepts (<= segment)

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "hw/poe/handshake.h"
@@ -246,6 +247,26 @@ TEST(EngineSleepTest, DeadlineATaskSetsIsKeptWhenTheEngineSleepsRightAfterIt) {
       << "the engine slept past the deadline its task set";
   (*engine)->Stop();
   EXPECT_EQ(poller.done_.load(), 1);
+}
+
+// A listener given a name announces the numeric address it bound, and a peer's data
+// address must be numeric: the engine thread never waits for a name server.
+TEST(EngineAddressTest, AnnouncesNumericAddressesAndConnectsOnlyToThem) {
+  IdleHandler handler;
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({.listen_host = "localhost"}, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::string& address = (*engine)->address();
+  EXPECT_TRUE(absl::StartsWith(address, "127.0.0.1:") || absl::StartsWith(address, "[::1]:"))
+      << address;
+  (*engine)->Start();
+  const std::string port = address.substr(address.rfind(':') + 1);
+  std::promise<absl::Status> connected;
+  (*engine)->Post(
+      [&] { connected.set_value((*engine)->Connect({}, {}, "localhost:" + port).status()); });
+  const absl::Status status = connected.get_future().get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "data address host 'localhost' is not a numeric address");
+  (*engine)->Stop();
 }
 
 TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFromOutgoingOnes) {
