@@ -56,9 +56,10 @@ struct Config {
   /// communicator; one more breaks the communicator (a bound on what a peer can make this
   /// daemon hold).
   uint64_t rendezvous_waiting_per_peer = 65536;
-  /// A data session to a peer daemon on which nothing came for this long is lost: its
-  /// communicators' ops fail UNAVAILABLE naming it. Sessions send heartbeats when idle, so
-  /// only a peer that hangs, or whose host or network goes away without a reset, is silent.
+  /// A data session to a peer daemon on which nothing came for this long (or the peer's
+  /// own timeout, if shorter) is lost: its communicators' ops fail UNAVAILABLE naming it.
+  /// Sessions send heartbeats when idle, so only a peer that hangs, or whose host or
+  /// network goes away without a reset, is silent.
   absl::Duration peer_timeout = absl::Seconds(10);
   /// The cluster network's link rate, Gb/s: data sessions on a path whose bandwidth-delay
   /// product exceeds the kernel's TCP autotuning send limit size their send buffer to it.

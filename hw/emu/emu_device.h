@@ -77,8 +77,9 @@ struct EmuConfig {
   /// Per data session handshake; also how long a peer whose end of the session this
   /// engine sends on is gone may keep its own open.
   absl::Duration handshake_timeout = absl::Seconds(10);
-  /// A data session on which nothing came for this long (heartbeats included) is lost: its
-  /// peer daemon's ranks depart (poe::tcp::TcpEngineConfig::peer_timeout).
+  /// A data session on which nothing came for this long, or for the peer's if shorter
+  /// (heartbeats included), is lost: its peer daemon's ranks depart
+  /// (poe::tcp::TcpEngineConfig::peer_timeout).
   absl::Duration peer_timeout = absl::Seconds(10);
   /// The network's link rate: data sessions size their send buffer to its product with
   /// their round trip where the kernel's autotuning falls short. 0: always left to it.
@@ -91,7 +92,8 @@ struct EmuConfig {
 /// INVALID_ARGUMENT for a bad config (segment_bytes a multiple of 8 in [4 KiB, 16 MiB],
 /// rx_pool_bytes at least one segment, eager_max_bytes at most segment_bytes,
 /// credits_per_peer at most poe::kMaxCredits, rendezvous_waiting_per_peer at least 1,
-/// handshake_timeout and peer_timeout positive, a tcp_congestion the kernel takes).
+/// handshake_timeout positive, peer_timeout in (0, 24h], a tcp_congestion the kernel
+/// takes).
 absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
 
 /// The engine's unit of scheduled work and the scheduler's quantum: 256 KiB, or a segment

@@ -101,6 +101,7 @@ std::vector<std::byte> EncodeControl(const ControlMessage& m) {
       w.Bytes(m.nonce);
       w.U64(m.segment_bytes);
       w.U64(m.eager_bytes);
+      w.U64(m.timeout_ms);
       w.String(m.connector);
       w.String(m.acceptor);
       break;
@@ -108,6 +109,7 @@ std::vector<std::byte> EncodeControl(const ControlMessage& m) {
       w.Bytes(m.nonce);
       w.U64(m.segment_bytes);
       w.U64(m.eager_bytes);
+      w.U64(m.timeout_ms);
       w.Bytes(m.mac);
       break;
     case ControlKind::kResponse:
@@ -138,10 +140,11 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
   switch (m.kind) {
     case ControlKind::kHello:
       ok = r.Bytes(&m.nonce) && r.U64(&m.segment_bytes) && r.U64(&m.eager_bytes) &&
-           r.String(&m.connector) && r.String(&m.acceptor);
+           r.U64(&m.timeout_ms) && r.String(&m.connector) && r.String(&m.acceptor);
       break;
     case ControlKind::kChallenge:
-      ok = r.Bytes(&m.nonce) && r.U64(&m.segment_bytes) && r.U64(&m.eager_bytes) && r.Bytes(&m.mac);
+      ok = r.Bytes(&m.nonce) && r.U64(&m.segment_bytes) && r.U64(&m.eager_bytes) &&
+           r.U64(&m.timeout_ms) && r.Bytes(&m.mac);
       break;
     case ControlKind::kResponse:
       ok = r.Bytes(&m.mac);

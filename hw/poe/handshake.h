@@ -4,19 +4,20 @@
 // each engine of a communicator connects to every other (the connector) and sends on that
 // session; the other accepts it (the acceptor) and receives on it:
 //
-//   connector -> acceptor  HELLO     connector nonce Nc, segment and eager sizes, both
-//                                    addresses
-//   acceptor  -> connector CHALLENGE acceptor nonce Na, segment and eager sizes,
-//                                    MAC(secret, "acceptor", comm, addresses, Nc, Na)
+//   connector -> acceptor  HELLO     connector nonce Nc, segment and eager sizes, peer
+//                                    timeout, both addresses
+//   acceptor  -> connector CHALLENGE acceptor nonce Na, segment and eager sizes, peer
+//                                    timeout, MAC(secret, "acceptor", comm, addresses, Nc, Na)
 //   connector -> acceptor  RESPONSE  MAC(secret, "connector", comm, addresses, Nc, Na)
 //   acceptor  -> connector ACCEPT    once the acceptor has the communicator's rank table
 //
 // Either side answers a failed check with REFUSE (reason) and closes; an open session
 // ends with BYE (reason). On an open session each side sends HEARTBEAT when it has written
-// nothing for a while, and takes a session on which it heard nothing for its peer timeout
-// as lost (hw/poe/tcp/session.h). Nonces are fresh RAND_bytes per session, so a recorded proof
-// cannot be replayed; the role label keeps one side's proof from serving as the other's.
-// Control messages travel as the payload of a SegmentType::kControl segment.
+// nothing for a while, and takes a session on which it heard nothing for the session's peer
+// timeout, the smaller of the two announced, as lost (hw/poe/tcp/session.h). Nonces are fresh
+// RAND_bytes per session, so a recorded proof cannot be replayed; the role label keeps one side's
+// proof from serving as the other's. Control messages travel as the payload of a
+// SegmentType::kControl segment.
 #pragma once
 
 #include <array>
@@ -36,6 +37,8 @@ using Mac = Digest;
 
 /// Longest address or reason a control message carries.
 inline constexpr size_t kMaxControlString = 256;
+/// Longest peer timeout a HELLO or CHALLENGE may announce: a day.
+inline constexpr uint64_t kMaxPeerTimeoutMs = 86'400'000;
 
 enum class ControlKind : uint8_t {
   kHello = 1,
@@ -55,6 +58,9 @@ struct ControlMessage {
   /// hello, challenge: the largest eager message the sender accepts (its credit size; at
   /// most segment_bytes); 0 when it takes none
   uint64_t eager_bytes = 0;
+  /// hello, challenge: how long the sender waits on a silent session before it takes it as
+  /// lost, ms (1..kMaxPeerTimeoutMs)
+  uint64_t timeout_ms = 0;
   std::string connector;  ///< hello: the connector's data address
   std::string acceptor;   ///< hello: the acceptor's data address as the connector knows it
   Mac mac{};              ///< challenge, response: the sender's proof

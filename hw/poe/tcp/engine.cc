@@ -72,8 +72,9 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, const std::string& po
     const bool transient = rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY;
     return absl::Status(
         transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInvalidArgument,
-        passive ? absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc))
-                : absl::StrCat("data address host '", host, "' is not a numeric address"));
+        !passive && rc == EAI_NONAME
+            ? absl::StrCat("data address host '", host, "' is not a numeric address")
+            : absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
   }
   return result;
 }
@@ -141,10 +142,10 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
     error = Errno("listen");
   }
   char numeric[NI_MAXHOST] = "";
-  if (error.empty() && refused.empty() &&
-      getnameinfo(ai->ai_addr, ai->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
-                  NI_NUMERICHOST) != 0) {
-    error = "cannot print the bound address";
+  if (error.empty() && refused.empty()) {
+    const int rc = getnameinfo(ai->ai_addr, ai->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
+                               NI_NUMERICHOST);
+    if (rc != 0) error = absl::StrCat("cannot print the bound address: ", gai_strerror(rc));
   }
   freeaddrinfo(ai);
   if (!refused.empty()) {
@@ -273,7 +274,10 @@ int TcpEngine::SleepMs(absl::Time now, bool spinning) {
   if (accept_paused_until_ != absl::InfinitePast()) {
     wake_at = std::min(wake_at, accept_paused_until_);
   }
-  wake_at = std::min(wake_at, next_heartbeat_);
+  if (!heartbeat_ticks_.empty()) {
+    const auto left = heartbeat_ticks_.begin()->first - std::chrono::steady_clock::now();
+    wake_at = std::min(wake_at, now + absl::FromChrono(left));
+  }
   for (Poller* poller : pollers_) wake_at = std::min(wake_at, poller->Sleeping());
   pollers_asleep_ = true;
   if (wake_at == absl::InfiniteFuture()) return -1;
@@ -335,7 +339,7 @@ void TcpEngine::Loop() {
       WatchListener(true);
     }
     ExpireHandshakes(now);
-    if (now >= next_heartbeat_) Heartbeat(now);
+    Heartbeats();
     handler_deadline_ = handler_->OnTimer(now);
     if (handler_deadline_ <= now) last_work = now;  // the handler has more work at once
     RunDeferred();
@@ -370,24 +374,29 @@ void TcpEngine::ExpireHandshakes(absl::Time now) {
   }
 }
 
-void TcpEngine::SessionUp() {
-  if (next_heartbeat_ == absl::InfiniteFuture()) {
-    next_heartbeat_ = absl::Now() + config_.peer_timeout / TcpSession::kHeartbeatTicks;
-  }
+void TcpEngine::ScheduleHeartbeat(uint64_t id, absl::Duration period) {
+  heartbeat_ticks_.insert(
+      {std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(period), id});
 }
 
-void TcpEngine::Heartbeat(absl::Time now) {
+void TcpEngine::Heartbeats() {
+  if (heartbeat_ticks_.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
   std::vector<TcpSession*> lost;
-  bool up = false;
-  for (auto& [id, session] : sessions_) {
-    if (!session->up()) continue;
-    up = true;
-    if (session->Heartbeat()) lost.push_back(session.get());
+  while (!heartbeat_ticks_.empty() && heartbeat_ticks_.begin()->first <= now) {
+    const uint64_t id = heartbeat_ticks_.begin()->second;
+    heartbeat_ticks_.erase(heartbeat_ticks_.begin());
+    auto it = sessions_.find(id);
+    if (it == sessions_.end() || !it->second->up()) continue;  // closed meanwhile
+    TcpSession& session = *it->second;
+    if (session.Heartbeat()) {
+      lost.push_back(&session);
+    } else {
+      heartbeat_ticks_.insert({now + absl::ToChronoNanoseconds(session.heartbeat_period()), id});
+    }
   }
   // Retired sessions live to the end of the turn, and closing one may close others.
   for (TcpSession* session : lost) session->Lose();
-  next_heartbeat_ =
-      up ? now + config_.peer_timeout / TcpSession::kHeartbeatTicks : absl::InfiniteFuture();
 }
 
 void TcpEngine::Accept() {
@@ -415,9 +424,11 @@ void TcpEngine::Accept() {
 
 void TcpEngine::EvictOldestHandshake() {
   // In accept order: every handshake has the same timeout.
-  auto oldest = std::find_if(
-      handshake_deadlines_.begin(), handshake_deadlines_.end(),
-      [this](const auto& entry) { return handshake_of_.find(entry.second)->second.accepted; });
+  auto oldest = std::find_if(handshake_deadlines_.begin(), handshake_deadlines_.end(),
+                             [this](const auto& entry) {
+                               auto it = handshake_of_.find(entry.second);
+                               return it != handshake_of_.end() && it->second.accepted;
+                             });
   if (oldest == handshake_deadlines_.end()) return;
   const uint64_t id = oldest->second;
   CountWireError();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -43,9 +44,10 @@ struct TcpEngineConfig {
   uint64_t segment_bytes = 1 << 20;       ///< largest segment this engine receives
   uint64_t eager_bytes = 64 << 10;        ///< largest eager message it accepts (<= segment)
   absl::Duration handshake_timeout = absl::Seconds(10);
-  /// An up session on which nothing came for this long is lost (UNAVAILABLE): its peer
-  /// daemon hangs, or its host or the network went away without a reset. Each side sends
-  /// heartbeats while it has nothing else to send (TcpSession::Heartbeat).
+  /// An up session on which nothing came for this long, or for the peer's if shorter, is
+  /// lost (UNAVAILABLE): its peer hangs, or its host or the network went away without a
+  /// reset. Each side sends heartbeats while it has nothing else to send
+  /// (TcpSession::Heartbeat). At most poe::kMaxPeerTimeoutMs.
   absl::Duration peer_timeout = absl::Seconds(10);
   /// Link rate for socket buffer sizing (socket_buffers.h); 0: buffers left to the kernel.
   uint64_t link_bytes_per_second = 0;
@@ -100,8 +102,9 @@ class TcpEngine final : public Engine {
   void Retire(uint64_t id);
   /// The session's handshake is authenticated; its deadline no longer applies.
   void HandshakeFinished(uint64_t id);
-  /// A session is up: heartbeat ticks run while any is.
-  void SessionUp();
+  /// Gives session `id` a heartbeat tick `period` from now, and then every `period` while
+  /// it is up.
+  void ScheduleHeartbeat(uint64_t id, absl::Duration period);
   absl::Duration peer_timeout() const { return config_.peer_timeout; }
   void CountWireError() { wire_errors_.fetch_add(1); }
   /// Sizes the buffers of a session's socket that is up for its path (socket_buffers.h)
@@ -113,7 +116,8 @@ class TcpEngine final : public Engine {
   /// Polls every poller; whether any had work.
   bool Poll();
   /// epoll_wait's timeout: 0 while `spinning`, else until the nearest deadline (the
-  /// handler's, a handshake's, the pollers'), having told the pollers the loop sleeps.
+  /// handler's, a handshake's, a heartbeat tick, the pollers'), having told the pollers the
+  /// loop sleeps.
   int SleepMs(absl::Time now, bool spinning);
   /// Runs the tasks posted so far, in posting order.
   void RunTasks();
@@ -128,9 +132,9 @@ class TcpEngine final : public Engine {
   void Adopt(std::unique_ptr<TcpSession> session, bool outgoing);
   void RunDeferred();
   void ExpireHandshakes(absl::Time now);
-  /// Gives every up session its heartbeat tick (TcpSession::Heartbeat) and closes those
-  /// found lost.
-  void Heartbeat(absl::Time now);
+  /// Gives every up session whose heartbeat tick is due its tick (TcpSession::Heartbeat)
+  /// and closes those found lost.
+  void Heartbeats();
 
   const TcpEngineConfig config_;
   const AutotuneLimits autotune_ = ReadAutotuneLimits();
@@ -169,8 +173,9 @@ class TcpEngine final : public Engine {
   absl::flat_hash_map<uint64_t, Handshake> handshake_of_;
   size_t accepted_handshakes_ = 0;  ///< of handshake_of_, those accepted
   absl::Time handler_deadline_ = absl::InfiniteFuture();
-  /// The next heartbeat tick; infinite while no session is up.
-  absl::Time next_heartbeat_ = absl::InfiniteFuture();
+  /// Heartbeat ticks of the up sessions, on the monotonic clock: a step of the wall clock
+  /// neither stops heartbeats nor hurries losses.
+  std::set<std::pair<std::chrono::steady_clock::time_point, uint64_t>> heartbeat_ticks_;
   /// While in the future, accepting is paused (descriptors ran out).
   absl::Time accept_paused_until_ = absl::InfinitePast();
 };

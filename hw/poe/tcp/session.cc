@@ -71,7 +71,12 @@ void TcpSession::Admit() {
 void TcpSession::BecomeUp() {
   state_ = State::kUp;
   engine_.SizeBuffers(fd_, Name());
-  engine_.SessionUp();
+  engine_.ScheduleHeartbeat(id_, heartbeat_period());
+}
+
+uint64_t TcpSession::TimeoutMs() const {
+  return static_cast<uint64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(engine_.peer_timeout(), absl::Milliseconds(1))));
 }
 
 bool TcpSession::Heartbeat() {
@@ -87,7 +92,7 @@ void TcpSession::Lose() {
   if (state_ == State::kClosed) return;
   const absl::Status reason = absl::UnavailableError(
       absl::StrCat("heartbeat missed: nothing came from peer daemon ", EscapeControl(peer_address_),
-                   " for its timeout of ", absl::FormatDuration(engine_.peer_timeout())));
+                   " within the session's peer timeout of ", absl::FormatDuration(timeout_)));
   spdlog::warn("closing {}: {}", Name(), std::string(reason.message()));
   SendFinal(ControlKind::kBye, std::string(reason.message()));
   Fail(reason);
@@ -237,6 +242,7 @@ void TcpSession::OnConnected() {
                .nonce = connector_nonce_,
                .segment_bytes = engine_.segment_bytes(),
                .eager_bytes = engine_.eager_bytes(),
+               .timeout_ms = TimeoutMs(),
                .connector = engine_.address(),
                .acceptor = peer_address_});
 }

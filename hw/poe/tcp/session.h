@@ -10,11 +10,15 @@
 // peer's hang-up is seen only after everything it sent before.
 // Send side: a FIFO of segments, each written with one sendmsg of (header, payload) iovecs
 // gathered across several queued segments; the payload is never copied.
-// Liveness: the engine gives every up session kHeartbeatTicks ticks per peer timeout. At a
-// tick, a session that wrote nothing since the last one and has nothing queued sends a
-// HEARTBEAT; one that read nothing for kHeartbeatTicks ticks in a row is lost. So a peer
-// that stops (hangs, or its host or the network goes without a reset) is found within
-// 0.8-1.0 peer timeouts, and a live one is heard at least every 2 ticks.
+// Liveness: both ends announce their peer timeout in the handshake, and the session's is
+// the smaller (the session ends when the less patient end gives up, so the other may as
+// well). The engine gives every up session kHeartbeatTicks ticks per session timeout, on
+// the monotonic clock. At a tick, a session that wrote nothing since the last one and has
+// nothing queued sends a HEARTBEAT; one that read nothing for kHeartbeatTicks ticks in a
+// row is lost. So a peer that stops (hangs, or its host or the network goes without a
+// reset) is found within 0.8-1.0 session timeouts, and a live one is heard at least every
+// 2 ticks. Ticks are counted, not timed: an engine that did not run for a while reads what
+// came meanwhile before its next tick.
 #pragma once
 
 #include <array>
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "hw/poe/handshake.h"
 #include "hw/poe/session.h"
 #include "hw/poe/wire.h"
@@ -72,6 +77,8 @@ class TcpSession final : public Session {
   void Evict();
   /// Authenticated and admitted: data may flow.
   bool up() const { return state_ == State::kUp; }
+  /// Time between two heartbeat ticks: the session's peer timeout / kHeartbeatTicks.
+  absl::Duration heartbeat_period() const { return timeout_ / kHeartbeatTicks; }
   /// A heartbeat tick of an up session: sends a HEARTBEAT if it wrote nothing since the
   /// last tick; true when it read nothing for kHeartbeatTicks ticks (call Lose()).
   bool Heartbeat();
@@ -140,8 +147,10 @@ class TcpSession final : public Session {
   void DrainInput();
   void CloseSocket();
   void SetEvents(bool read, bool write);
-  /// Checks the sizes a peer announced in its HELLO or CHALLENGE.
-  absl::Status CheckSizes(const ControlMessage& announced) const;
+  /// Checks the sizes and the timeout a peer announced in its HELLO or CHALLENGE.
+  absl::Status CheckAnnounced(const ControlMessage& announced) const;
+  /// The engine's peer timeout in whole milliseconds, as the handshake announces it.
+  uint64_t TimeoutMs() const;
   std::string Name() const;
 
   TcpEngine& engine_;
@@ -154,6 +163,8 @@ class TcpSession final : public Session {
   std::string peer_address_;
   uint64_t segment_bytes_ = 0;
   uint64_t peer_eager_bytes_ = 0;
+  /// The session's peer timeout: the smaller of the two ends' (set in the handshake).
+  absl::Duration timeout_ = absl::InfiniteDuration();
   Nonce connector_nonce_{};
   Nonce acceptor_nonce_{};
 

@@ -10,7 +10,11 @@
 
 namespace cclo::hw::poe::tcp {
 
-absl::Status TcpSession::CheckSizes(const ControlMessage& announced) const {
+absl::Status TcpSession::CheckAnnounced(const ControlMessage& announced) const {
+  if (announced.timeout_ms == 0 || announced.timeout_ms > kMaxPeerTimeoutMs) {
+    return absl::InvalidArgumentError(absl::StrCat("peer timeout ", announced.timeout_ms,
+                                                   " ms is not in [1, ", kMaxPeerTimeoutMs, "]"));
+  }
   const uint64_t segment = announced.segment_bytes;
   if (segment < kMinSegmentBytes || segment > kMaxSegmentBytes || segment % 8 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("peer segment size ", segment,
@@ -61,7 +65,7 @@ void TcpSession::OnHello(const ControlMessage& hello) {
     return Refuse(absl::InvalidArgumentError(absl::StrCat(
         "hello addressed to ", EscapeControl(hello.acceptor), " reached engine ", self)));
   }
-  if (absl::Status status = CheckSizes(hello); !status.ok()) return Refuse(status);
+  if (absl::Status status = CheckAnnounced(hello); !status.ok()) return Refuse(status);
   absl::StatusOr<CommSecret> secret = engine_.handler().Secret(comm_);
   if (!secret.ok()) {
     return Refuse(
@@ -72,11 +76,13 @@ void TcpSession::OnHello(const ControlMessage& hello) {
   acceptor_nonce_ = RandomNonce();
   segment_bytes_ = std::min(engine_.segment_bytes(), hello.segment_bytes);
   peer_eager_bytes_ = hello.eager_bytes;
+  timeout_ = std::min(engine_.peer_timeout(), absl::Milliseconds(hello.timeout_ms));
   state_ = State::kAwaitResponse;
   SendControl({.kind = ControlKind::kChallenge,
                .nonce = acceptor_nonce_,
                .segment_bytes = engine_.segment_bytes(),
                .eager_bytes = engine_.eager_bytes(),
+               .timeout_ms = TimeoutMs(),
                .mac = HandshakeMac(secret_, HandshakeRole::kAcceptor, comm_, peer_address_, self,
                                    connector_nonce_, acceptor_nonce_)});
 }
@@ -91,9 +97,10 @@ void TcpSession::OnChallenge(const ControlMessage& challenge) {
         absl::StrCat("authentication failed: peer daemon ", EscapeControl(peer_address_),
                      " does not prove the secret of communicator ", CommIdHex(comm_))));
   }
-  if (absl::Status status = CheckSizes(challenge); !status.ok()) return Refuse(status);
+  if (absl::Status status = CheckAnnounced(challenge); !status.ok()) return Refuse(status);
   segment_bytes_ = std::min(engine_.segment_bytes(), challenge.segment_bytes);
   peer_eager_bytes_ = challenge.eager_bytes;
+  timeout_ = std::min(engine_.peer_timeout(), absl::Milliseconds(challenge.timeout_ms));
   engine_.HandshakeFinished(id_);
   state_ = State::kAwaitAccept;
   SendControl({.kind = ControlKind::kResponse,

@@ -414,6 +414,7 @@ TEST_F(EmuWireTest, HelloForAnUnknownCommunicatorIsRefused) {
   FakePeer peer(device_->DataAddress(), other);
   peer.SendControl({.kind = ControlKind::kHello,
                     .segment_bytes = 4096,
+                    .timeout_ms = 10'000,
                     .connector = kFakeAddress,
                     .acceptor = device_->DataAddress()});
   absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
@@ -427,6 +428,7 @@ TEST_F(EmuWireTest, HelloTextIsEscapedInTheRefusal) {
   FakePeer peer(device_->DataAddress(), comm_);
   peer.SendControl({.kind = ControlKind::kHello,
                     .segment_bytes = 4096,
+                    .timeout_ms = 10'000,
                     .connector = "10.0.0.9:1\n[warning] forged line",
                     .acceptor = "elsewhere\n\x1b[2J"});
   absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
@@ -441,12 +443,25 @@ TEST_F(EmuWireTest, HelloWithAnEagerSizeAboveItsSegmentIsRefused) {
   peer.SendControl({.kind = ControlKind::kHello,
                     .segment_bytes = 4096,
                     .eager_bytes = 8192,
+                    .timeout_ms = 10'000,
                     .connector = kFakeAddress,
                     .acceptor = device_->DataAddress()});
   absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
   ASSERT_TRUE(refusal.ok()) << refusal.status();
   EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
   EXPECT_EQ(refusal->reason, "peer eager size 8192 exceeds its segment size 4096");
+}
+
+TEST_F(EmuWireTest, HelloWithoutAPeerTimeoutIsRefused) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  peer.SendControl({.kind = ControlKind::kHello,
+                    .segment_bytes = 4096,
+                    .connector = kFakeAddress,
+                    .acceptor = device_->DataAddress()});
+  absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
+  EXPECT_EQ(refusal->reason, "peer timeout 0 ms is not in [1, 86400000]");
 }
 
 TEST_F(EmuWireTest, SilentConnectionMissesTheHandshakeDeadline) {

@@ -170,12 +170,13 @@ absl::StatusOr<ControlMessage> FakePeer::ReadControl() {
   return poe::DecodeControl(payload.data(), payload.size());
 }
 
-void FakePeer::Authenticate(const CommSecret& secret) {
+void FakePeer::Authenticate(const CommSecret& secret, uint64_t timeout_ms) {
   const poe::Nonce nonce{9, 9, 9};
   SendControl({.kind = ControlKind::kHello,
                .nonce = nonce,
                .segment_bytes = 64 << 10,
                .eager_bytes = 64 << 10,
+               .timeout_ms = timeout_ms,
                .connector = address_,
                .acceptor = device_address_});
   absl::StatusOr<ControlMessage> challenge = ReadControl();
@@ -208,6 +209,7 @@ void FakePeer::AcceptDevice(int listener) {
                  .nonce = nonce,
                  .segment_bytes = 64 << 10,
                  .eager_bytes = 64 << 10,
+                 .timeout_ms = poe::kMaxPeerTimeoutMs,
                  .mac = poe::HandshakeMac(secret, poe::HandshakeRole::kAcceptor, comm_.config.id,
                                           device_address_, address_, hello->nonce, nonce)});
   absl::StatusOr<ControlMessage> response = ReadControl();

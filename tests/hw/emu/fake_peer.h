@@ -60,7 +60,9 @@ class FakePeer {
   /// Reads the next control message, past any credit segments.
   absl::StatusOr<poe::ControlMessage> ReadControl();
   /// Runs the connector's side up to and including RESPONSE; `secret` proves membership.
-  void Authenticate(const CommSecret& secret);
+  /// The fake announces `timeout_ms` as its peer timeout (by default the longest, so the
+  /// device's applies).
+  void Authenticate(const CommSecret& secret, uint64_t timeout_ms = poe::kMaxPeerTimeoutMs);
   /// Accepts the session the device opens to the fake on `listener` and runs the
   /// acceptor's side of its handshake up to and including ACCEPT.
   void AcceptDevice(int listener);

@@ -30,6 +30,7 @@ TEST(HandshakeTest, ControlMessagesRoundTrip) {
                              .nonce = nonce,
                              .segment_bytes = 65536,
                              .eager_bytes = 16384,
+                             .timeout_ms = 10'000,
                              .connector = "10.0.0.1:4000",
                              .acceptor = "10.0.0.2:4000"};
   EXPECT_EQ(Roundtrip(hello), hello);
@@ -37,6 +38,7 @@ TEST(HandshakeTest, ControlMessagesRoundTrip) {
                                  .nonce = nonce,
                                  .segment_bytes = 4096,
                                  .eager_bytes = 0,
+                                 .timeout_ms = 86'400'000,
                                  .mac = mac};
   EXPECT_EQ(Roundtrip(challenge), challenge);
   const ControlMessage response{.kind = ControlKind::kResponse, .mac = mac};

@@ -310,6 +310,7 @@ TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFrom
   const CommId comm{5};
   const std::vector<std::byte> hello = EncodeControl({.kind = ControlKind::kHello,
                                                       .segment_bytes = 65536,
+                                                      .timeout_ms = 10'000,
                                                       .connector = "127.0.0.1:1",
                                                       .acceptor = (*engine)->address()});
   SegmentHeader header{.type = SegmentType::kControl, .comm = comm};

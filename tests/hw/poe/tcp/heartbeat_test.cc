@@ -1,10 +1,12 @@
 // TcpSession's heartbeats: an up session sends HEARTBEAT while it has nothing else to send;
 // a peer that sends only heartbeats keeps the session up; and one from which nothing comes
 // for the peer timeout is lost: UNAVAILABLE to the handler, BYE with the reason to the peer.
-// Time has to pass here, so these tests wait (a second or three), as the peer would.
+// Both ends announce a timeout and the shorter applies. Time has to pass here, so these
+// tests wait (a second to four), as a peer would.
 #include <chrono>
 #include <future>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -49,8 +51,8 @@ class ReportingHandler : public EngineHandler {
   std::promise<std::vector<std::byte>> payload_;
 };
 
-/// An engine with a peer timeout of 1 s whose session with a fake peer is up once Start()
-/// has returned without a fatal failure.
+/// An engine with peer timeout `timeout` whose session with a fake peer announcing
+/// `announced_ms` is up once Start() has returned without a fatal failure.
 struct UpSession {
   UpSession() : handler(comm) {
     comm.config.id = CommId{7};
@@ -60,17 +62,31 @@ struct UpSession {
     if (engine != nullptr) engine->Stop();
   }
 
-  void Start() {
-    absl::StatusOr<EnginePtr> started =
-        CreateTcpEngine({.peer_timeout = absl::Seconds(1)}, &handler);
+  void Start(absl::Duration timeout, uint64_t announced_ms = kMaxPeerTimeoutMs) {
+    absl::StatusOr<EnginePtr> started = CreateTcpEngine({.peer_timeout = timeout}, &handler);
     ASSERT_TRUE(started.ok()) << started.status();
     engine = *std::move(started);
     engine->Start();
     peer.emplace(engine->address(), comm);
-    peer->Authenticate(comm.config.secret);
+    peer->Authenticate(comm.config.secret, announced_ms);
     absl::StatusOr<ControlMessage> accept = peer->ReadControl();
     ASSERT_TRUE(accept.ok()) << accept.status();
     ASSERT_EQ(accept->kind, ControlKind::kAccept);
+  }
+
+  /// Expects the engine to say BYE with `reason` (after heartbeats of its own) and to
+  /// report the session closed with it.
+  void ExpectLost(std::future<absl::Status>& closed, const std::string& reason) {
+    // The read is bounded by the fake's timeout.
+    absl::StatusOr<ControlMessage> bye = peer->ReadControl();
+    ASSERT_TRUE(bye.ok()) << bye.status();
+    EXPECT_EQ(bye->kind, ControlKind::kBye);
+    EXPECT_EQ(bye->reason, reason);
+    EXPECT_GE(peer->heartbeats(), 1u);
+    ASSERT_EQ(closed.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    const absl::Status status = closed.get();
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(status.message(), reason);
   }
 
   TestComm comm;
@@ -82,34 +98,32 @@ struct UpSession {
 TEST(HeartbeatTest, APeerThatSendsNothingIsLost) {
   UpSession up;
   std::future<absl::Status> closed = up.handler.Closed();
-  ASSERT_NO_FATAL_FAILURE(up.Start());
+  ASSERT_NO_FATAL_FAILURE(up.Start(absl::Seconds(1)));
+  up.ExpectLost(closed,
+                "heartbeat missed: nothing came from peer daemon 127.0.0.1:1 within the "
+                "session's peer timeout of 1s");
+}
 
-  // The engine says why before it closes (the read is bounded by the fake's timeout).
-  absl::StatusOr<ControlMessage> bye = up.peer->ReadControl();
-  ASSERT_TRUE(bye.ok()) << bye.status();
-  EXPECT_EQ(bye->kind, ControlKind::kBye);
-  const std::string reason =
-      "heartbeat missed: nothing came from peer daemon 127.0.0.1:1 for its timeout of 1s";
-  EXPECT_EQ(bye->reason, reason);
-  // Meanwhile it sent heartbeats of its own.
-  EXPECT_GE(up.peer->heartbeats(), 1u);
-
-  ASSERT_EQ(closed.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  const absl::Status status = closed.get();
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(status.message(), reason);
+// The less patient end sets the session's timeout, and its heartbeats come often enough.
+TEST(HeartbeatTest, TheShorterOfTheTwoTimeoutsApplies) {
+  UpSession up;
+  std::future<absl::Status> closed = up.handler.Closed();
+  ASSERT_NO_FATAL_FAILURE(up.Start(absl::Hours(1), 1000));
+  up.ExpectLost(closed,
+                "heartbeat missed: nothing came from peer daemon 127.0.0.1:1 within the "
+                "session's peer timeout of 1s");
 }
 
 TEST(HeartbeatTest, APeerThatSendsOnlyHeartbeatsStaysUp) {
   UpSession up;
   std::future<absl::Status> closed = up.handler.Closed();
-  ASSERT_NO_FATAL_FAILURE(up.Start());
+  ASSERT_NO_FATAL_FAILURE(up.Start(absl::Seconds(2)));
 
-  // Three peer timeouts of nothing but a heartbeat every 100 ms.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  // Two peer timeouts of nothing but a heartbeat every 200 ms.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
   while (std::chrono::steady_clock::now() < until) {
     up.peer->SendControl({.kind = ControlKind::kHeartbeat});
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_EQ(closed.wait_for(std::chrono::seconds(0)), std::future_status::timeout) << closed.get();
 
