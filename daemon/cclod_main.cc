@@ -1,7 +1,10 @@
 // cclod: the per-node collective offload daemon.
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
@@ -37,6 +40,21 @@ void Reload(cclo::daemon::Daemon& daemon, const std::string& config_path) {
   }
 }
 
+/// Raises the soft limit on open descriptors to the hard one: every session, buffer, ring
+/// and data session holds some, and a process gets a soft limit of 1024 by default.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t soft = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("cannot raise the open descriptor limit from {} to {}: {}", soft, limit.rlim_max,
+                 std::strerror(errno));
+    return;
+  }
+  spdlog::info("open descriptor limit raised from {} to {}", soft, limit.rlim_max);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,6 +74,7 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
   cclo::daemon::ForwardGrpcLogs();
+  RaiseDescriptorLimit();
 
   // Block the stop and reload signals in every thread; the main thread waits for them.
   sigset_t signals;

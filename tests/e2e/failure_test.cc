@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -309,6 +310,24 @@ std::vector<absl::Time> LogTimes(const std::string& output, const std::string& t
     }
   }
   return times;
+}
+
+// A daemon started with a soft descriptor limit below its hard one (the default of 1024
+// and more) raises the soft one: sessions, buffers, rings and data sessions all hold some.
+TEST(FailureTest, RaisesItsDescriptorLimitToTheHardOne) {
+  Daemon a("", {"/usr/bin/prlimit", "--nofile=64:4096"});
+  std::ifstream limits(absl::StrCat("/proc/", a.process().pid(), "/limits"));
+  std::string line;
+  while (std::getline(limits, line) && !absl::StartsWith(line, "Max open files")) {
+  }
+  const std::vector<std::string> fields =
+      absl::StrSplit(line, ' ', absl::SkipEmpty());  // Max open files SOFT HARD files
+  ASSERT_EQ(fields.size(), 6u) << line;
+  EXPECT_EQ(fields[3], "4096") << line;
+  EXPECT_EQ(fields[4], "4096") << line;
+  EXPECT_TRUE(
+      a.process().WaitForOutput("open descriptor limit raised from 64 to 4096", absl::Seconds(20)))
+      << Tail(a.process().Output());
 }
 
 TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
