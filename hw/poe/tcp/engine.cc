@@ -36,6 +36,16 @@ constexpr absl::Duration kBusyYield = absl::Microseconds(100);
 /// How long accepting pauses when the process is out of descriptors.
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
+/// The first multiple of `period` on the monotonic clock after `now`: sessions with the
+/// same period tick together, so an idle engine wakes once per period, not once per
+/// session.
+std::chrono::steady_clock::time_point NextTick(std::chrono::steady_clock::time_point now,
+                                               absl::Duration period) {
+  const std::chrono::nanoseconds step =
+      std::max(absl::ToChronoNanoseconds(period), std::chrono::nanoseconds(1));
+  return std::chrono::steady_clock::time_point((now.time_since_epoch() / step + 1) * step);
+}
+
 std::string Errno(const std::string& what) {
   return absl::StrCat(what, ": ", std::strerror(errno));
 }
@@ -375,8 +385,7 @@ void TcpEngine::ExpireHandshakes(absl::Time now) {
 }
 
 void TcpEngine::ScheduleHeartbeat(uint64_t id, absl::Duration period) {
-  heartbeat_ticks_.insert(
-      {std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(period), id});
+  heartbeat_ticks_.insert({NextTick(std::chrono::steady_clock::now(), period), id});
 }
 
 void TcpEngine::Heartbeats() {
@@ -392,7 +401,7 @@ void TcpEngine::Heartbeats() {
     if (session.Heartbeat()) {
       lost.push_back(&session);
     } else {
-      heartbeat_ticks_.insert({now + absl::ToChronoNanoseconds(session.heartbeat_period()), id});
+      heartbeat_ticks_.insert({NextTick(now, session.heartbeat_period()), id});
     }
   }
   // Retired sessions live to the end of the turn, and closing one may close others.

@@ -102,8 +102,8 @@ class TcpEngine final : public Engine {
   void Retire(uint64_t id);
   /// The session's handshake is authenticated; its deadline no longer applies.
   void HandshakeFinished(uint64_t id);
-  /// Gives session `id` a heartbeat tick `period` from now, and then every `period` while
-  /// it is up.
+  /// Gives session `id` a heartbeat tick every `period` while it is up (at multiples of
+  /// `period` on the monotonic clock, the first within one period).
   void ScheduleHeartbeat(uint64_t id, absl::Duration period);
   absl::Duration peer_timeout() const { return config_.peer_timeout; }
   void CountWireError() { wire_errors_.fetch_add(1); }

@@ -16,7 +16,7 @@
 // the monotonic clock. At a tick, a session that wrote nothing since the last one and has
 // nothing queued sends a HEARTBEAT; one that read nothing for kHeartbeatTicks ticks in a
 // row is lost. So a peer that stops (hangs, or its host or the network goes without a
-// reset) is found within 0.8-1.0 session timeouts, and a live one is heard at least every
+// reset) is found within 1.0-1.2 session timeouts, and a live one is heard at least every
 // 2 ticks. Ticks are counted, not timed: an engine that did not run for a while reads what
 // came meanwhile before its next tick.
 #pragma once

@@ -2,13 +2,20 @@
 // a peer that sends only heartbeats keeps the session up; and one from which nothing comes
 // for the peer timeout is lost: UNAVAILABLE to the handler, BYE with the reason to the peer.
 // Both ends announce a timeout and the shorter applies. Time has to pass here, so these
-// tests wait (a second to four), as a peer would.
+// tests wait (one to five seconds), as a peer would. And sessions with the same period
+// tick together.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -132,6 +139,82 @@ TEST(HeartbeatTest, APeerThatSendsOnlyHeartbeatsStaysUp) {
   up.peer->SendSegment(up.peer->Message(SegmentType::kRendezvousData, 4096), Pattern(4096, 3));
   ASSERT_EQ(payload.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   EXPECT_EQ(payload.get(), Pattern(4096, 3));
+}
+
+/// Admits every session and counts those up and closed.
+class CountingHandler : public EngineHandler {
+ public:
+  explicit CountingHandler(const TestComm& comm) : comm_(comm) {}
+
+  absl::StatusOr<CommSecret> Secret(const CommId&) override { return comm_.config.secret; }
+  void OnAuthenticated(Session& session) override { session.Admit(); }
+  void OnSessionUp(Session&) override {}
+  void OnSessionClosed(Session&, const absl::Status&) override { closed_.fetch_add(1); }
+  absl::StatusOr<std::byte*> OnSegment(Session&, const SegmentHeader&) override {
+    return absl::InternalError("no data expected");
+  }
+  absl::Status OnPayload(Session&, const SegmentHeader&) override { return absl::OkStatus(); }
+  absl::Time OnTimer(absl::Time) override { return absl::InfiniteFuture(); }
+
+  int closed() const { return closed_.load(); }
+
+ private:
+  const TestComm& comm_;
+  std::atomic<int> closed_{0};
+};
+
+/// Counts the engine's sleeps: it tells its pollers before each one.
+class SleepCounter : public Poller {
+ public:
+  SleepCounter() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~SleepCounter() override { close(fd_); }
+  int wake_fd() const override { return fd_; }
+  bool Poll() override { return false; }
+  absl::Time Sleeping() override {
+    sleeps_.fetch_add(1);
+    return absl::InfiniteFuture();
+  }
+  void Awake() override {}
+
+  int sleeps() const { return sleeps_.load(); }
+
+ private:
+  const int fd_;
+  std::atomic<int> sleeps_{0};
+};
+
+// Sessions with the same period tick at the same instants: an idle engine with many
+// sessions wakes once per period, not once per session.
+TEST(HeartbeatTest, SessionsOfOnePeriodTickTogether) {
+  constexpr int kSessions = 16;
+  TestComm comm;
+  comm.config.id = CommId{7};
+  comm.config.secret = CommSecret{8};
+  CountingHandler handler(comm);
+  SleepCounter counter;
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({.peer_timeout = absl::Seconds(10)}, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  (*engine)->AddPoller(&counter);
+  (*engine)->Start();
+  std::vector<std::unique_ptr<FakePeer>> peers;
+  for (int i = 0; i < kSessions; ++i) {
+    peers.push_back(std::make_unique<FakePeer>((*engine)->address(), comm));
+    peers.back()->Authenticate(comm.config.secret);
+    absl::StatusOr<ControlMessage> accept = peers.back()->ReadControl();
+    ASSERT_TRUE(accept.ok()) << accept.status();
+    ASSERT_EQ(accept->kind, ControlKind::kAccept);
+    // Up at different times within one period.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  // Ticks every 2 s: two or three of them in 5 s, and a sleep after each.
+  const int before = counter.sleeps();
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  const int sleeps = counter.sleeps() - before;
+  EXPECT_LE(sleeps, 6) << "one wake-up per session's tick would be about " << 2 * kSessions;
+  EXPECT_GE(sleeps, 2);
+  EXPECT_EQ(handler.closed(), 0);
+  (*engine)->Stop();
 }
 
 }  // namespace
