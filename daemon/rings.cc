@@ -153,10 +153,10 @@ absl::Time Rings::Sleeping() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (auto& [id, served] : served_) {
     if (served.broken) continue;
-    retry |= served.parked.has_value() || served.ring->Overflowing();
+    retry |= !served.parked.empty() || served.ring->Overflowing();
     // A client that consumed while the engine was awake did not ring either: its
     // consumed results are released now rather than at the next wake-up.
-    if (!served.parked && !served.ring->Overflowing() &&
+    if (served.parked.empty() && !served.ring->Overflowing() &&
         (served.ring->HasCommands() || served.ring->ConsumedMore())) {
       return absl::InfinitePast();
     }
@@ -181,29 +181,17 @@ void Rings::Awake() {
 bool Rings::Serve(uint64_t session_id, Served& served) {
   SessionRing& ring = *served.ring;
   // The common case on every turn of the engine: nothing to do for this session.
-  if (served.broken ||
-      (!served.parked && !ring.HasCommands() && !ring.Overflowing() && !ring.ConsumedMore())) {
+  if (served.broken || (served.parked.empty() && !ring.HasCommands() && !ring.Overflowing() &&
+                        !ring.ConsumedMore())) {
     return false;
   }
   SessionPtr session = served.session.lock();
   if (!session) return false;
   bool work = ring.FlushOverflow();
-  if (served.parked) {
-    Served::Parked parked = *served.parked;
-    if (absl::Now() >= parked.deadline) {
-      // Refused as the Submit RPC refuses after waiting: with the quota's last answer.
-      served.parked.reset();
-      ops_->CountRefused(parked.refused);
-      ring.PostQuietly(Refusal(parked.cookie, parked.refused));
-    } else if (!HasInflightRoom(*session->tenant()) ||
-               !Submit(session, served, parked.request, parked.cookie, parked.submitted)) {
-      return work;
-    }
-    work = true;
-  }
+  work |= ServeParked(session, served);
   // A client that does not consume its completions gets no more commands taken.
   size_t taken = 0;
-  while (taken < kBatch && !served.parked && !ring.Overflowing()) {
+  while (taken < kBatch && served.parked.size() < kMaxParked && !ring.Overflowing()) {
     absl::StatusOr<std::optional<ring::CommandSlot>> command = ring.TakeCommand();
     if (!command.ok()) {
       served.broken = true;
@@ -228,16 +216,66 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
       ring.PostQuietly(Refusal(slot.cookie, valid));
       continue;
     }
-    Submit(session, served, FromCommand(slot), slot.cookie, absl::Now());
+    OpRequest request = FromCommand(slot);
+    if (!served.parked.empty() && !request.wait_for_room) {
+      // It may not overtake them, and the quota has no room for it now.
+      const absl::Status refused = absl::ResourceExhaustedError(absl::StrCat(
+          "tenant '", session->tenant()->name(), "' quota inflight_ops: ", served.parked.size(),
+          served.parked.size() == 1 ? " op of this session waits" : " ops of this session wait",
+          " for room ahead of this one (which does not wait: wait_for_room)"));
+      ops_->CountRefused(refused);
+      ring.PostQuietly(Refusal(slot.cookie, refused));
+      continue;
+    }
+    if (!served.parked.empty()) {
+      // Parked with the quota's answer to the op ahead, until its own deadline.
+      const absl::Time now = absl::Now();
+      const absl::Duration timeout = request.timeout_ms > 0 ? absl::Milliseconds(request.timeout_ms)
+                                                            : ops_->default_deadline();
+      served.parked.push_back(Served::Parked{std::move(request), slot.cookie, now, now + timeout,
+                                             served.parked.front().refused});
+      continue;
+    }
+    if (auto parked = Submit(session, served, std::move(request), slot.cookie, absl::Now())) {
+      served.parked.push_back(*std::move(parked));
+    }
   }
   for (uint64_t op_id : ring.TakeConsumed()) session->ReleaseOp(op_id);
   return work || taken > 0;
 }
 
-bool Rings::Submit(const SessionPtr& session, Served& served, OpRequest request, uint64_t cookie,
-                   absl::Time submitted) {
+bool Rings::ServeParked(const SessionPtr& session, Served& served) {
+  if (served.parked.empty()) return false;
+  bool answered = false;
+  const absl::Time now = absl::Now();
+  for (auto it = served.parked.begin(); it != served.parked.end();) {
+    if (now < it->deadline) {
+      ++it;
+      continue;
+    }
+    // Refused as the Submit RPC refuses after waiting: with the quota's last answer.
+    ops_->CountRefused(it->refused);
+    served.ring->PostQuietly(Refusal(it->cookie, it->refused));
+    it = served.parked.erase(it);
+    answered = true;
+  }
+  while (!served.parked.empty() && HasInflightRoom(*session->tenant())) {
+    Served::Parked front = std::move(served.parked.front());
+    served.parked.pop_front();
+    if (auto again =
+            Submit(session, served, std::move(front.request), front.cookie, front.submitted)) {
+      served.parked.push_front(*std::move(again));
+      break;
+    }
+    answered = true;
+  }
+  return answered;
+}
+
+std::optional<Rings::Served::Parked> Rings::Submit(const SessionPtr& session, Served& served,
+                                                   OpRequest request, uint64_t cookie,
+                                                   absl::Time submitted) {
   SessionRing& ring = *served.ring;
-  served.parked.reset();
   // The engine thread never waits for room: a command that would is parked and retried.
   const bool wait_for_room = request.wait_for_room;
   const absl::Duration timeout =
@@ -266,16 +304,14 @@ bool Rings::Submit(const SessionPtr& session, Served& served, OpRequest request,
     slot.kind = static_cast<uint32_t>(ring::CompletionKind::kAccepted);
     slot.timeout_ms = accepted->timeout_ms;
     ring.PostQuietly(slot);
-    return true;
+    return std::nullopt;
   }
   if (wait_for_room && accepted.status().GetPayload(kRetryAfterMs) && absl::Now() < deadline) {
-    served.parked =
-        Served::Parked{std::move(request), cookie, submitted, deadline, accepted.status()};
-    return false;
+    return Served::Parked{std::move(request), cookie, submitted, deadline, accepted.status()};
   }
   ops_->CountRefused(accepted.status());
   ring.PostQuietly(Refusal(cookie, accepted.status()));
-  return true;
+  return std::nullopt;
 }
 
 }  // namespace cclo::daemon

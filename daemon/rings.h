@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +33,8 @@ class Rings final : public hw::Poller {
  public:
   /// Commands taken from one session per poll.
   static constexpr size_t kBatch = 32;
+  /// Commands one session may have parked (waiting for room); its ring holds the rest.
+  static constexpr size_t kMaxParked = 256;
 
   /// Makes the rings' epoll set; give the result to hw::Device::AddPoller. Commands go to
   /// `ops` (which refuses them while the daemon drains).
@@ -58,8 +61,7 @@ class Rings final : public hw::Poller {
     std::weak_ptr<Session> session;
     std::shared_ptr<SessionRing> ring;
     /// A command that waits for room in the tenant's in-flight ops quota (wait_for_room),
-    /// retried when the quota has room, until its deadline; the session's later commands
-    /// wait behind it.
+    /// retried when the quota has room, until its deadline.
     struct Parked {
       OpRequest request;
       uint64_t cookie = 0;
@@ -67,7 +69,10 @@ class Rings final : public hw::Poller {
       absl::Time deadline;
       absl::Status refused;  ///< the quota's answer
     };
-    std::optional<Parked> parked;
+    /// Commands parked in the order they came (at most kMaxParked). While any is, later
+    /// commands are still taken: RELEASE at once, a SUBMIT that waits for room behind them
+    /// (ops keep the order they were posted in), one that does not refused at once.
+    std::deque<Parked> parked;
     bool broken = false;  ///< its command ring's indices were out of bounds
   };
 
@@ -76,9 +81,13 @@ class Rings final : public hw::Poller {
   /// results the client consumed. Whether it posted or took anything (then Poll wakes
   /// the client, once for the pass).
   bool Serve(uint64_t session_id, Served& served);
-  /// Submits a decoded command; true when it was answered, false when it parked.
-  bool Submit(const SessionPtr& session, Served& served, OpRequest request, uint64_t cookie,
-              absl::Time submitted);
+  /// Refuses the parked commands whose deadline passed, then submits the others in order
+  /// while the quota has room; whether it answered any.
+  bool ServeParked(const SessionPtr& session, Served& served);
+  /// Submits a decoded command and posts its answer, or returns it to park when it waits
+  /// for room that the quota has not.
+  std::optional<Served::Parked> Submit(const SessionPtr& session, Served& served, OpRequest request,
+                                       uint64_t cookie, absl::Time submitted);
   /// Picks up sessions opened or closed since the last pass.
   void Refresh();
 

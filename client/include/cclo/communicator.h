@@ -52,7 +52,9 @@ struct OpOptions {
   /// When the tenant already has as many ops in flight as its quota allows: false fails
   /// the submission at once with RESOURCE_EXHAUSTED (naming the quota and a retry hint);
   /// true waits for room until the op's deadline (with the daemon's default deadline, this
-  /// process stops waiting after 10 minutes).
+  /// process stops waiting after 10 minutes). Ops keep their order: while one op of this
+  /// Client waits for room, a later one that does not wait fails at once, and one that
+  /// waits queues behind it.
   bool wait_for_room = false;
 };
 
