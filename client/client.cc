@@ -27,7 +27,7 @@ absl::Status FreeBufferId(client::Session& session, uint64_t buffer_id) {
   v1::FreeBufferResponse response;
   grpc::ClientContext context;
   session.Prepare(context, session.rpc_timeout());
-  return client::FromGrpc(session.stub().FreeBuffer(&context, request, &response), "FreeBuffer");
+  return session.FromGrpc(session.stub().FreeBuffer(&context, request, &response), "FreeBuffer");
 }
 
 // The AllocBuffer RPC, then the buffer's fd from the attach socket, mapped.
@@ -38,7 +38,7 @@ absl::StatusOr<Buffer> AllocateAndMap(client::Session& session, uint64_t bytes) 
   grpc::ClientContext context;
   session.Prepare(context, session.rpc_timeout());
   grpc::Status status = session.stub().AllocBuffer(&context, request, &response);
-  if (!status.ok()) return client::FromGrpc(status, "AllocBuffer");
+  if (!status.ok()) return session.FromGrpc(status, "AllocBuffer");
   // The daemon holds the buffer (and charges the quota for it) from here on: a buffer this
   // process cannot use is given back.
   auto give_back = [&](absl::Status why) {
@@ -84,7 +84,7 @@ absl::StatusOr<std::string> Client::CreateCommunicatorId(const std::string& labe
   grpc::ClientContext context;
   session_->Prepare(context, session_->rpc_timeout());
   grpc::Status status = session_->stub().CreateCommunicatorId(&context, request, &response);
-  if (!status.ok()) return client::FromGrpc(status, "CreateCommunicatorId");
+  if (!status.ok()) return session_->FromGrpc(status, "CreateCommunicatorId");
   return response.token();
 }
 
@@ -101,7 +101,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Client::Join(const std::string& to
   grpc::ClientContext context;
   session_->Prepare(context, timeout + session_->rpc_timeout());
   grpc::Status status = session_->stub().JoinCommunicator(&context, request, &response);
-  if (!status.ok()) return client::FromGrpc(status, "JoinCommunicator");
+  if (!status.ok()) return session_->FromGrpc(status, "JoinCommunicator");
   return std::unique_ptr<Communicator>(
       new Communicator(session_, response.comm_handle(), rank, size, response.comm_id()));
 }

@@ -97,9 +97,10 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
                         absl::StrCat("Submit: ", accepted.status().message()));
   }
   const auto& [cookie, answer] = *accepted;
-  // The daemon ends every op by its deadline; past that plus a grace, stop waiting.
+  // The daemon ends every op by its deadline, which it counts from taking the op (for one
+  // that waited for room, what is left of it); past that plus a grace, stop waiting.
   const absl::Time report_by =
-      submitted_at + absl::Milliseconds(answer.timeout_ms) + Request::kReportGrace;
+      absl::Now() + absl::Milliseconds(answer.timeout_ms) + Request::kReportGrace;
   return Request(session_, answer.op_id, cookie, report_by);
 }
 
@@ -307,7 +308,7 @@ absl::Status Communicator::Destroy() {
   grpc::ClientContext context;
   session_->Prepare(context, session_->rpc_timeout());
   grpc::Status status = session_->stub().DestroyCommunicator(&context, request, &response);
-  if (!status.ok()) return client::FromGrpc(status, "DestroyCommunicator");
+  if (!status.ok()) return session_->FromGrpc(status, "DestroyCommunicator");
   destroyed_ = true;
   return absl::OkStatus();
 }

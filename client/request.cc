@@ -53,16 +53,18 @@ absl::Status Request::Poll(absl::Time deadline) {
 
 absl::Status Request::Wait() { return Wait(absl::InfiniteDuration()); }
 
+absl::Status Request::Unreported() const {
+  return absl::DeadlineExceededError(
+      absl::StrCat("daemon did not report op ", op_id_, " done by its deadline (plus ",
+                   absl::FormatDuration(kReportGrace), "); it may be stuck"));
+}
+
 absl::Status Request::Wait(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (!done_) {
     if (absl::Status polled = Poll(std::min(deadline, report_by_)); !polled.ok()) return polled;
     if (done_) break;
-    if (absl::Now() >= report_by_) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("daemon did not report op ", op_id_, " done by its deadline (plus ",
-                       absl::FormatDuration(kReportGrace), "); it may be stuck"));
-    }
+    if (absl::Now() >= report_by_) return Unreported();
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("op ", op_id_, " still running after ", absl::FormatDuration(timeout)));
@@ -75,7 +77,10 @@ absl::StatusOr<bool> Request::Test() {
   if (!done_) {
     if (absl::Status polled = Poll(absl::InfinitePast()); !polled.ok()) return polled;
   }
-  if (!done_) return false;
+  if (!done_) {
+    if (absl::Now() >= report_by_) return Unreported();
+    return false;
+  }
   if (!status_.ok()) return status_;
   return true;
 }
@@ -87,7 +92,7 @@ absl::Status Request::Cancel() {
   v1::CancelResponse response;
   grpc::ClientContext context;
   session_->Prepare(context, session_->rpc_timeout());
-  return client::FromGrpc(session_->stub().Cancel(&context, request, &response), "Cancel");
+  return session_->FromGrpc(session_->stub().Cancel(&context, request, &response), "Cancel");
 }
 
 }  // namespace cclo

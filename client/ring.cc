@@ -194,6 +194,16 @@ std::optional<absl::Status> ClientRing::Sleep(absl::FunctionRef<bool()> ready,
   return std::nullopt;
 }
 
+absl::Status ClientRing::AliveNow() {
+  const int64_t now = absl::ToUnixNanos(absl::Now());
+  int64_t last = last_alive_check_ns_.load(std::memory_order_relaxed);
+  if (now - last < absl::ToInt64Nanoseconds(alive_check_) ||
+      !last_alive_check_ns_.compare_exchange_strong(last, now)) {
+    return absl::OkStatus();
+  }
+  return alive_();
+}
+
 absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, absl::Time deadline) {
   while (true) {
     const absl::Time spin_until = std::min(absl::Now() + kSpin, deadline);
@@ -207,7 +217,11 @@ absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, absl::Time deadl
       // Gives way to whatever else wants this core: often the daemon's engine thread.
       sched_yield();
     } while (absl::Now() < spin_until);
-    if (absl::Now() >= deadline) return absl::DeadlineExceededError("deadline passed");
+    if (absl::Now() >= deadline) {
+      // A caller that only looks (its deadline already past) learns of a daemon gone too.
+      if (absl::Status alive = AliveNow(); !alive.ok()) return alive;
+      return absl::DeadlineExceededError("deadline passed");
+    }
     // Say so before sleeping, then look once more: the daemon rings after this.
     header_->client_waiters.fetch_add(1, std::memory_order_seq_cst);
     // Orders that before the look at the completion head, as the daemon's fence orders

@@ -3,6 +3,7 @@
 // spins briefly, then sleeps on the completion doorbell.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -87,6 +88,8 @@ class ClientRing {
   void ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Rings the daemon's doorbell if it sleeps.
   void WakeDaemon();
+  /// The session's liveness, asked at most every alive_check_ (OK in between).
+  absl::Status AliveNow();
 
   const int memfd_;
   void* const base_;
@@ -95,6 +98,8 @@ class ClientRing {
   const int completion_doorbell_;
   const AliveFn alive_;
   const absl::Duration alive_check_;
+  /// When AliveNow last asked, ns since the epoch.
+  std::atomic<int64_t> last_alive_check_ns_{0};
 
   absl::Mutex mu_;
   uint64_t command_head_ ABSL_GUARDED_BY(mu_) = 0;

@@ -32,7 +32,7 @@ absl::Status RpcPath::Nop(Communicator& comm, absl::Duration timeout) {
     grpc::ClientContext context;
     session.Prepare(context, session.rpc_timeout());
     grpc::Status status = session.stub().Submit(&context, request, &submitted);
-    if (!status.ok()) return FromGrpc(status, "Submit");
+    if (!status.ok()) return session.FromGrpc(status, "Submit");
   }
   // The daemon ends every op by its deadline; past that plus a grace, stop asking.
   const absl::Time report_by =
@@ -45,7 +45,7 @@ absl::Status RpcPath::Nop(Communicator& comm, absl::Duration timeout) {
     grpc::ClientContext context;
     session.Prepare(context, kWaitSlice + session.rpc_timeout());
     grpc::Status status = session.stub().Wait(&context, wait, &result);
-    if (!status.ok()) return FromGrpc(status, "Wait");
+    if (!status.ok()) return session.FromGrpc(status, "Wait");
     if (result.done()) {
       return absl::Status(static_cast<absl::StatusCode>(result.code()), result.message());
     }

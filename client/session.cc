@@ -213,8 +213,15 @@ absl::StatusOr<attach::Received> Session::TakeBuffer(uint64_t buffer_id, absl::T
   }
 }
 
-absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc) {
+absl::Status Session::FromGrpc(const grpc::Status& status, const std::string& rpc) {
   if (status.ok()) return absl::OkStatus();
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+      status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    if (absl::Status alive = Alive(); !alive.ok()) {
+      return absl::UnavailableError(absl::StrCat(rpc, ": ", alive.message(), "; attach again (",
+                                                 status.error_message(), ")"));
+    }
+  }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       absl::StrCat(rpc, ": ", status.error_message()));
 }

@@ -44,6 +44,12 @@ class Session {
   /// The command and completion rings every op goes through (thread-safe).
   ClientRing& ring() { return *ring_; }
 
+  /// Converts an RPC failure to absl::Status naming the RPC: "<rpc>: <message>", with the
+  /// daemon's code, unless the daemon ended this session (it restarted, or dropped the
+  /// session): then UNAVAILABLE, as the command ring reports it, whatever the daemon
+  /// answered a token it no longer knows.
+  absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc);
+
   /// Adds the session metadata and a deadline `timeout` from now to `context`.
   void Prepare(grpc::ClientContext& context, absl::Duration timeout) const;
 
@@ -89,10 +95,6 @@ class Session {
   std::set<uint64_t> allocations_ ABSL_GUARDED_BY(attach_mutex_);           // under way, by number
   uint64_t next_allocation_ ABSL_GUARDED_BY(attach_mutex_) = 0;
 };
-
-/// Converts an RPC failure to absl::Status, keeping the daemon's code and message and
-/// naming the RPC: "<rpc>: <message>".
-absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc);
 
 /// A timeout as the RPCs carry it: whole milliseconds, 0 for the daemon's default (a zero
 /// duration), at least 1 for any positive duration, capped at the field's range;

@@ -10,13 +10,16 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "cclo/v1/attach.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -411,10 +414,16 @@ TEST_F(ClientTest, KilledDaemonIsUnavailable) {
   absl::StatusOr<Buffer> out = pair.clients[1]->AllocBuffer(16);
   ASSERT_TRUE(in.ok() && out.ok());
   absl::StatusOr<Request> receive = pair.comms[0]->RecvAsync(*in, 0, 4, DataType::kInt32, 1, 5);
-  ASSERT_TRUE(receive.ok()) << receive.status();
+  absl::StatusOr<Request> tested = pair.comms[0]->RecvAsync(*in, 0, 4, DataType::kInt32, 1, 6);
+  ASSERT_TRUE(receive.ok() && tested.ok()) << receive.status() << tested.status();
   doomed.process().Signal(SIGKILL);
   EXPECT_EQ(doomed.process().Wait(absl::Seconds(10)).exit_code, -1);
 
+  // An MPI_Test-style loop learns it too (bounded here; it would spin forever otherwise).
+  absl::StatusOr<bool> test = false;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (test.ok() && !*test && absl::Now() < give_up) test = tested->Test();
+  EXPECT_EQ(test.status().code(), absl::StatusCode::kUnavailable) << test.status();
   absl::Status status = receive->Wait();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(std::string(status.message()), StartsWith("Wait: "));
@@ -428,6 +437,38 @@ TEST_F(ClientTest, KilledDaemonIsUnavailable) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(status.message(), absl::StrCat("cannot connect to ", doomed.runtime_dir(),
                                            "/attach.sock: Connection refused"));
+}
+
+// After a daemon restart the old session's calls over gRPC say UNAVAILABLE (attach
+// again), as the command ring does, not the new daemon's answer to a token it never gave.
+TEST_F(ClientTest, RestartedDaemonIsUnavailableToTheOldSession) {
+  auto first = std::make_unique<testing::Daemon>();
+  const std::string runtime_dir = first->runtime_dir();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(runtime_dir);
+  ASSERT_TRUE(client.ok()) << client.status();
+  first->process().Signal(SIGKILL);
+  EXPECT_EQ(first->process().Wait(absl::Seconds(10)).exit_code, -1);
+  const std::string config = std::string(absl::StripSuffix(runtime_dir, "/run")) + "/cclod.yaml";
+  testing::Process second({testing::Runfile("daemon/cclod"), "--config", config});
+  ASSERT_TRUE(second.WaitForOutput("ready: peer", absl::Seconds(30))) << second.Output();
+
+  // The first calls may find the old connection broken; once gRPC reaches the new daemon,
+  // that one refuses the token. Every answer is UNAVAILABLE.
+  bool refused = false;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!refused && absl::Now() < give_up) {
+    const absl::Status status = (*client)->AllocBuffer(16).status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+    ASSERT_THAT(std::string(status.message()),
+                StartsWith("AllocBuffer: cclod ended the session (its attach socket closed); "
+                           "attach again ("));
+    refused = absl::StrContains(status.message(), "no live session");
+    if (!refused) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(refused) << "the new daemon was never reached";
+  EXPECT_TRUE(Client::Attach(runtime_dir).ok());
+  second.Signal(SIGTERM);
+  EXPECT_EQ(second.Wait(absl::Seconds(20)).exit_code, 0);
 }
 
 }  // namespace

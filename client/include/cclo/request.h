@@ -40,7 +40,8 @@ class Request {
   absl::Status Wait(absl::Duration timeout);
 
   /// Checks without blocking: false while the op runs, true when it finished OK, and the
-  /// op's error when it finished with one.
+  /// op's error when it finished with one. UNAVAILABLE once the daemon is gone (looked at
+  /// every 100 ms at most), DEADLINE_EXCEEDED once the daemon is past reporting the op.
   absl::StatusOr<bool> Test();
 
   /// Withdraws the op if it has not been handed to the engine yet, i.e. while it waits for
@@ -71,14 +72,16 @@ class Request {
  private:
   friend class Communicator;
   /// `cookie`: the command's key in the session's rings. `report_by`: when the daemon
-  /// must have reported the op done (its deadline plus a grace); Wait() gives up with
-  /// DEADLINE_EXCEEDED after it.
+  /// must have reported the op done (its deadline plus a grace); Wait() and Test() give up
+  /// with DEADLINE_EXCEEDED after it.
   Request(std::shared_ptr<client::Session> session, uint64_t op_id, uint64_t cookie,
           absl::Time report_by)
       : session_(std::move(session)), op_id_(op_id), cookie_(cookie), report_by_(report_by) {}
 
   // Waits at most until `deadline` for the op's completion; records the result when done.
   absl::Status Poll(absl::Time deadline);
+  // DEADLINE_EXCEEDED: the daemon did not report the op by report_by_.
+  absl::Status Unreported() const;
 
   std::shared_ptr<client::Session> session_;
   uint64_t op_id_ = 0;
