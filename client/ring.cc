@@ -188,6 +188,8 @@ std::optional<absl::Status> ClientRing::Sleep(absl::FunctionRef<bool()> ready,
     absl::MutexLock lock(&mu_);
     doorbell_sleeper_ = false;
     ConsumeLocked();  // what rang is news for the threads waiting behind this one
+    // A result that came with the daemon's end is still this caller's result.
+    if (ready()) return absl::OkStatus();
   }
   if (rung) return std::nullopt;
   if (absl::Status alive = alive_(); !alive.ok()) return alive;

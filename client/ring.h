@@ -16,6 +16,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cclo/v1/client.pb.h"
 #include "cclo/v1/ring.h"
@@ -98,8 +99,8 @@ class ClientRing {
   const int completion_doorbell_;
   const AliveFn alive_;
   const absl::Duration alive_check_;
-  /// When AliveNow last asked, ns since the epoch.
-  std::atomic<int64_t> last_alive_check_ns_{0};
+  /// When AliveNow last asked (or the ring was mapped), ns since the epoch.
+  std::atomic<int64_t> last_alive_check_ns_{absl::ToUnixNanos(absl::Now())};
 
   absl::Mutex mu_;
   uint64_t command_head_ ABSL_GUARDED_BY(mu_) = 0;
