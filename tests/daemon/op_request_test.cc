@@ -97,6 +97,20 @@ TEST(OpRequestTest, SlotsNoClientCouldHaveEncodedAreRefusedByName) {
       "command slot algorithm is not NUL-terminated within 32 bytes");
 }
 
+TEST(OpRequestTest, TextIsCutWholeCharactersFirst) {
+  char field[8];
+  ring::PutText("1234567", field, sizeof(field));  // fits: 7 bytes and the NUL
+  EXPECT_EQ(ring::GetText(field, sizeof(field)), "1234567");
+  ring::PutText("12345678", field, sizeof(field));
+  EXPECT_EQ(ring::GetText(field, sizeof(field)), "1234...");
+  // "é" (2 bytes) would straddle the cut at byte 4: it goes whole.
+  ring::PutText(
+      "123\xc3\xa9"
+      "567",
+      field, sizeof(field));
+  EXPECT_EQ(ring::GetText(field, sizeof(field)), "123...");
+}
+
 TEST(OpRequestTest, AFinishedSlotCarriesWhatWaitReports) {
   OpResult result;
   result.completion.status = absl::InternalError(std::string(300, 'm'));
@@ -108,9 +122,9 @@ TEST(OpRequestTest, AFinishedSlotCarriesWhatWaitReports) {
   EXPECT_EQ(bare.kind, static_cast<uint32_t>(ring::CompletionKind::kFinished));
   EXPECT_EQ(bare.code, static_cast<int32_t>(absl::StatusCode::kInternal));
   EXPECT_EQ(bare.elapsed_us, 1234u);
-  // Cut to its room, NUL included; no policy fields for an op no policy chose.
+  // Cut to its room, NUL included, and marked; no policy fields for an op no policy chose.
   EXPECT_EQ(ring::GetText(bare.message, ring::kMessageBytes),
-            std::string(ring::kMessageBytes - 1, 'm'));
+            std::string(ring::kMessageBytes - 4, 'm') + "...");
   EXPECT_EQ(ring::GetText(bare.protocol, ring::kProtocolBytes), "");
   EXPECT_EQ(bare.policy_version, 0u);
 

@@ -87,8 +87,19 @@ absl::Status CheckCommand(const CommandSlot& slot) {
 }
 
 void PutText(std::string_view text, char* out, size_t size) {
-  const size_t length = std::min(text.size(), size - 1);
+  constexpr std::string_view kCut = "...";
+  size_t length = std::min(text.size(), size - 1);
+  const bool cut = length < text.size();
+  if (cut) {
+    length = size - 1 - kCut.size();
+    // Not inside a UTF-8 character: back over its continuation bytes.
+    while (length > 0 && (static_cast<unsigned char>(text[length]) & 0xC0) == 0x80) --length;
+  }
   std::memcpy(out, text.data(), length);
+  if (cut) {
+    std::memcpy(out + length, kCut.data(), kCut.size());
+    length += kCut.size();
+  }
   std::memset(out + length, 0, size - length);
 }
 

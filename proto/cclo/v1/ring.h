@@ -160,8 +160,9 @@ CommandSlot EncodeRelease(const std::vector<uint64_t>& op_ids);
 /// kind, flags other than 0 or 1, nonzero reserved bytes, more than kMaxAfter ids, an
 /// algorithm name without NUL. Range checks of the values are Submit's.
 absl::Status CheckCommand(const CommandSlot& slot);
-/// Copies `text` into a slot's text field of `size` bytes, cut to `size - 1` bytes and
-/// NUL-terminated.
+/// Copies `text` into a slot's text field of `size` bytes, NUL-terminated; a text longer
+/// than `size - 1` bytes is cut to fit, never inside a UTF-8 character, and ends in "...".
+/// (The Wait RPC gives an op's whole message; cclod's log has it too.)
 void PutText(std::string_view text, char* out, size_t size);
 /// The text of a slot's text field of `size` bytes: up to its first NUL, or all of it.
 std::string GetText(const char* in, size_t size);
