@@ -59,7 +59,12 @@ absl::Status Request::Unreported() const {
                    absl::FormatDuration(kReportGrace), "); it may be stuck"));
 }
 
+absl::Status Request::MovedFrom() const {
+  return absl::FailedPreconditionError("this Request was moved from");
+}
+
 absl::Status Request::Wait(absl::Duration timeout) {
+  if (!session_) return MovedFrom();
   const absl::Time deadline = absl::Now() + timeout;
   while (!done_) {
     if (absl::Status polled = Poll(std::min(deadline, report_by_)); !polled.ok()) return polled;
@@ -74,6 +79,7 @@ absl::Status Request::Wait(absl::Duration timeout) {
 }
 
 absl::StatusOr<bool> Request::Test() {
+  if (!session_) return MovedFrom();
   if (!done_) {
     if (absl::Status polled = Poll(absl::InfinitePast()); !polled.ok()) return polled;
   }
@@ -86,6 +92,7 @@ absl::StatusOr<bool> Request::Test() {
 }
 
 absl::Status Request::Cancel() {
+  if (!session_) return MovedFrom();
   if (done_) return absl::FailedPreconditionError(absl::StrCat("op ", op_id_, " already finished"));
   v1::CancelRequest request;
   request.set_op_id(op_id_);

@@ -291,6 +291,13 @@ TEST_F(ClientTest, RequestWaitTimesOutAndStaysValid) {
   EXPECT_FALSE(*done);
   EXPECT_FALSE(receive->done());
 
+  // A Request moved from says so rather than failing somewhere else.
+  Request moved = *std::move(receive);
+  EXPECT_EQ(receive->Wait().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(receive->Test().status().message(), "this Request was moved from");
+  EXPECT_EQ(receive->Cancel().code(), absl::StatusCode::kFailedPrecondition);
+  receive = std::move(moved);
+
   out->span<int32_t>()[0] = 42;
   out->span<int32_t>()[1] = 43;
   ASSERT_TRUE(pair.comms[1]->Send(*out, 0, 2, DataType::kInt32, 0, 3).ok());

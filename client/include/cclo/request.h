@@ -82,6 +82,8 @@ class Request {
   absl::Status Poll(absl::Time deadline);
   // DEADLINE_EXCEEDED: the daemon did not report the op by report_by_.
   absl::Status Unreported() const;
+  // FAILED_PRECONDITION: Wait, Test and Cancel on a Request whose op moved to another.
+  absl::Status MovedFrom() const;
 
   std::shared_ptr<client::Session> session_;
   uint64_t op_id_ = 0;
