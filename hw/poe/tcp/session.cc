@@ -79,9 +79,16 @@ uint64_t TcpSession::TimeoutMs() const {
       absl::ToInt64Milliseconds(absl::Ceil(engine_.peer_timeout(), absl::Milliseconds(1))));
 }
 
+TcpSession::HeartbeatPlan TcpSession::PlanHeartbeats(absl::Duration timeout) {
+  const absl::Duration period = std::min(timeout / kHeartbeatTicks, kMaxHeartbeatPeriod);
+  absl::Duration rest;
+  const int64_t ticks = absl::IDivDuration(timeout, period, &rest);
+  return {period, rest > absl::ZeroDuration() ? ticks + 1 : ticks};
+}
+
 bool TcpSession::Heartbeat() {
   silent_ticks_ = std::exchange(heard_, false) ? 0 : silent_ticks_ + 1;
-  if (silent_ticks_ >= kHeartbeatTicks) return true;
+  if (silent_ticks_ >= PlanHeartbeats(timeout_).ticks) return true;
   if (!std::exchange(spoke_, false) && tx_.empty()) {
     SendControl({.kind = ControlKind::kHeartbeat});
   }

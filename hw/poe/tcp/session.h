@@ -12,13 +12,14 @@
 // gathered across several queued segments; the payload is never copied.
 // Liveness: both ends announce their peer timeout in the handshake, and the session's is
 // the smaller (the session ends when the less patient end gives up, so the other may as
-// well). The engine gives every up session kHeartbeatTicks ticks per session timeout, on
-// the monotonic clock. At a tick, a session that wrote nothing since the last one and has
-// nothing queued sends a HEARTBEAT; one that read nothing for kHeartbeatTicks ticks in a
-// row is lost. So a peer that stops (hangs, or its host or the network goes without a
-// reset) is found within 1.0-1.2 session timeouts, and a live one is heard at least every
-// 2 ticks. Ticks are counted, not timed: an engine that did not run for a while reads what
-// came meanwhile before its next tick.
+// well). The engine gives every up session a heartbeat tick every kHeartbeatTicks-th of
+// its timeout, at most every kMaxHeartbeatPeriod, on the monotonic clock (PlanHeartbeats).
+// At a tick, a session that wrote nothing since the last one and has nothing queued sends
+// a HEARTBEAT; one that read nothing for a timeout's worth of ticks in a row is lost. So a
+// peer that stops (hangs, or its host or the network goes without a reset) is found within
+// the timeout plus one tick, and a live one is heard at least every 2 ticks. Ticks are
+// counted, not timed: an engine that did not run for a while reads what came meanwhile
+// before its next tick.
 #pragma once
 
 #include <array>
@@ -42,8 +43,18 @@ class TcpEngine;
 
 class TcpSession final : public Session {
  public:
-  /// Heartbeat ticks per peer timeout.
+  /// Heartbeat ticks per peer timeout, for timeouts up to 5 × kMaxHeartbeatPeriod.
   static constexpr int kHeartbeatTicks = 5;
+  /// Longest time between two ticks, whatever the timeout: an idle session sends something
+  /// at least every 2 × this, so NAT and firewall state along the path stays.
+  static constexpr absl::Duration kMaxHeartbeatPeriod = absl::Seconds(10);
+  /// How a session with peer timeout `timeout` ticks: every `period`; lost after `ticks`
+  /// ticks in a row that found nothing read (period × ticks covers the timeout).
+  struct HeartbeatPlan {
+    absl::Duration period;
+    int64_t ticks = 0;
+  };
+  static HeartbeatPlan PlanHeartbeats(absl::Duration timeout);
 
   /// An accepted socket; the peer's HELLO names the communicator.
   TcpSession(TcpEngine& engine, uint64_t id, int fd);
@@ -77,10 +88,10 @@ class TcpSession final : public Session {
   void Evict();
   /// Authenticated and admitted: data may flow.
   bool up() const { return state_ == State::kUp; }
-  /// Time between two heartbeat ticks: the session's peer timeout / kHeartbeatTicks.
-  absl::Duration heartbeat_period() const { return timeout_ / kHeartbeatTicks; }
+  /// Time between two heartbeat ticks (PlanHeartbeats of the session's peer timeout).
+  absl::Duration heartbeat_period() const { return PlanHeartbeats(timeout_).period; }
   /// A heartbeat tick of an up session: sends a HEARTBEAT if it wrote nothing since the
-  /// last tick; true when it read nothing for kHeartbeatTicks ticks (call Lose()).
+  /// last tick; true when it read nothing for its plan's ticks (call Lose()).
   bool Heartbeat();
   /// Closes the session as lost (UNAVAILABLE), telling the peer why (BYE).
   void Lose();
@@ -184,7 +195,7 @@ class TcpSession final : public Session {
   bool writing_ = false;
   bool heard_ = false;    ///< read something since the last heartbeat tick
   bool spoke_ = false;    ///< wrote something since the last heartbeat tick
-  int silent_ticks_ = 0;  ///< heartbeat ticks in a row that found nothing read
+  int64_t silent_ticks_ = 0;  ///< heartbeat ticks in a row that found nothing read
 };
 
 }  // namespace cclo::hw::poe::tcp

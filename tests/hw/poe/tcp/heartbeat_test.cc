@@ -102,6 +102,19 @@ struct UpSession {
   std::optional<FakePeer> peer;
 };
 
+// A fifth of the timeout per tick, at most 10 s; as many ticks as cover the timeout.
+TEST(HeartbeatTest, TicksCoverTheTimeoutAndComeAtLeastEveryTenSeconds) {
+  auto plan = [](absl::Duration timeout) {
+    const TcpSession::HeartbeatPlan made = TcpSession::PlanHeartbeats(timeout);
+    return std::make_pair(made.period, made.ticks);
+  };
+  EXPECT_EQ(plan(absl::Seconds(1)), std::make_pair(absl::Milliseconds(200), int64_t{5}));
+  EXPECT_EQ(plan(absl::Seconds(10)), std::make_pair(absl::Seconds(2), int64_t{5}));
+  EXPECT_EQ(plan(absl::Seconds(50)), std::make_pair(absl::Seconds(10), int64_t{5}));
+  EXPECT_EQ(plan(absl::Seconds(65)), std::make_pair(absl::Seconds(10), int64_t{7}));
+  EXPECT_EQ(plan(absl::Hours(24)), std::make_pair(absl::Seconds(10), int64_t{8640}));
+}
+
 TEST(HeartbeatTest, APeerThatSendsNothingIsLost) {
   UpSession up;
   std::future<absl::Status> closed = up.handler.Closed();
