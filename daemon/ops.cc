@@ -235,8 +235,7 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
   call.protocol = choice.protocol;
   call.segment_bytes = choice.segment_bytes;
 
-  const absl::Duration timeout =
-      request.timeout_ms > 0 ? absl::Milliseconds(request.timeout_ms) : default_deadline_;
+  const absl::Duration timeout = TimeoutOf(request);
   launch->submitted = SteadyNow();
   launch->deadline = absl::Now() + timeout;
   const TenantPtr& tenant = session->tenant();

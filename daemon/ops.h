@@ -65,8 +65,10 @@ class Ops {
   /// caller that retries counts only the answer it gives.
   void CountRefused(const absl::Status& refusal);
 
-  /// The deadline of an op that names none.
-  absl::Duration default_deadline() const { return default_deadline_; }
+  /// How long `request`'s op may take: its own timeout, else the daemon's default.
+  absl::Duration TimeoutOf(const OpRequest& request) const {
+    return request.timeout_ms > 0 ? absl::Milliseconds(request.timeout_ms) : default_deadline_;
+  }
 
   /// The session ended, dropping its held ops: stops watching their deadlines, so that
   /// nothing of the session is kept until then. Call after Session::Close().

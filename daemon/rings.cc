@@ -230,9 +230,8 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
     if (!served.parked.empty()) {
       // Parked with the quota's answer to the op ahead, until its own deadline.
       const absl::Time now = absl::Now();
-      const absl::Duration timeout = request.timeout_ms > 0 ? absl::Milliseconds(request.timeout_ms)
-                                                            : ops_->default_deadline();
-      served.parked.push_back(Served::Parked{std::move(request), slot.cookie, now, now + timeout,
+      const absl::Time deadline = now + ops_->TimeoutOf(request);
+      served.parked.push_back(Served::Parked{std::move(request), slot.cookie, now, deadline,
                                              served.parked.front().refused});
       continue;
     }
@@ -278,9 +277,7 @@ std::optional<Rings::Served::Parked> Rings::Submit(const SessionPtr& session, Se
   SessionRing& ring = *served.ring;
   // The engine thread never waits for room: a command that would is parked and retried.
   const bool wait_for_room = request.wait_for_room;
-  const absl::Duration timeout =
-      request.timeout_ms > 0 ? absl::Milliseconds(request.timeout_ms) : ops_->default_deadline();
-  const absl::Time deadline = submitted + timeout;
+  const absl::Time deadline = submitted + ops_->TimeoutOf(request);
   // The request is kept for a retry only where it may be parked.
   OpRequest attempt = wait_for_room ? request : std::move(request);
   attempt.wait_for_room = false;

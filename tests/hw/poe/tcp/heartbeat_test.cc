@@ -29,7 +29,8 @@ using emu::testing::FakePeer;
 using emu::testing::Pattern;
 using emu::testing::TestComm;
 
-/// Admits every session and reports its end and its first payload.
+/// Admits every session, counts the sessions closed, and reports the first one's end and
+/// the first payload.
 class ReportingHandler : public EngineHandler {
  public:
   explicit ReportingHandler(const TestComm& comm) : comm_(comm) {}
@@ -37,24 +38,29 @@ class ReportingHandler : public EngineHandler {
   absl::StatusOr<CommSecret> Secret(const CommId&) override { return comm_.config.secret; }
   void OnAuthenticated(Session& session) override { session.Admit(); }
   void OnSessionUp(Session&) override {}
-  void OnSessionClosed(Session&, const absl::Status& reason) override { closed_.set_value(reason); }
+  void OnSessionClosed(Session&, const absl::Status& reason) override {
+    if (closed_.fetch_add(1) == 0) closed_first_.set_value(reason);
+  }
   absl::StatusOr<std::byte*> OnSegment(Session&, const SegmentHeader& header) override {
     landing_.resize(header.length);
     return landing_.data();
   }
   absl::Status OnPayload(Session&, const SegmentHeader&) override {
-    payload_.set_value(landing_);
+    if (payloads_++ == 0) payload_.set_value(landing_);
     return absl::OkStatus();
   }
   absl::Time OnTimer(absl::Time) override { return absl::InfiniteFuture(); }
 
-  std::future<absl::Status> Closed() { return closed_.get_future(); }
+  std::future<absl::Status> Closed() { return closed_first_.get_future(); }
   std::future<std::vector<std::byte>> Payload() { return payload_.get_future(); }
+  int closed() const { return closed_.load(); }
 
  private:
   const TestComm& comm_;
   std::vector<std::byte> landing_;
-  std::promise<absl::Status> closed_;
+  int payloads_ = 0;  ///< engine thread only
+  std::atomic<int> closed_{0};
+  std::promise<absl::Status> closed_first_;
   std::promise<std::vector<std::byte>> payload_;
 };
 
@@ -154,28 +160,6 @@ TEST(HeartbeatTest, APeerThatSendsOnlyHeartbeatsStaysUp) {
   EXPECT_EQ(payload.get(), Pattern(4096, 3));
 }
 
-/// Admits every session and counts those up and closed.
-class CountingHandler : public EngineHandler {
- public:
-  explicit CountingHandler(const TestComm& comm) : comm_(comm) {}
-
-  absl::StatusOr<CommSecret> Secret(const CommId&) override { return comm_.config.secret; }
-  void OnAuthenticated(Session& session) override { session.Admit(); }
-  void OnSessionUp(Session&) override {}
-  void OnSessionClosed(Session&, const absl::Status&) override { closed_.fetch_add(1); }
-  absl::StatusOr<std::byte*> OnSegment(Session&, const SegmentHeader&) override {
-    return absl::InternalError("no data expected");
-  }
-  absl::Status OnPayload(Session&, const SegmentHeader&) override { return absl::OkStatus(); }
-  absl::Time OnTimer(absl::Time) override { return absl::InfiniteFuture(); }
-
-  int closed() const { return closed_.load(); }
-
- private:
-  const TestComm& comm_;
-  std::atomic<int> closed_{0};
-};
-
 /// Counts the engine's sleeps: it tells its pollers before each one.
 class SleepCounter : public Poller {
  public:
@@ -203,7 +187,7 @@ TEST(HeartbeatTest, SessionsOfOnePeriodTickTogether) {
   TestComm comm;
   comm.config.id = CommId{7};
   comm.config.secret = CommSecret{8};
-  CountingHandler handler(comm);
+  ReportingHandler handler(comm);
   SleepCounter counter;
   absl::StatusOr<EnginePtr> engine = CreateTcpEngine({.peer_timeout = absl::Seconds(10)}, &handler);
   ASSERT_TRUE(engine.ok()) << engine.status();
