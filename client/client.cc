@@ -73,8 +73,9 @@ absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
 }
 
 absl::Status Client::FreeBuffer(Buffer&& buffer) {
-  Buffer released = std::move(buffer);
-  return FreeBufferId(*session_, released.id());
+  absl::Status freed = FreeBufferId(*session_, buffer.id());
+  if (freed.ok()) buffer = Buffer();  // unmaps it
+  return freed;
 }
 
 absl::StatusOr<std::string> Client::CreateCommunicatorId(const std::string& label) {

@@ -10,9 +10,13 @@ namespace cclo {
 namespace {
 
 // Describes bytes [offset, offset + count * size(type)) of `buffer` as a BufferRef, after
-// checking that the range lies inside the buffer.
+// checking that `type` is one and that the range lies inside the buffer.
 absl::Status SetRange(const Buffer& buffer, uint64_t offset, uint64_t count, DataType type,
                       v1::BufferRef& ref) {
+  if (type > DataType::kFloat64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown datatype ", static_cast<int>(type)));  // as cclod says it
+  }
   const uint64_t element = hw::DataTypeSize(type);
   if (count > std::numeric_limits<uint64_t>::max() / element) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -237,6 +237,8 @@ absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, absl::Time deadl
 
 absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
     v1::SubmitRequest request, const std::vector<Dependency>& after, absl::Time deadline) {
+  // Refused before waiting for room (the dependencies left out below only shorten the list).
+  if (absl::Status fits = ring::CheckFits(request, after.size()); !fits.ok()) return fits;
   uint64_t cookie = 0;
   absl::Status posted;
   // Dependencies are checked and the command posted under one hold of mu_, in which no

@@ -200,6 +200,7 @@ absl::StatusOr<attach::Received> Session::TakeBuffer(uint64_t buffer_id, absl::T
                           absl::StrCat("waiting for the fd of buffer ", buffer_id, ": ",
                                        received.status().message()));
     }
+    for (int extra : received->more_fds) close(extra);  // a BUFFER frame carries one fd
     if (received->frame.type != attach::FrameType::kBuffer || received->fd < 0) {
       if (received->fd >= 0) close(received->fd);
       return absl::InternalError(absl::StrCat(

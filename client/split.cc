@@ -29,18 +29,30 @@ struct Member {
 
 absl::StatusOr<std::unique_ptr<Communicator>> Client::Split(Communicator& parent, int32_t color,
                                                             int32_t key, absl::Duration timeout) {
+  if (timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split timeout ", absl::FormatDuration(timeout), " is negative"));
+  }
   const uint32_t size = parent.size();
   const uint32_t rank = parent.rank();
+  // One deadline for the whole split: each step gets what is left of `timeout` (at least
+  // 1 ms, so that a step past it still fails on every rank). Zero: the daemon's defaults.
+  const absl::Time deadline = absl::Now() + timeout;
+  auto left = [&] {
+    return timeout == absl::ZeroDuration()
+               ? timeout
+               : std::max(deadline - absl::Now(), absl::Milliseconds(1));
+  };
   absl::StatusOr<Buffer> scratch = AllocBuffer(size * kTokenSlot);
   if (!scratch.ok()) return scratch.status();
   auto* bytes = static_cast<char*>(scratch->data());
-  const OpOptions in_place{.timeout = timeout, .in_place = true};
+  auto in_place = [&] { return OpOptions{.timeout = left(), .in_place = true}; };
 
   // 1. Everyone's (color, key).
   auto pairs = scratch->span<int64_t>();
   pairs[2 * rank] = color;
   pairs[2 * rank + 1] = key;
-  if (absl::Status status = parent.Allgather(*scratch, *scratch, 2, DataType::kInt64, in_place);
+  if (absl::Status status = parent.Allgather(*scratch, *scratch, 2, DataType::kInt64, in_place());
       !status.ok()) {
     FreeBuffer(*std::move(scratch)).IgnoreError();  // the exchange's error says more
     return status;
@@ -69,7 +81,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Client::Split(Communicator& parent
     }
   }
   absl::Status exchanged =
-      parent.Allgather(*scratch, *scratch, kTokenSlot, DataType::kUint8, in_place);
+      parent.Allgather(*scratch, *scratch, kTokenSlot, DataType::kUint8, in_place());
   const std::string token =
       group.empty() ? "" : std::string(bytes + group.front().rank * kTokenSlot);
   const absl::Status freed = FreeBuffer(*std::move(scratch));
@@ -87,7 +99,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Client::Split(Communicator& parent
   const auto place = std::find_if(group.begin(), group.end(),
                                   [rank](const Member& member) { return member.rank == rank; });
   return Join(token, static_cast<uint32_t>(place - group.begin()),
-              static_cast<uint32_t>(group.size()), timeout);
+              static_cast<uint32_t>(group.size()), left());
 }
 
 }  // namespace cclo

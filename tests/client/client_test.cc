@@ -192,9 +192,16 @@ TEST_F(ClientTest, BufferOfAnotherSessionIsNotFound) {
   absl::Status status = comm->Bcast(*foreign, 0, 16, DataType::kFloat32, 0);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(status.message(), "Submit: recv buffer: " + not_here);
+  foreign->span<uint8_t>()[63] = 7;
   status = intruder->FreeBuffer(*std::move(foreign));
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(status.message(), "FreeBuffer: " + not_here);
+  // A buffer the daemon did not release stays mapped with its contents, for its owner.
+  ASSERT_NE(foreign->data(), nullptr);
+  EXPECT_EQ(foreign->span<uint8_t>()[63], 7);
+  ASSERT_TRUE(owner->FreeBuffer(*std::move(foreign)).ok());
+  EXPECT_EQ(foreign->data(), nullptr);
+  EXPECT_EQ(foreign->id(), 0u);
 }
 
 TEST_F(ClientTest, DaemonErrorsKeepCodeAndMessage) {
@@ -347,6 +354,10 @@ TEST_F(ClientTest, RangeOutsideTheBufferFailsBeforeSubmitting) {
                                            buffer->id(), " of 16 bytes"));
   status = comm->Recv(*buffer, 0, uint64_t{1} << 62, DataType::kInt64, 0, 0);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  // A value outside the enum is refused, not looked up.
+  status = comm->Allreduce(*buffer, *buffer, 2, static_cast<DataType>(42), ReduceOp::kSum);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "allreduce send: unknown datatype 42");
 }
 
 TEST_F(ClientTest, TimeoutsAreValidatedAndRoundedUp) {

@@ -201,6 +201,35 @@ TEST_F(DependenciesTest, RequestsOfAnotherClientAreRefused) {
   EXPECT_TRUE(other->Wait().ok());
 }
 
+TEST_F(DependenciesTest, AnOpWaitsForAtMostEightOthers) {
+  std::vector<Request> receives;
+  std::vector<const Request*> after;
+  for (uint32_t tag = 10; tag < 19; ++tag) {
+    absl::StatusOr<Request> receive =
+        pair_.x[0]->RecvAsync(pair_.buffers[0], 4 * (tag - 10), 1, kInt32, 1, tag);
+    ASSERT_TRUE(receive.ok()) << receive.status();
+    receives.push_back(*std::move(receive));
+  }
+  for (const Request& receive : receives) after.push_back(&receive);
+  absl::StatusOr<Request> refused = pair_.y[0]->BarrierAsync({.after = after});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "Submit: after lists 9 ops; a command slot holds 8");
+  // Eight are taken; nothing was posted for the refused op.
+  after.pop_back();
+  absl::StatusOr<Request> waiting = pair_.y[0]->BarrierAsync({.after = after});
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  for (uint32_t tag = 10; tag < 19; ++tag) {
+    Element(1, 0) = static_cast<int32_t>(tag);
+    ASSERT_TRUE(pair_.x[1]->Send(pair_.buffers[1], 0, 1, kInt32, 0, tag).ok());
+  }
+  for (Request& receive : receives) EXPECT_TRUE(receive.Wait().ok());
+  for (uint32_t tag = 10; tag < 19; ++tag)
+    EXPECT_EQ(Element(0, tag - 10), static_cast<int32_t>(tag));
+  std::thread peer([&] { EXPECT_TRUE(pair_.y[1]->Barrier().ok()); });
+  EXPECT_TRUE(waiting->Wait().ok());
+  peer.join();
+}
+
 TEST_F(DependenciesTest, DaemonRefusesUnknownAndRepeatedIds) {
   testing::RawSession raw(daemon_->runtime_dir());
   std::string token = raw.NewToken();

@@ -1,9 +1,12 @@
-// Client::Split against real cclods: six ranks on two daemons split by parity and by
-// thirds, the new communicators run collectives, and a negative color gets none.
+// Client::Split against real cclods: six ranks on two daemons split by parity, the new
+// communicators run collectives, a negative color gets none, and the split's steps share
+// its timeout.
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "cclo/client.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
@@ -106,6 +109,41 @@ TEST_F(SplitTest, NegativeColorGetsNoCommunicator) {
     threads.emplace_back([&, rank] { EXPECT_TRUE(parents_[rank]->Barrier().ok()); });
   }
   for (std::thread& thread : threads) thread.join();
+}
+
+TEST_F(SplitTest, TheWholeSplitEndsByItsTimeout) {
+  // Rank 5 takes part in the first exchange late and never in the second: the other
+  // ranks' second exchange gets only what is left of the split's timeout.
+  constexpr absl::Duration kTimeout = absl::Seconds(4);
+  std::thread late([&] {
+    absl::StatusOr<Buffer> scratch = clients_[5]->AllocBuffer(kSize * 2 * sizeof(int64_t));
+    ASSERT_TRUE(scratch.ok()) << scratch.status();
+    absl::SleepFor(absl::Seconds(3));
+    EXPECT_TRUE(
+        parents_[5]->Allgather(*scratch, *scratch, 2, DataType::kInt64, {.in_place = true}).ok());
+  });
+  std::vector<std::thread> threads;
+  for (uint32_t rank = 0; rank < kSize - 1; ++rank) {
+    threads.emplace_back([&, rank] {
+      const absl::Time start = absl::Now();
+      absl::StatusOr<std::unique_ptr<Communicator>> comm =
+          clients_[rank]->Split(*parents_[rank], 0, 0, kTimeout);
+      const absl::Duration took = absl::Now() - start;
+      // The first rank whose exchange expires breaks the parent for the others.
+      const bool expired = comm.status().code() == absl::StatusCode::kDeadlineExceeded ||
+                           (comm.status().code() == absl::StatusCode::kUnavailable &&
+                            absl::StrContains(comm.status().message(), "missed its deadline"));
+      EXPECT_TRUE(expired) << "rank " << rank << ": " << comm.status();
+      // Each step with the whole timeout would take 3 s + 4 s.
+      EXPECT_LT(took, kTimeout + absl::Milliseconds(1500)) << "rank " << rank;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  late.join();
+  const absl::StatusOr<std::unique_ptr<Communicator>> negative =
+      clients_[0]->Split(*parents_[0], 0, 0, absl::Seconds(-1));
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(negative.status().message(), "split timeout -1s is negative");
 }
 
 }  // namespace

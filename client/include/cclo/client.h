@@ -45,7 +45,8 @@ class Client {
   /// Allocates a shared-memory buffer of at least `bytes` bytes, charged to the tenant.
   absl::StatusOr<Buffer> AllocBuffer(uint64_t bytes);
 
-  /// Releases `buffer` at the daemon and unmaps it here.
+  /// Releases `buffer` at the daemon and unmaps it here, leaving it empty. When the daemon
+  /// does not release it (the error says why), `buffer` is left as it was, still mapped.
   absl::Status FreeBuffer(Buffer&& buffer);
 
   /// Makes a new communicator token with this daemon as root; hand it to every rank. Its
@@ -63,10 +64,11 @@ class Client {
 
   /// MPI_Comm_split: every rank of `parent` calls this (it is a collective on `parent`).
   /// The ranks that pass the same `color` (>= 0) form a new communicator, ranked by
-  /// (`key`, parent rank); it is returned once all of them joined, within `timeout`
-  /// (which also bounds the two exchanges on `parent`). A negative color (MPI_UNDEFINED)
-  /// takes part in the exchanges and returns nullptr. The new communicator's root daemon
-  /// is that of its first member.
+  /// (`key`, parent rank); it is returned once all of them joined. The two exchanges on
+  /// `parent` and the join share `timeout` (zero: each takes the daemon's default); past
+  /// it, DEADLINE_EXCEEDED, and `parent` is broken if an exchange expired. A negative color
+  /// (MPI_UNDEFINED) takes part in the exchanges and returns nullptr. The new communicator's root
+  /// daemon is that of its first member.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(Communicator& parent, int32_t color,
                                                       int32_t key,
                                                       absl::Duration timeout = absl::Seconds(60));

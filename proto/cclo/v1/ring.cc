@@ -22,16 +22,21 @@ absl::Status CheckFlag(uint8_t value, const char* name) {
 
 }  // namespace
 
-absl::Status EncodeCommand(const v1::SubmitRequest& request, uint64_t cookie, CommandSlot& slot) {
+absl::Status CheckFits(const v1::SubmitRequest& request, size_t after_count) {
   if (request.algorithm().size() >= kAlgorithmBytes) {
     return absl::InvalidArgumentError(absl::StrCat("algorithm name of ", request.algorithm().size(),
                                                    " bytes does not fit a command slot (at most ",
                                                    kAlgorithmBytes - 1, ")"));
   }
-  if (request.after_size() > static_cast<int>(kMaxAfter)) {
-    return absl::InvalidArgumentError(absl::StrCat("after lists ", request.after_size(),
-                                                   " ops; a command slot holds ", kMaxAfter));
+  if (after_count > kMaxAfter) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("after lists ", after_count, " ops; a command slot holds ", kMaxAfter));
   }
+  return absl::OkStatus();
+}
+
+absl::Status EncodeCommand(const v1::SubmitRequest& request, uint64_t cookie, CommandSlot& slot) {
+  if (absl::Status fits = CheckFits(request, request.after_size()); !fits.ok()) return fits;
   slot = CommandSlot{};
   slot.cookie = cookie;
   slot.comm_handle = request.comm_handle();

@@ -148,8 +148,10 @@ inline CompletionSlot* Completions(void* base) {
   return reinterpret_cast<CompletionSlot*>(static_cast<char*>(base) + kCompletionsOffset);
 }
 
-/// Fills a command slot from `request`. INVALID_ARGUMENT when it does not fit: an algorithm
-/// name of kAlgorithmBytes or more, more than kMaxAfter `after` ids.
+/// Whether `request` with `after_count` `after` ids fits a command slot: INVALID_ARGUMENT
+/// for an algorithm name of kAlgorithmBytes or more, or more than kMaxAfter ids.
+absl::Status CheckFits(const v1::SubmitRequest& request, size_t after_count);
+/// Fills a command slot from `request`; CheckFits' error when it does not fit.
 absl::Status EncodeCommand(const v1::SubmitRequest& request, uint64_t cookie, CommandSlot& slot);
 
 /// A RELEASE command for `op_ids` (at most kMaxAfter).
