@@ -155,8 +155,8 @@ struct Ops::Launch {
   bool held = false;
 };
 
-absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest request, OpDone done) {
-  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
+absl::StatusOr<std::shared_ptr<Ops::Launch>> Ops::Prepare(const SessionPtr& session,
+                                                          OpRequest& request) const {
   if (request.collective < 0 || request.collective > kMaxCollective) {
     return absl::InvalidArgumentError(absl::StrCat("unknown collective ", request.collective));
   }
@@ -234,6 +234,21 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
   if (call.algorithm.empty()) call.algorithm = choice.algorithm;
   call.protocol = choice.protocol;
   call.segment_bytes = choice.segment_bytes;
+  launch->chosen_by = std::move(choice.rule);
+  launch->policy_version = policy.policy().version();
+  return launch;
+}
+
+absl::Status Ops::Check(const SessionPtr& session, OpRequest request) const {
+  return Prepare(session, request).status();
+}
+
+absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest request, OpDone done) {
+  if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
+  absl::StatusOr<std::shared_ptr<Launch>> prepared = Prepare(session, request);
+  if (!prepared.ok()) return prepared.status();
+  std::shared_ptr<Launch> launch = *std::move(prepared);
+  const hw::CallDescriptor& call = launch->call;
 
   const absl::Duration timeout = TimeoutOf(request);
   launch->submitted = SteadyNow();
@@ -259,9 +274,8 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
   launch->session = session;
   launch->handle = request.comm_handle;
   launch->what = {call.collective, call.rank, call.comm};
-  launch->labels = {tenant->name(), call.collective, call.protocol, call.count * element};
-  launch->chosen_by = std::move(choice.rule);
-  launch->policy_version = policy.policy().version();
+  launch->labels = {tenant->name(), call.collective, call.protocol,
+                    call.count * hw::DataTypeSize(call.datatype)};
 
   NewOp op;
   op.comm_handle = request.comm_handle;

@@ -61,6 +61,10 @@ class Ops {
   absl::StatusOr<Accepted> Submit(const SessionPtr& session, OpRequest request,
                                   OpDone done = nullptr);
 
+  /// What Submit would answer `request` before it looks at the quota: its fields, the
+  /// communicator, the buffers and the algorithm. Registers nothing.
+  absl::Status Check(const SessionPtr& session, OpRequest request) const;
+
   /// Counts a Submit answered with `refusal` (by Submit, a drain or a bad command); a
   /// caller that retries counts only the answer it gives.
   void CountRefused(const absl::Status& refusal);
@@ -87,6 +91,9 @@ class Ops {
 
   /// What the hooks of one op share (ops.cc).
   struct Launch;
+  /// Submit's checks, and the call they make of `request` (its algorithm moved there).
+  absl::StatusOr<std::shared_ptr<Launch>> Prepare(const SessionPtr& session,
+                                                  OpRequest& request) const;
   /// The op's start: hands it to the engine unless it can no longer run.
   absl::Status Start(const std::shared_ptr<Launch>& launch, uint64_t op_id);
 

@@ -228,6 +228,12 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
       continue;
     }
     if (!served.parked.empty()) {
+      // Checked now, so that a bad op hears what is wrong with it, not of the quota.
+      if (absl::Status valid = ops_->Check(session, request); !valid.ok()) {
+        ops_->CountRefused(valid);
+        ring.PostQuietly(Refusal(slot.cookie, valid));
+        continue;
+      }
       // Parked with the quota's answer to the op ahead, until its own deadline.
       const absl::Time now = absl::Now();
       const absl::Time deadline = now + ops_->TimeoutOf(request);

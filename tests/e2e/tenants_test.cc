@@ -223,30 +223,40 @@ TEST(TenantsTest, FullInflightQuotaGivesTheRetryHintAsTrailingMetadata) {
 
 // While one of a session's ring commands waits for room, the session's later commands
 // are still taken: one that does not wait is refused at once (it may not overtake, and
-// the quota has no room), one that waits parks behind, each until its own deadline.
+// the quota has no room), one that waits parks behind, each until its own deadline, and
+// one that could never run is refused at once with its own error.
 TEST(TenantsTest, CommandsBehindOneWaitingForRoomAreAnsweredInOrder) {
   Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 0}\n");
   RawSession session(daemon.runtime_dir());
   const uint64_t buffer = session.Alloc(4096);
   uint64_t handle = 0;
   ASSERT_TRUE(session.Join(session.NewToken(), 0, 1, &handle).ok());
-  auto command = [&](uint64_t cookie, bool wait, uint32_t timeout_ms) {
-    cclo::v1::SubmitRequest request = AllreduceRequest(handle, buffer, 16);
+  auto command = [&](uint64_t cookie, bool wait, uint32_t timeout_ms, uint64_t count = 16) {
+    cclo::v1::SubmitRequest request = AllreduceRequest(handle, buffer, count);
     request.set_wait_for_room(wait);
     request.set_timeout_ms(timeout_ms);
     ring::CommandSlot slot;
     EXPECT_TRUE(ring::EncodeCommand(request, cookie, slot).ok());
     return slot;
   };
-  // 1 waits 3 s for room, 2 does not wait, 3 waits 1 s behind 1: all in one pass.
-  session.PostAll({command(1, true, 3000), command(2, false, 3000), command(3, true, 1000)});
+  // 1 waits 3 s for room, 2 does not wait, 3 waits 1 s behind 1, 4 would wait 2 s but
+  // names more than its buffer holds: all in one pass.
+  session.PostAll({command(1, true, 3000), command(2, false, 3000), command(3, true, 1000),
+                   command(4, true, 2000, 2048)});
   std::vector<uint64_t> order;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     const ring::CompletionSlot answer = session.NextCompletion();
     order.push_back(answer.cookie);
     EXPECT_EQ(answer.kind, static_cast<uint32_t>(ring::CompletionKind::kRejected));
-    EXPECT_EQ(answer.code, static_cast<int32_t>(absl::StatusCode::kResourceExhausted));
     const std::string message = ring::GetText(answer.message, ring::kMessageBytes);
+    if (answer.cookie == 4) {
+      // Its own error, at once: not the quota's when its deadline comes.
+      EXPECT_EQ(answer.code, static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+      EXPECT_EQ(message,
+                absl::StrCat("send range [0, +8192) is outside buffer ", buffer, " of 4096 bytes"));
+      continue;
+    }
+    EXPECT_EQ(answer.code, static_cast<int32_t>(absl::StatusCode::kResourceExhausted));
     if (answer.cookie == 2) {
       EXPECT_EQ(message,
                 "tenant 'default' quota inflight_ops: 1 op of this session waits for room "
@@ -256,7 +266,7 @@ TEST(TenantsTest, CommandsBehindOneWaitingForRoomAreAnsweredInOrder) {
           << message;
     }
   }
-  EXPECT_EQ(order, (std::vector<uint64_t>{2, 3, 1}));
+  EXPECT_EQ(order, (std::vector<uint64_t>{2, 4, 3, 1}));
 }
 
 TEST(TenantsTest, AdminSocketIsForTheAdminGroupOnly) {
