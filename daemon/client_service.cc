@@ -113,7 +113,12 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
                                    cclo::v1::SubmitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
-  absl::StatusOr<Accepted> submitted = ops_->Submit(*session, FromSubmitRequest(*request));
+  absl::StatusOr<Accepted> submitted =
+      ops_->Submit(*session, FromSubmitRequest(*request), nullptr, [context]() -> absl::Status {
+        if (!context->IsCancelled()) return absl::OkStatus();
+        return absl::CancelledError(
+            "the Submit call ended (cancelled, or past its deadline) while it waited for room");
+      });
   if (!submitted.ok()) {
     ops_->CountRefused(submitted.status());
     if (auto retry_ms = submitted.status().GetPayload(kRetryAfterMs)) {

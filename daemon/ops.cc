@@ -150,9 +150,10 @@ struct Ops::Launch {
   OpLabels labels;
   std::string chosen_by;
   uint64_t policy_version = 0;
-  /// Whether the op was held, so that its deadline is watched (set under the session's
-  /// launch lock, under which the start runs too).
+  /// Whether the op was held, so that its deadline is watched, and its id (set under the
+  /// session's launch lock, under which its start or unstarted end runs too).
   bool held = false;
+  uint64_t op_id = 0;
 };
 
 absl::StatusOr<std::shared_ptr<Ops::Launch>> Ops::Prepare(const SessionPtr& session,
@@ -243,7 +244,8 @@ absl::Status Ops::Check(const SessionPtr& session, OpRequest request) const {
   return Prepare(session, request).status();
 }
 
-absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest request, OpDone done) {
+absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest request, OpDone done,
+                                     const Tenant::StillWanted& caller_wants) {
   if (absl::Status admitted = drain_->Admit("new ops"); !admitted.ok()) return admitted;
   absl::StatusOr<std::shared_ptr<Launch>> prepared = Prepare(session, request);
   if (!prepared.ok()) return prepared.status();
@@ -254,10 +256,15 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
   launch->submitted = SteadyNow();
   launch->deadline = absl::Now() + timeout;
   const TenantPtr& tenant = session->tenant();
+  auto still_wanted = [&session, &caller_wants]() -> absl::Status {
+    if (session->closed()) return absl::UnavailableError("session is closing");
+    return caller_wants ? caller_wants() : absl::OkStatus();
+  };
   absl::StatusOr<Lease> room = tenant->Acquire(
-      Resource::kInflightOps, 1, request.wait_for_room ? launch->deadline : absl::InfinitePast());
+      Resource::kInflightOps, 1, request.wait_for_room ? launch->deadline : absl::InfinitePast(),
+      still_wanted);
   if (!room.ok() && room.status().code() != absl::StatusCode::kResourceExhausted) {
-    return room.status();  // the daemon stops
+    return room.status();  // the daemon stops, the session closed or the caller left
   }
   if (!room.ok()) {
     const std::string retry_ms = absl::StrCat(absl::ToInt64Milliseconds(tenant->RetryHint()));
@@ -295,9 +302,12 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
   };
   op.held = [this, op_launch = launch.get()](uint64_t op_id) {
     op_launch->held = true;
+    op_launch->op_id = op_id;
     if (SessionPtr owner = op_launch->session.lock()) Watch({op_launch->deadline, op_id}, owner);
   };
   op.ended = [this, launch](const absl::Status& status) {
+    // Cancelled, aborted or dropped while held: its deadline is no longer watched.
+    if (launch->held) Unwatch({launch->deadline, launch->op_id});
     launch->inflight.Release();
     communicators_->OpFinished(launch->call.comm, status);
     stats_->Finished(launch->labels, "", Since(launch->submitted), status);

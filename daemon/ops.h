@@ -57,9 +57,11 @@ class Ops {
   /// without any) and its result arrives through Session::WaitOp. The deadline counts from
   /// now, waiting included: an op still held then ends with DEADLINE_EXCEEDED and breaks
   /// its communicator, as an engine call past its deadline does. With `done`, the result
-  /// is also reported through it (see OpDone) when the op ends.
+  /// is also reported through it (see OpDone) when the op ends. A wait for room
+  /// (wait_for_room) also ends when the session closes, or when `caller_wants` says so.
   absl::StatusOr<Accepted> Submit(const SessionPtr& session, OpRequest request,
-                                  OpDone done = nullptr);
+                                  OpDone done = nullptr,
+                                  const Tenant::StillWanted& caller_wants = nullptr);
 
   /// What Submit would answer `request` before it looks at the quota: its fields, the
   /// communicator, the buffers and the algorithm. Registers nothing.

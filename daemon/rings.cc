@@ -208,7 +208,7 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
     const ring::CommandSlot& slot = **command;
     if (slot.kind == static_cast<uint8_t>(ring::CommandKind::kRelease)) {
       const uint32_t count = std::min(slot.after_count, ring::kMaxAfter);
-      for (uint32_t i = 0; i < count; ++i) session->ReleaseOp(slot.after[i]);
+      for (uint32_t i = 0; i < count; ++i) Release(*session, served, slot.after[i]);
       continue;
     }
     if (absl::Status valid = ring::CheckCommand(slot); !valid.ok()) {
@@ -245,8 +245,16 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
       served.parked.push_back(*std::move(parked));
     }
   }
-  for (uint64_t op_id : ring.TakeConsumed()) session->ReleaseOp(op_id);
+  for (uint64_t op_id : ring.TakeConsumed()) Release(*session, served, op_id);
   return work || taken > 0;
+}
+
+void Rings::Release(Session& session, Served& served, uint64_t op_id) {
+  if (served.parked.empty()) {
+    session.ReleaseOp(op_id);
+  } else {
+    served.releases.push_back(op_id);
+  }
 }
 
 bool Rings::ServeParked(const SessionPtr& session, Served& served) {
@@ -273,6 +281,10 @@ bool Rings::ServeParked(const SessionPtr& session, Served& served) {
       break;
     }
     answered = true;
+  }
+  if (served.parked.empty()) {
+    for (uint64_t op_id : served.releases) session->ReleaseOp(op_id);
+    served.releases.clear();
   }
   return answered;
 }

@@ -73,6 +73,9 @@ class Rings final : public hw::Poller {
     /// commands are still taken: RELEASE at once, a SUBMIT that waits for room behind them
     /// (ops keep the order they were posted in), one that does not refused at once.
     std::deque<Parked> parked;
+    /// Results the client released (consumed, or named in a RELEASE) while commands were
+    /// parked, released once none is: a parked command may name them in its `after`.
+    std::vector<uint64_t> releases;
     bool broken = false;  ///< its command ring's indices were out of bounds
   };
 
@@ -84,6 +87,8 @@ class Rings final : public hw::Poller {
   /// Refuses the parked commands whose deadline passed, then submits the others in order
   /// while the quota has room; whether it answered any.
   bool ServeParked(const SessionPtr& session, Served& served);
+  /// Releases the result of `op_id` now, or once no command is parked.
+  static void Release(Session& session, Served& served, uint64_t op_id);
   /// Submits a decoded command and posts its answer, or returns it to park when it waits
   /// for room that the quota has not.
   std::optional<Served::Parked> Submit(const SessionPtr& session, Served& served, OpRequest request,

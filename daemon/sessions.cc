@@ -363,6 +363,8 @@ void Session::ReleaseOp(uint64_t op_id) {
 }
 
 void Session::Close() {
+  // As AddOp, FinishOp and the others: an op's start and end are reported under it.
+  absl::MutexLock launch_lock(&launch_mu_);
   std::vector<std::pair<OpEnded, absl::Status>> ends;
   {
     absl::MutexLock send_lock(&send_mu_);  // no frame is being sent once this returns

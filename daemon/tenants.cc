@@ -114,7 +114,8 @@ uint64_t Tenant::Limit(Resource resource) const {
   return 0;
 }
 
-absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::Time wait_until) {
+absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::Time wait_until,
+                                      const StillWanted& still_wanted) {
   absl::MutexLock lock(&mu_);
   uint64_t& used = used_[Slot(resource)];
   auto fits = [this, &used, resource, amount]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -124,10 +125,18 @@ absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::
   auto fits_or_stopped = [this, &fits]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return fits() || !waits_stopped_.ok();
   };
-  if (!fits() && wait_until > absl::Now()) {
-    mu_.AwaitWithDeadline(absl::Condition(&fits_or_stopped), wait_until);
-    if (!fits() && !waits_stopped_.ok()) return waits_stopped_;
+  while (!fits() && waits_stopped_.ok() && wait_until > absl::Now()) {
+    const absl::Time until =
+        still_wanted ? std::min(wait_until, absl::Now() + kWantedCheck) : wait_until;
+    if (mu_.AwaitWithDeadline(absl::Condition(&fits_or_stopped), until) || !still_wanted) {
+      continue;
+    }
+    mu_.Unlock();  // it may look at its session, whose lock comes before this one
+    absl::Status wanted = still_wanted();
+    mu_.Lock();
+    if (!wanted.ok()) return wanted;
   }
+  if (!fits() && !waits_stopped_.ok()) return waits_stopped_;
   if (!fits()) {
     ++refused_[Slot(resource)];
     return absl::ResourceExhaustedError(

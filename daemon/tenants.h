@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,12 +60,16 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   const std::string& name() const { return config_.name; }
   uint32_t weight() const;
 
+  /// Whether a waiter still wants room: OK, or why it stops waiting.
+  using StillWanted = std::function<absl::Status()>;
   /// Charges `amount` of `resource`. Over quota: RESOURCE_EXHAUSTED naming the tenant, the
   /// quota, its limit, the use and the amount asked; with a `wait_until` in the future it
   /// first waits until that time for room (others' leases ending), unless StopWaits ends
-  /// the wait with its reason.
+  /// the wait with its reason, or `still_wanted` (asked every kWantedCheck) with its own.
   absl::StatusOr<Lease> Acquire(Resource resource, uint64_t amount,
-                                absl::Time wait_until = absl::InfinitePast());
+                                absl::Time wait_until = absl::InfinitePast(),
+                                const StillWanted& still_wanted = nullptr);
+  static constexpr absl::Duration kWantedCheck = absl::Milliseconds(100);
   /// Ends the waits for room of Acquire, now and later, with `why` (not OK): the daemon
   /// stops, and its servers wait for their calls to return.
   void StopWaits(absl::Status why);

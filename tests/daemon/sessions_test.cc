@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 namespace cclo::daemon {
 namespace {
@@ -312,6 +314,35 @@ TEST(SessionTest, HooksReportAcceptanceAndEveryEndWithoutTheEngine) {
                         "a accepted", "a started", "b accepted", "c accepted", "d accepted",
                         "e accepted", "b ended CANCELLED", "c ended ABORTED", "d started",
                         "e started", "e ended NOT_FOUND", "f accepted", "f ended CANCELLED"}));
+}
+
+TEST(SessionTest, CloseReportsAnEndOnlyAfterTheAcceptance) {
+  Session session(1, "token", {}, -1, nullptr, {});
+  Started started;
+  const uint64_t running = Add(session, Op(started));
+  absl::Mutex mu;
+  std::vector<std::string> events;
+  absl::Notification accepting, accept;
+  NewOp waiting = Op(started, {running});
+  waiting.accepted = [&] {
+    accepting.Notify();
+    accept.WaitForNotificationWithTimeout(absl::Seconds(30));
+    absl::MutexLock lock(&mu);
+    events.push_back("accepted");
+  };
+  waiting.ended = [&](const absl::Status& status) {
+    absl::MutexLock lock(&mu);
+    events.push_back(absl::StrCat("ended ", absl::StatusCodeToString(status.code())));
+  };
+  std::thread adding([&] { Add(session, std::move(waiting)); });
+  accepting.WaitForNotification();
+  std::thread closing([&] { session.Close(); });
+  // Time for a Close that does not wait for the acceptance to report the end first.
+  absl::SleepFor(absl::Milliseconds(300));
+  accept.Notify();
+  adding.join();
+  closing.join();
+  EXPECT_EQ(events, (std::vector<std::string>{"accepted", "ended CANCELLED"}));
 }
 
 }  // namespace

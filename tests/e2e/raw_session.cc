@@ -64,10 +64,15 @@ RawSession::RawSession(const std::string& runtime_dir) {
 }
 
 RawSession::~RawSession() {
-  close(attach_fd_);
+  if (attach_fd_ >= 0) close(attach_fd_);
   munmap(rings_, ring::kRingBytes);
   close(command_doorbell_);
   close(completion_doorbell_);
+}
+
+void RawSession::Detach() {
+  close(attach_fd_);
+  attach_fd_ = -1;
 }
 
 void RawSession::Post(const ring::CommandSlot& slot) { PostAll({slot}); }

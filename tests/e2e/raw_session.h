@@ -26,6 +26,10 @@ class RawSession {
   explicit RawSession(const std::string& runtime_dir);
   ~RawSession();
 
+  /// Closes the attach connection, which ends the session at the daemon (the rings stay
+  /// mapped here).
+  void Detach();
+
   /// A context carrying the session token and a 30 s deadline.
   std::unique_ptr<grpc::ClientContext> Context() const;
   cclo::v1::Client::Stub& stub() { return *stub_; }

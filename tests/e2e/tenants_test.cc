@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -269,6 +270,60 @@ TEST(TenantsTest, CommandsBehindOneWaitingForRoomAreAnsweredInOrder) {
   EXPECT_EQ(order, (std::vector<uint64_t>{2, 4, 3, 1}));
 }
 
+// A command waiting for room may name an op whose result the client consumes meanwhile:
+// the daemon keeps that result until the command is submitted (ring.h's contract).
+TEST(TenantsTest, AWaitingCommandFindsTheOpItNamesWhenRoomComes) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 1}\n");
+  RawSession session(daemon.runtime_dir());
+  RawSession other(daemon.runtime_dir());
+  const uint64_t buffer = session.Alloc(4096);
+  uint64_t alone = 0;
+  ASSERT_TRUE(session.Join(session.NewToken(), 0, 1, &alone).ok());
+  // A pair whose rank 1 never joins the barrier below: it holds the quota until its deadline.
+  const std::string token = session.NewToken();
+  uint64_t pair = 0;
+  std::thread joiner([&] { EXPECT_TRUE(other.Join(token, 1, 2).ok()); });
+  ASSERT_TRUE(session.Join(token, 0, 2, &pair).ok());
+  joiner.join();
+  auto slot = [](const cclo::v1::SubmitRequest& request, uint64_t cookie) {
+    ring::CommandSlot command;
+    EXPECT_TRUE(ring::EncodeCommand(request, cookie, command).ok());
+    return command;
+  };
+  session.Post(slot(AllreduceRequest(alone, buffer, 16), 1));
+  session.AwaitPosted(2);  // ACCEPTED and FINISHED of op 1; only the first is consumed now
+  const ring::CompletionSlot accepted = session.NextCompletion();
+  ASSERT_EQ(accepted.kind, static_cast<uint32_t>(ring::CompletionKind::kAccepted));
+  const uint64_t first = accepted.op_id;
+  cclo::v1::SubmitRequest barrier;
+  barrier.set_comm_handle(pair);
+  barrier.set_collective(cclo::v1::BARRIER);
+  barrier.set_timeout_ms(2000);
+  session.Post(slot(barrier, 2));
+  cclo::v1::SubmitRequest waiting = AllreduceRequest(alone, buffer, 16);
+  waiting.set_wait_for_room(true);
+  waiting.set_timeout_ms(20'000);
+  waiting.add_after(first);
+  session.Post(slot(waiting, 3));
+  session.AwaitDaemonSleeping();  // command 3 is parked
+  const ring::CompletionSlot finished = session.NextCompletion();
+  EXPECT_EQ(finished.cookie, 1u);
+  EXPECT_EQ(finished.kind, static_cast<uint32_t>(ring::CompletionKind::kFinished));
+  session.PublishCommandHead(3);  // the daemon sees op 1's result consumed
+  // Command 3's answers (ACCEPTED and FINISHED come in either order), or its refusal.
+  constexpr auto kRejected = static_cast<uint32_t>(ring::CompletionKind::kRejected);
+  std::map<uint32_t, ring::CompletionSlot> answers;  // by kind
+  while (answers.size() < 2 && !answers.contains(kRejected)) {
+    const ring::CompletionSlot next = session.NextCompletion();
+    if (next.cookie == 3) answers[next.kind] = next;
+  }
+  ASSERT_FALSE(answers.contains(kRejected))
+      << ring::GetText(answers[kRejected].message, ring::kMessageBytes);
+  const ring::CompletionSlot& result =
+      answers[static_cast<uint32_t>(ring::CompletionKind::kFinished)];
+  EXPECT_EQ(result.code, 0) << ring::GetText(result.message, ring::kMessageBytes);
+}
+
 TEST(TenantsTest, AdminSocketIsForTheAdminGroupOnly) {
   Daemon daemon("admin_group: nogroup\n");
   struct stat socket_stat {};
@@ -464,11 +519,13 @@ TEST(TenantsTest, ACollectingClientIsNeverRefusedForUncollectedResults) {
 
 // A Submit waiting for room when the daemon stops ends with the reason, and the daemon
 // exits without waiting for that op's deadline.
-TEST(TenantsTest, ASubmitWaitingForRoomEndsWhenTheDaemonStops) {
+// Submits a nop that waits for room in a tenant that has none (the op's deadline and the
+// call's 10 min), calls `end` once it waits, and returns how the Submit ended.
+grpc::Status WaitForRoomUntil(const std::function<void(Daemon&, RawSession&)>& end) {
   Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 0}\n");
   RawSession session(daemon.runtime_dir());
   uint64_t handle = 0;
-  ASSERT_TRUE(session.Join(session.NewToken(), 0, 1, &handle).ok());
+  EXPECT_TRUE(session.Join(session.NewToken(), 0, 1, &handle).ok());
   grpc::Status waited;
   std::thread waiting([&] {
     cclo::v1::SubmitRequest request;
@@ -482,13 +539,26 @@ TEST(TenantsTest, ASubmitWaitingForRoomEndsWhenTheDaemonStops) {
     waited = session.stub().Submit(context.get(), request, &response);
   });
   absl::SleepFor(absl::Milliseconds(500));  // gives the Submit time to reach its wait
-  daemon.process().Signal(SIGTERM);
-  const ProcessResult stopped = daemon.process().Wait(absl::Seconds(60));
+  end(daemon, session);
   waiting.join();
-  EXPECT_FALSE(stopped.timed_out) << stopped.output;
-  EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
+  return waited;
+}
+
+TEST(TenantsTest, ASubmitWaitingForRoomEndsWhenTheDaemonStops) {
+  grpc::Status waited = WaitForRoomUntil([](Daemon& daemon, RawSession&) {
+    daemon.process().Signal(SIGTERM);
+    const ProcessResult stopped = daemon.process().Wait(absl::Seconds(60));
+    EXPECT_FALSE(stopped.timed_out) << stopped.output;
+    EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
+  });
   EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
   EXPECT_EQ(waited.error_message(), "cclod is stopping");
+}
+
+TEST(TenantsTest, ASubmitWaitingForRoomEndsWithItsSession) {
+  grpc::Status waited = WaitForRoomUntil([](Daemon&, RawSession& session) { session.Detach(); });
+  EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
+  EXPECT_EQ(waited.error_message(), "session is closing");
 }
 
 }  // namespace
