@@ -198,7 +198,8 @@ absl::Status Daemon::StartServers(int peer_port) {
                         {{"connecting", device.sessions_connecting},
                          {"up", device.sessions_up},
                          {"left", device.sessions_left},
-                         {"lost", device.sessions_lost}}};
+                         {"lost", device.sessions_lost}},
+                        device.sessions_lost_total};
       });
   if (!metrics.ok()) return metrics.status();
   metrics_server_ = *std::move(metrics);

@@ -223,6 +223,12 @@ class StatusCollectable : public prometheus::Collectable {
           Metric(MetricType::Gauge, static_cast<double>(count), {{"state", state}}));
     }
     families.push_back(std::move(peer_sessions));
+    families.push_back(Family("cclod_peer_sessions_lost_total",
+                              "Peer engines whose data sessions were lost (a failure: reset, "
+                              "heartbeat missed, no goodbye), whether or not their communicators "
+                              "still exist.",
+                              MetricType::Counter,
+                              static_cast<double>(snapshot.peer_sessions_lost_total)));
     return families;
   }
 

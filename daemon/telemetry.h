@@ -18,13 +18,14 @@ class Exposer;
 
 namespace cclo::daemon {
 
-/// What a scrape shows: the daemon's status, its tenants, what its ops added up to and its
-/// data sessions to peer engines by state.
+/// What a scrape shows: the daemon's status, its tenants, what its ops added up to, its
+/// data sessions to peer engines by state and how many of those were ever lost.
 struct Snapshot {
   cclo::v1::StatusResponse status;
   cclo::v1::ListTenantsResponse tenants;
   OpTotals ops;
   std::map<std::string, uint64_t> peer_sessions;
+  uint64_t peer_sessions_lost_total = 0;
 };
 using SnapshotFn = std::function<Snapshot()>;
 

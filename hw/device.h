@@ -51,6 +51,10 @@ struct DeviceStats {
   uint64_t sessions_connecting = 0;
   uint64_t sessions_left = 0;
   uint64_t sessions_lost = 0;
+  /// Peer engines whose data sessions the peer's side ended without a goodbye (reset,
+  /// heartbeat missed, invalid data) since the device started, whether or not their
+  /// communicators still exist (a broken communicator's sessions stop counting above).
+  uint64_t sessions_lost_total = 0;
   uint64_t wire_errors = 0;          ///< invalid segments or handshakes rejected
   uint64_t eager_messages = 0;       ///< messages sent eagerly (no receive needed first)
   uint64_t rendezvous_messages = 0;  ///< messages sent once their receive was posted

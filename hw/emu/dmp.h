@@ -73,6 +73,8 @@ struct Counters {
   std::atomic<uint64_t> bytes_received{0};
   /// Links of the configured communicators by LinkState.
   std::array<std::atomic<uint64_t>, kLinkStates> links{};
+  /// Links whose sessions the peer's side ended without a goodbye, ever.
+  std::atomic<uint64_t> links_lost{0};
   std::atomic<uint64_t> wire_errors{0};
   std::atomic<uint64_t> eager_messages{0};       ///< sends that went eagerly
   std::atomic<uint64_t> rendezvous_messages{0};  ///< sends that went by rendezvous

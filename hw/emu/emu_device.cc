@@ -190,6 +190,7 @@ DeviceStats EmuDevice::Stats() const {
   stats.sessions_connecting = links(LinkState::kConnecting);
   stats.sessions_left = links(LinkState::kLeft);
   stats.sessions_lost = links(LinkState::kLost);
+  stats.sessions_lost_total = counters_.links_lost.load();
   stats.wire_errors = counters_.wire_errors.load() + engine_->wire_errors();
   return stats;
 }

@@ -167,6 +167,11 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
       tx_lost && reason.code() == absl::StatusCode::kCancelled ? link->tx_end : reason;
   const bool bye = end.code() == absl::StatusCode::kCancelled;
   const bool was_up = link->up();
+  // Ended by the peer's side without a goodbye: a lost peer engine, counted once per link
+  // (not where this engine broke the communicator and closed its sessions itself).
+  if (!bye && link->state != LinkState::kLost && link->state != LinkState::kLeft) {
+    ++counters_.links_lost;
+  }
   const std::string& address = session.peer_address();
   const std::string peer = DescribePeer(*comm, address);
   // A break closes the other session with its own reason; a departure closes it below.

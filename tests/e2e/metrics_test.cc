@@ -297,14 +297,27 @@ TEST(MetricsTest, PeerSessionsByState) {
       absl::Seconds(30)))
       << Scrape(daemons[0]);
 
-  // A peer daemon that dies says no goodbye: its session is lost.
-  Pair second;
-  JoinAndRun(daemons, second, [](int) {});
+  // A peer daemon that dies says no goodbye: its sessions are lost. The idle communicator's
+  // stays on the gauge; the one whose pending receive fails breaks, and its session leaves
+  // the gauge but is counted among the lost.
+  auto lost_total = [](int lost) { return Samples{{"cclod_peer_sessions_lost_total", lost}}; };
+  EXPECT_EQ(Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions_lost_total"), lost_total(0));
+  Pair idle, busy;
+  JoinAndRun(daemons, idle, [](int) {});
+  JoinAndRun(daemons, busy, [](int) {});
   if (HasFatalFailure()) return;
+  absl::StatusOr<Buffer> buffer = busy.clients[0]->AllocBuffer(64);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  absl::StatusOr<Request> receive =
+      busy.comms[0]->RecvAsync(*buffer, 0, 16, DataType::kFloat32, 1, 0);
+  ASSERT_TRUE(receive.ok()) << receive.status();
   daemons[1].process().Signal(SIGKILL);
+  EXPECT_EQ(receive->Wait().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return Named(Parse(Scrape(daemons[0])), "cclod_peer_sessions") == PeerSessions(0, 0, 0, 1);
+        const Samples got = Parse(Scrape(daemons[0]));
+        return Named(got, "cclod_peer_sessions") == PeerSessions(0, 0, 0, 1) &&
+               Named(got, "cclod_peer_sessions_lost_total") == lost_total(2);
       },
       absl::Seconds(30)))
       << Scrape(daemons[0]);
