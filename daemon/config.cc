@@ -13,6 +13,7 @@
 #include "daemon/policy.h"
 #include "daemon/policy_yaml.h"
 #include "daemon/yaml_key.h"
+#include "hw/poe/handshake.h"
 #include "hw/poe/tcp/engine.h"
 #include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
@@ -214,7 +215,7 @@ const std::map<std::string, Setter>& Setters() {
       {"eager_max_bytes", Number(&Config::eager_max_bytes, 0, hw::poe::kMaxSegmentBytes)},
       {"credits_per_peer", Number(&Config::credits_per_peer, 0, hw::poe::kMaxCredits)},
       {"rendezvous_waiting_per_peer", Number(&Config::rendezvous_waiting_per_peer, 1, 1u << 24)},
-      {"peer_timeout_ms", Millis(&Config::peer_timeout, 1000)},
+      {"peer_timeout_ms", Millis(&Config::peer_timeout, hw::poe::kMinPeerTimeoutMs)},
       {"data_link_gbps", Number(&Config::data_link_gbps, 0, 100000)},
       {"data_tcp_congestion", String(&Config::data_tcp_congestion)},
       {"max_buffer_bytes", Number(&Config::max_buffer_bytes, 4096, 1ull << 40)},

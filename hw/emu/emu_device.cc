@@ -41,10 +41,10 @@ absl::Status CheckConfig(const EmuConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "handshake_timeout ", absl::FormatDuration(config.handshake_timeout), " must be positive"));
   }
-  if (config.peer_timeout <= absl::ZeroDuration() ||
+  if (config.peer_timeout < absl::Milliseconds(poe::kMinPeerTimeoutMs) ||
       config.peer_timeout > absl::Milliseconds(poe::kMaxPeerTimeoutMs)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "peer_timeout ", absl::FormatDuration(config.peer_timeout), " is not in (0, 24h]"));
+        "peer_timeout ", absl::FormatDuration(config.peer_timeout), " is not in [1s, 24h]"));
   }
   return absl::OkStatus();
 }

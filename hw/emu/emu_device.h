@@ -92,7 +92,7 @@ struct EmuConfig {
 /// INVALID_ARGUMENT for a bad config (segment_bytes a multiple of 8 in [4 KiB, 16 MiB],
 /// rx_pool_bytes at least one segment, eager_max_bytes at most segment_bytes,
 /// credits_per_peer at most poe::kMaxCredits, rendezvous_waiting_per_peer at least 1,
-/// handshake_timeout positive, peer_timeout in (0, 24h], a tcp_congestion the kernel
+/// handshake_timeout positive, peer_timeout in [1s, 24h], a tcp_congestion the kernel
 /// takes).
 absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config);
 

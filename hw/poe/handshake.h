@@ -37,6 +37,10 @@ using Mac = Digest;
 
 /// Longest address or reason a control message carries.
 inline constexpr size_t kMaxControlString = 256;
+/// Shortest peer timeout a HELLO or CHALLENGE may announce, as the config allows: a
+/// shorter one would have the engine, shared by every tenant, tick heartbeats more often
+/// than every 200 ms.
+inline constexpr uint64_t kMinPeerTimeoutMs = 1'000;
 /// Longest peer timeout a HELLO or CHALLENGE may announce: a day.
 inline constexpr uint64_t kMaxPeerTimeoutMs = 86'400'000;
 
@@ -59,7 +63,7 @@ struct ControlMessage {
   /// most segment_bytes); 0 when it takes none
   uint64_t eager_bytes = 0;
   /// hello, challenge: how long the sender waits on a silent session before it takes it as
-  /// lost, ms (1..kMaxPeerTimeoutMs)
+  /// lost, ms (kMinPeerTimeoutMs..kMaxPeerTimeoutMs)
   uint64_t timeout_ms = 0;
   std::string connector;  ///< hello: the connector's data address
   std::string acceptor;   ///< hello: the acceptor's data address as the connector knows it

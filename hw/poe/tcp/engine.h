@@ -47,7 +47,8 @@ struct TcpEngineConfig {
   /// An up session on which nothing came for this long, or for the peer's if shorter, is
   /// lost (UNAVAILABLE): its peer hangs, or its host or the network went away without a
   /// reset. Each side sends heartbeats while it has nothing else to send
-  /// (TcpSession::Heartbeat). At most poe::kMaxPeerTimeoutMs.
+  /// (TcpSession::Heartbeat). In [poe::kMinPeerTimeoutMs, poe::kMaxPeerTimeoutMs]: a peer
+  /// refuses a timeout outside.
   absl::Duration peer_timeout = absl::Seconds(10);
   /// Link rate for socket buffer sizing (socket_buffers.h); 0: buffers left to the kernel.
   uint64_t link_bytes_per_second = 0;

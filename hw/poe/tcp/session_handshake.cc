@@ -11,9 +11,10 @@
 namespace cclo::hw::poe::tcp {
 
 absl::Status TcpSession::CheckAnnounced(const ControlMessage& announced) const {
-  if (announced.timeout_ms == 0 || announced.timeout_ms > kMaxPeerTimeoutMs) {
+  if (announced.timeout_ms < kMinPeerTimeoutMs || announced.timeout_ms > kMaxPeerTimeoutMs) {
     return absl::InvalidArgumentError(absl::StrCat("peer timeout ", announced.timeout_ms,
-                                                   " ms is not in [1, ", kMaxPeerTimeoutMs, "]"));
+                                                   " ms is not in [", kMinPeerTimeoutMs, ", ",
+                                                   kMaxPeerTimeoutMs, "]"));
   }
   const uint64_t segment = announced.segment_bytes;
   if (segment < kMinSegmentBytes || segment > kMaxSegmentBytes || segment % 8 != 0) {

@@ -461,7 +461,7 @@ TEST_F(EmuWireTest, HelloWithoutAPeerTimeoutIsRefused) {
   absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
   ASSERT_TRUE(refusal.ok()) << refusal.status();
   EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
-  EXPECT_EQ(refusal->reason, "peer timeout 0 ms is not in [1, 86400000]");
+  EXPECT_EQ(refusal->reason, "peer timeout 0 ms is not in [1000, 86400000]");
 }
 
 TEST_F(EmuWireTest, SilentConnectionMissesTheHandshakeDeadline) {

@@ -1,9 +1,9 @@
 // TcpSession's heartbeats: an up session sends HEARTBEAT while it has nothing else to send;
 // a peer that sends only heartbeats keeps the session up; and one from which nothing comes
 // for the peer timeout is lost: UNAVAILABLE to the handler, BYE with the reason to the peer.
-// Both ends announce a timeout and the shorter applies. Time has to pass here, so these
-// tests wait (one to five seconds), as a peer would. And sessions with the same period
-// tick together.
+// Both ends announce a timeout and the shorter applies; one under a second is refused.
+// Time has to pass here, so these tests wait (one to five seconds), as a peer would. And
+// sessions with the same period tick together.
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -138,6 +138,30 @@ TEST(HeartbeatTest, TheShorterOfTheTwoTimeoutsApplies) {
   up.ExpectLost(closed,
                 "heartbeat missed: nothing came from peer daemon 127.0.0.1:1 within the "
                 "session's peer timeout of 1s");
+}
+
+// A timeout under a second would have the shared engine tick this session's heartbeats
+// more often than every 200 ms: refused as the config refuses it.
+TEST(HeartbeatTest, APeerTimeoutUnderASecondIsRefused) {
+  TestComm comm;
+  comm.config.id = CommId{7};
+  comm.config.secret = CommSecret{8};
+  ReportingHandler handler(comm);
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({}, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  (*engine)->Start();
+  FakePeer peer((*engine)->address(), comm);
+  peer.SendControl({.kind = ControlKind::kHello,
+                    .segment_bytes = 64 << 10,
+                    .timeout_ms = 999,
+                    .connector = emu::testing::kFakeAddress,
+                    .acceptor = (*engine)->address()});
+  absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
+  EXPECT_EQ(refusal->reason, "peer timeout 999 ms is not in [1000, 86400000]");
+  EXPECT_EQ((*engine)->wire_errors(), 1u);
+  (*engine)->Stop();
 }
 
 TEST(HeartbeatTest, APeerThatSendsOnlyHeartbeatsStaysUp) {
