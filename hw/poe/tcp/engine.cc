@@ -409,7 +409,7 @@ void TcpEngine::Heartbeats() {
 }
 
 void TcpEngine::Accept() {
-  while (true) {
+  for (size_t accepted = 0; accepted < kAcceptsPerTurn; ++accepted) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;

@@ -36,6 +36,11 @@ namespace cclo::hw::poe::tcp {
 /// timeout. Sessions the engine opens itself do not count.
 inline constexpr size_t kMaxAcceptedHandshakes = 256;
 
+/// Most connections accepted per loop turn; more wait in the listener's queue for the next
+/// turn, so connecting faster than the engine accepts does not keep it from the sessions'
+/// data.
+inline constexpr size_t kAcceptsPerTurn = 64;
+
 struct TcpEngineConfig {
   /// Address to listen on: numeric, or a name resolved once here (the engine announces the
   /// numeric address it bound).

@@ -1,8 +1,9 @@
 // TcpEngine's pollers (hw/poller.h): polled on the engine thread, woken by their fd while
 // the engine sleeps, or by the time Sleeping() asks for; a task a poller posts runs in the
 // same turn, before the next poll, and the deadline it gives the handler counts before the
-// engine next sleeps. And the bound on accepted connections in their handshake: one more
-// closes the oldest, and the newest is served.
+// engine next sleeps. A turn accepts a bounded batch of connections. And the bound on
+// accepted connections in their handshake: one more closes the oldest, and the newest is
+// served.
 #include "hw/poe/tcp/engine.h"
 
 #include <poll.h>
@@ -267,6 +268,58 @@ TEST(EngineAddressTest, AnnouncesNumericAddressesAndConnectsOnlyToThem) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(), "data address host 'localhost' is not a numeric address");
   (*engine)->Stop();
+}
+
+/// Records, at the end of every loop turn, how many connections wait in the queue of the
+/// listener at `port`.
+class AcceptQueueHandler : public IdleHandler {
+ public:
+  absl::Time OnTimer(absl::Time) override {
+    const int64_t queued = cclo::testing::UnreadAt(port);
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_.push_back(queued);
+    return absl::InfiniteFuture();
+  }
+  std::vector<int64_t> queued() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queued_;
+  }
+
+  uint16_t port = 0;  ///< set before the engine starts
+
+ private:
+  std::mutex mu_;
+  std::vector<int64_t> queued_;
+};
+
+// Connections that come faster than the engine accepts them do not keep it accepting:
+// a turn takes at most kAcceptsPerTurn of them, and the rest wait for the next turns.
+TEST(EngineAcceptTest, ATurnAcceptsABatchAndLeavesTheRestQueued) {
+  constexpr int64_t kWaiting = 3 * kAcceptsPerTurn + 8;
+  AcceptQueueHandler handler;
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({}, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::string& address = (*engine)->address();
+  handler.port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  std::vector<int> clients;
+  for (int64_t i = 0; i < kWaiting; ++i) {
+    clients.push_back(cclo::testing::ConnectLoopback(address));
+    ASSERT_GE(clients.back(), 0) << std::strerror(errno);
+  }
+  ASSERT_EQ(cclo::testing::UnreadAt(handler.port), kWaiting);
+  (*engine)->Start();
+  ASSERT_TRUE(CountingPoller::Eventually([&] {
+    const std::vector<int64_t> queued = handler.queued();
+    return !queued.empty() && queued.back() == 0;
+  }));
+  (*engine)->Stop();
+  const std::vector<int64_t> queued = handler.queued();
+  EXPECT_EQ(queued.front(), kWaiting - static_cast<int64_t>(kAcceptsPerTurn));
+  for (size_t turn = 1; turn < queued.size(); ++turn) {
+    EXPECT_LE(queued[turn - 1] - queued[turn], static_cast<int64_t>(kAcceptsPerTurn))
+        << "turn " << turn;
+  }
+  for (int fd : clients) close(fd);
 }
 
 TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFromOutgoingOnes) {
