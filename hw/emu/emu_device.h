@@ -211,7 +211,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   uint64_t next_call_id_ = 1;
   bool shutting_down_ = false;
   absl::flat_hash_map<CommId, std::unique_ptr<Communicator>> comms_;
-  /// Authenticated incoming sessions of prepared communicators, admitted at configure.
+  /// Authenticated incoming sessions of prepared communicators, admitted at configure; the
+  /// engine refuses one still here at its handshake deadline (reported as closed).
   absl::flat_hash_map<CommId, std::vector<poe::Session*>> parked_;
   /// Open RBM credit accounts: the communicator and link they serve (up while open).
   absl::flat_hash_map<uint64_t, std::pair<CommId, PeerLink*>> accounts_;

@@ -440,7 +440,6 @@ void TcpEngine::EvictOldestHandshake() {
                              });
   if (oldest == handshake_deadlines_.end()) return;
   const uint64_t id = oldest->second;
-  CountWireError();
   if (auto it = sessions_.find(id); it != sessions_.end()) it->second->Evict();
 }
 

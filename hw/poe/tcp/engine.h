@@ -29,11 +29,14 @@
 
 namespace cclo::hw::poe::tcp {
 
-/// Most accepted connections that may be in their handshake at once; one more closes the
-/// oldest of them (a wire error; the handler never heard of it). Connecting costs nothing
-/// to anyone, so a newcomer must not wait behind the idle ones: holding every slot takes a
-/// flood of connections faster than a peer's HELLO, not one per slot per handshake
-/// timeout. Sessions the engine opens itself do not count.
+/// Most accepted connections that may be in their handshake at once, counting those
+/// authenticated but not yet admitted (their communicator is not configured here yet);
+/// one more closes the oldest of them (a wire error). Connecting costs nothing to anyone,
+/// so a newcomer must not wait behind the idle ones: holding every slot takes a flood of
+/// connections faster than a peer's HELLO, not one per slot per handshake timeout. A
+/// session waiting to be admitted has the handshake timeout too: whoever holds a
+/// communicator's secret (every app of its tenant) could otherwise keep any number open.
+/// Sessions the engine opens itself do not count.
 inline constexpr size_t kMaxAcceptedHandshakes = 256;
 
 /// Most connections accepted per loop turn; more wait in the listener's queue for the next
@@ -106,12 +109,14 @@ class TcpEngine final : public Engine {
   void WantFlush(uint64_t id) { flush_.push_back(id); }
   /// The session closed its socket; it is destroyed at the end of this loop turn.
   void Retire(uint64_t id);
-  /// The session's handshake is authenticated; its deadline no longer applies.
+  /// The session's handshake is over (an outgoing one authenticated, an accepted one
+  /// admitted); its deadline and slot no longer apply.
   void HandshakeFinished(uint64_t id);
   /// Gives session `id` a heartbeat tick every `period` while it is up (at multiples of
   /// `period` on the monotonic clock, the first within one period).
   void ScheduleHeartbeat(uint64_t id, absl::Duration period);
   absl::Duration peer_timeout() const { return config_.peer_timeout; }
+  absl::Duration handshake_timeout() const { return config_.handshake_timeout; }
   void CountWireError() { wire_errors_.fetch_add(1); }
   /// Sizes the buffers of a session's socket that is up for its path (socket_buffers.h)
   /// and says so in the log when it changed them.

@@ -64,6 +64,7 @@ std::string TcpSession::Name() const {
 
 void TcpSession::Admit() {
   if (state_ != State::kParked) return;
+  engine_.HandshakeFinished(id_);
   SendControl({.kind = ControlKind::kAccept});
   BecomeUp();
 }
@@ -440,10 +441,23 @@ void TcpSession::OnPayloadDone() {
   if (state_ != State::kClosed && !status.ok()) Fail(status);
 }
 
-void TcpSession::Evict() { CloseSocket(); }
+void TcpSession::Evict() {
+  if (state_ == State::kParked) {  // authenticated: the peer and the handler hear why
+    return Refuse(absl::ResourceExhaustedError(absl::StrCat(
+        "more than ", kMaxAcceptedHandshakes, " data sessions at engine ", engine_.address(),
+        " were in their handshake or waiting for their communicator; the oldest is closed")));
+  }
+  engine_.CountWireError();
+  CloseSocket();
+}
 
 void TcpSession::ExpireHandshake() {
   if (state_ == State::kClosed) return;
+  if (state_ == State::kParked) {
+    return Refuse(absl::DeadlineExceededError(absl::StrCat(
+        "communicator ", CommIdHex(comm_), " was not configured at engine ", engine_.address(),
+        " within the handshake timeout of ", absl::FormatDuration(engine_.handshake_timeout()))));
+  }
   engine_.CountWireError();
   const absl::Status reason = absl::DeadlineExceededError(
       absl::StrCat("handshake of the ", Name(), " did not finish in time"));

@@ -81,10 +81,12 @@ class TcpSession final : public Session {
   void OnEvents(uint32_t events);
   /// Writes as much of the send queue as the socket takes.
   void Flush();
-  /// The handshake deadline passed before both sides were authenticated.
+  /// The handshake deadline passed before both sides were authenticated, or before the
+  /// handler admitted the authenticated session (its communicator was not configured).
   void ExpireHandshake();
-  /// Closes an accepted session still in its handshake to make room for a newer one, without
-  /// a word to the peer or the handler (which never heard of it).
+  /// Closes an accepted session still in its handshake to make room for a newer one (a wire
+  /// error): without a word to the peer or the handler (which never heard of it), or, when
+  /// it was authenticated and waits to be admitted, refused to both with the reason.
   void Evict();
   /// Authenticated and admitted: data may flow.
   bool up() const { return state_ == State::kUp; }

@@ -117,7 +117,8 @@ void TcpSession::OnResponse(const ControlMessage& response) {
         absl::StrCat("authentication failed: peer daemon ", EscapeControl(peer_address_),
                      " does not prove the secret of communicator ", CommIdHex(comm_))));
   }
-  engine_.HandshakeFinished(id_);
+  // Its handshake deadline and slot stay until it is admitted: a session that waits for
+  // its communicator holds a descriptor, and whoever has the secret can open many.
   state_ = State::kParked;
   engine_.handler().OnAuthenticated(*this);
 }

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hw/poe/handshake.h"
+#include "hw/poe/tcp/engine.h"
 #include "hw/poe/wire.h"
 #include "tests/hw/emu/device_harness.h"
 #include "tests/hw/emu/fake_peer.h"
@@ -69,6 +70,46 @@ TEST_F(EmuWireTest, ParkedHandshakeCompletesOnceConfiguredAndGranted) {
   peer.Grant(0);
   EXPECT_TRUE(configured.get().ok());
   EXPECT_EQ(device_->Stats().sessions_up, 1u);
+}
+
+// Whoever holds the secret (every app of the communicator's tenant) passes the handshake:
+// a session that waits for its communicator to be configured has the handshake's
+// timeout, and then is refused with the reason.
+TEST_F(EmuWireTest, ASessionWaitsForItsCommunicatorOnlyUntilTheHandshakeTimeout) {
+  EmuConfig config = TestConfig();
+  config.handshake_timeout = absl::Seconds(2);
+  Start(config);
+  FakePeer peer(device_->DataAddress(), comm_);
+  peer.Authenticate(comm_.config.secret);
+  absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
+  EXPECT_EQ(refusal->reason, absl::StrCat("communicator ", CommIdHex(comm_.config.id),
+                                          " was not configured at engine ", device_->DataAddress(),
+                                          " within the handshake timeout of 2s"));
+  EXPECT_EQ(device_->Stats().wire_errors, 1u);
+}
+
+// Sessions waiting for their communicator count among the accepted connections in their
+// handshake: one more connection refuses the oldest of them, with the reason, and the
+// newest is served.
+TEST_F(EmuWireTest, SessionsWaitingForTheirCommunicatorAreBoundedWithTheHandshakes) {
+  std::vector<std::unique_ptr<FakePeer>> waiting;
+  for (size_t i = 0; i < poe::tcp::kMaxAcceptedHandshakes; ++i) {
+    waiting.push_back(std::make_unique<FakePeer>(device_->DataAddress(), comm_));
+    ASSERT_NO_FATAL_FAILURE(waiting.back()->Authenticate(comm_.config.secret));
+  }
+  FakePeer newest(device_->DataAddress(), comm_);
+  absl::StatusOr<ControlMessage> refusal = waiting.front()->ReadControl();
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
+  EXPECT_EQ(refusal->reason,
+            absl::StrCat("more than ", poe::tcp::kMaxAcceptedHandshakes,
+                         " data sessions at engine ", device_->DataAddress(),
+                         " were in their handshake or waiting for their communicator; the "
+                         "oldest is closed"));
+  EXPECT_EQ(device_->Stats().wire_errors, 1u);
+  newest.Authenticate(comm_.config.secret);  // answered with a challenge
 }
 
 // A join that failed and is retried at once removes and prepares the communicator again
