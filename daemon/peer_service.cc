@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/services.h"
 #include "daemon/status.h"
+#include "hw/types.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -30,9 +31,10 @@ grpc::Status PeerService::Join(grpc::ServerContext* context,
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined = root_gather_->Join(*request, deadline);
   if (!joined.ok()) {
+    // The caller's word for its address, perhaps unproven (the proof may be what failed).
     spdlog::warn("join of rank {} from peer daemon {} ({}{}) refused: {}", request->rank(),
-                 request->daemon_address(), context->peer(), CertificateName(*context),
-                 std::string(joined.status().message()));
+                 hw::EscapeControl(request->daemon_address()), context->peer(),
+                 CertificateName(*context), std::string(joined.status().message()));
     return ToGrpc(joined.status());
   }
   *response = *std::move(joined);

@@ -57,8 +57,9 @@ void EmuDevice::OnAuthenticated(poe::Session& session) {
 }
 
 void EmuDevice::AdoptIncoming(Communicator& comm, poe::Session& session) {
-  const std::string& address = session.peer_address();
-  auto it = comm.peers.find(address);
+  auto it = comm.peers.find(session.peer_address());
+  // The address the peer announced, which proves only that it holds the secret.
+  const std::string address = EscapeControl(session.peer_address());
   absl::Status problem = comm.broken;
   if (problem.ok() && it == comm.peers.end()) {
     problem = absl::PermissionDeniedError(absl::StrCat(
@@ -141,7 +142,8 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
   Communicator* comm = nullptr;
   PeerLink* link = LinkOf(session, &comm);
   if (link == nullptr) {
-    spdlog::info("data session with {} closed: {}", session.peer_address(),
+    // Perhaps never admitted: the address is the peer's word.
+    spdlog::info("data session with {} closed: {}", EscapeControl(session.peer_address()),
                  std::string(reason.message()));
     return;
   }

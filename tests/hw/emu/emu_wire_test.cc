@@ -13,6 +13,8 @@
 #include "hw/poe/handshake.h"
 #include "hw/poe/tcp/engine.h"
 #include "hw/poe/wire.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/hw/emu/device_harness.h"
 #include "tests/hw/emu/fake_peer.h"
 
@@ -23,6 +25,7 @@ using poe::ControlKind;
 using poe::ControlMessage;
 using poe::SegmentHeader;
 using poe::SegmentType;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 
 class EmuWireTest : public FakePeerTest {
@@ -465,7 +468,11 @@ TEST_F(EmuWireTest, HelloForAnUnknownCommunicatorIsRefused) {
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
 }
 
-TEST_F(EmuWireTest, HelloTextIsEscapedInTheRefusal) {
+TEST_F(EmuWireTest, HelloTextIsEscapedInTheRefusalAndTheLog) {
+  auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  devices_.clear();  // no engine logs while the sinks change
+  spdlog::default_logger()->sinks().push_back(log);
+  Start(TestConfig());
   FakePeer peer(device_->DataAddress(), comm_);
   peer.SendControl({.kind = ControlKind::kHello,
                     .segment_bytes = 4096,
@@ -473,10 +480,21 @@ TEST_F(EmuWireTest, HelloTextIsEscapedInTheRefusal) {
                     .connector = "10.0.0.9:1\n[warning] forged line",
                     .acceptor = "elsewhere\n\x1b[2J"});
   absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
+  devices_.clear();  // what the refusal logs is logged by now
+  spdlog::default_logger()->sinks().pop_back();
   ASSERT_TRUE(refusal.ok()) << refusal.status();
   EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
   EXPECT_THAT(refusal->reason, HasSubstr("hello addressed to elsewhere\\n\\x1b[2J reached engine"));
   EXPECT_EQ(refusal->reason.find('\n'), std::string::npos) << refusal->reason;
+  std::vector<std::string> lines;
+  for (const spdlog::details::log_msg_buffer& line : log->last_raw()) {
+    lines.emplace_back(line.payload.data(), line.payload.size());
+  }
+  EXPECT_THAT(lines, Contains(HasSubstr("data session with 10.0.0.9:1\\n[warning] forged line "
+                                        "closed: hello addressed to")));
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  }
 }
 
 TEST_F(EmuWireTest, HelloWithAnEagerSizeAboveItsSegmentIsRefused) {
