@@ -127,7 +127,6 @@ void AttachServer::Run() {
       continue;
     }
     if (fds[0].revents) return;
-    if (fds[1].revents & POLLIN) Accept();
     for (size_t i = 2; i < first_connection; ++i) {
       const int fd = pending_fds[i - 2];
       Pending& pending = pending_.at(fd);
@@ -145,6 +144,9 @@ void AttachServer::Run() {
                    absl::StrCat("no HELLO within ", absl::FormatDuration(kHelloTimeout))));
       }
     }
+    // After the pending connections' turn, which lists them as they were: accepting may
+    // evict one.
+    if (fds[1].revents & POLLIN) Accept();
     for (size_t i = first_connection; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       char byte;
@@ -180,7 +182,22 @@ void AttachServer::Accept() {
     close(fd);
     return;
   }
+  if (pending_.size() >= kMaxPending) EvictOldestPending();
   pending_[fd] = {absl::Now() + kHelloTimeout, {credentials.pid, credentials.uid, credentials.gid}};
+}
+
+void AttachServer::EvictOldestPending() {
+  // Every connection has the same HELLO timeout: the earliest deadline is the oldest.
+  auto oldest = std::min_element(
+      pending_.begin(), pending_.end(),
+      [](const auto& a, const auto& b) { return a.second.deadline < b.second.deadline; });
+  const int fd = oldest->first;
+  const PeerCredentials credentials = oldest->second.credentials;
+  pending_.erase(oldest);
+  Refuse(fd, credentials,
+         absl::ResourceExhaustedError(absl::StrCat("more than ", kMaxPending,
+                                                   " attach connections were waiting for their "
+                                                   "HELLO; the oldest is closed")));
 }
 
 bool AttachServer::WholeFrameOrEnd(int fd) {

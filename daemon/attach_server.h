@@ -3,6 +3,7 @@
 // attach connection; a closed connection ends its session.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <string>
@@ -17,6 +18,12 @@ namespace cclo::daemon {
 
 class AttachServer {
  public:
+  /// Most connections that may wait for their HELLO at once; one more closes the oldest of
+  /// them (REFUSED, RESOURCE_EXHAUSTED). An app sends its HELLO as it connects, so holding
+  /// every slot takes a flood of connections faster than that, not one per slot per HELLO
+  /// timeout, and the descriptors they hold stay bounded.
+  static constexpr size_t kMaxPending = 256;
+
   using SessionEndFn = std::function<void(const SessionPtr&)>;
   using AdmitFn = std::function<absl::Status()>;
   /// Makes a new session's rings; returns the fds its WELCOME carries (owned by the callee).
@@ -49,6 +56,8 @@ class AttachServer {
 
   void Run();
   void Accept();
+  /// Refuses the connection that has waited longest for its HELLO (kMaxPending).
+  void EvictOldestPending();
   /// Whether a whole frame waits on `fd`, or the connection ended or failed.
   static bool WholeFrameOrEnd(int fd);
   /// Reads the HELLO of a pending connection and answers WELCOME or REFUSED.

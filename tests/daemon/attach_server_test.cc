@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -307,6 +308,26 @@ TEST_F(AttachServerTest, SilentConnectionDoesNotDelayOthersAndIsRefusedLater) {
       << refused->frame.text;
   close(silent);
   close(good);
+}
+
+// Idle connections cannot hold the daemon's descriptors: one beyond kMaxPending closes
+// the oldest of them, with the reason, and the newest is served.
+TEST_F(AttachServerTest, ConnectionsWaitingForTheirHelloAreBounded) {
+  std::vector<int> silent;
+  for (size_t i = 0; i < AttachServer::kMaxPending; ++i) silent.push_back(Connect());
+  int newest = Connect();
+  // Opened a moment ago, 2 s before its HELLO deadline: its refusal is the eviction.
+  absl::StatusOr<attach::Received> refused =
+      attach::ReceiveFrame(silent.front(), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
+  EXPECT_EQ(refused->frame.id, static_cast<uint64_t>(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(refused->frame.text,
+            "more than 256 attach connections were waiting for their HELLO; the oldest is "
+            "closed");
+  EXPECT_EQ(Hello(newest).type, attach::FrameType::kWelcome);
+  close(newest);
+  for (int fd : silent) close(fd);
 }
 
 // A client slow to send its whole HELLO is waited for without holding up anyone, until
