@@ -1,6 +1,7 @@
 #include "daemon/config.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/policy.h"
@@ -24,15 +26,27 @@ namespace {
 
 using Setter = std::function<absl::Status(const YAML::Node&, Config&)>;
 
-template <typename T>
-absl::StatusOr<T> As(const YAML::Node& node, const std::string& key) {
-  try {
-    return node.as<T>();
-  } catch (const YAML::Exception&) {
+/// `node` as a string; a list or a mapping is INVALID_ARGUMENT naming `key`.
+absl::StatusOr<std::string> Text(const YAML::Node& node, const std::string& key) {
+  if (!node.IsScalar()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("config key '", key, "': cannot read '", YAML::Dump(node), "' as ",
-                     std::is_same_v<T, std::string> ? "a string" : "a number"));
+        absl::StrCat("config key '", key, "': cannot read '", YAML::Dump(node), "' as a string"));
   }
+  return node.Scalar();
+}
+
+/// `node` as a whole number in [min, max], `what` naming it in the message. Only decimal
+/// digits are taken (no sign, no leading 0): yaml-cpp would read 010 as octal, 0x10 as hex.
+absl::StatusOr<uint64_t> Whole(const YAML::Node& node, uint64_t min, uint64_t max,
+                               const char* what = "a whole number") {
+  const std::string text = node.IsScalar() ? node.Scalar() : "";
+  const bool decimal = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos &&
+                       (text.size() == 1 || text[0] != '0');
+  uint64_t value = 0;
+  if (decimal && absl::SimpleAtoi(text, &value) && value >= min && value <= max) return value;
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", YAML::Dump(node), "' is not ", what, " in [", min, ", ", max, "]",
+                   decimal ? "" : " written in decimal digits (no sign, no leading 0, no 0x)"));
 }
 
 Setter String(std::string Config::*field) {
@@ -46,11 +60,8 @@ Setter String(std::string Config::*field) {
 template <typename T>
 Setter Number(T Config::*field, uint64_t min, uint64_t max) {
   return [field, min, max](const YAML::Node& node, Config& config) -> absl::Status {
-    absl::StatusOr<uint64_t> value = As<uint64_t>(node, "");
-    if (!value.ok() || *value < min || *value > max) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", YAML::Dump(node), "' is not a whole number in [", min, ", ", max, "]"));
-    }
+    absl::StatusOr<uint64_t> value = Whole(node, min, max);
+    if (!value.ok()) return value.status();
     config.*field = static_cast<T>(*value);
     return absl::OkStatus();
   };
@@ -58,24 +69,21 @@ Setter Number(T Config::*field, uint64_t min, uint64_t max) {
 
 Setter Millis(absl::Duration Config::*field, uint64_t min_ms = 1) {
   return [field, min_ms](const YAML::Node& node, Config& config) -> absl::Status {
-    absl::StatusOr<uint64_t> value = As<uint64_t>(node, "");
-    if (!value.ok() || *value < min_ms || *value > 86'400'000) {
-      return absl::InvalidArgumentError(absl::StrCat("'", YAML::Dump(node),
-                                                     "' is not a duration in milliseconds in [",
-                                                     min_ms, ", 86400000]"));
-    }
+    absl::StatusOr<uint64_t> value = Whole(node, min_ms, 86'400'000, "a duration in milliseconds");
+    if (!value.ok()) return value.status();
     config.*field = absl::Milliseconds(*value);
     return absl::OkStatus();
   };
 }
 
-/// A list of scalars of type T.
+/// A list under `key`, each item read by `read`.
 template <typename T>
-absl::Status List(const YAML::Node& node, const std::string& key, std::vector<T>& out) {
+absl::Status List(const YAML::Node& node, const std::string& key, std::vector<T>& out,
+                  const std::function<absl::StatusOr<T>(const YAML::Node&)>& read) {
   if (!node.IsSequence())
     return absl::InvalidArgumentError(absl::StrCat("'", key, "' must be a list"));
   for (const YAML::Node& item : node) {
-    absl::StatusOr<T> value = As<T>(item, key);
+    absl::StatusOr<T> value = read(item);
     if (!value.ok()) return value.status();
     out.push_back(*std::move(value));
   }
@@ -86,10 +94,9 @@ absl::Status List(const YAML::Node& node, const std::string& key, std::vector<T>
 template <typename T>
 absl::Status Bounded(const YAML::Node& node, const std::string& key, uint64_t min, uint64_t max,
                      T& out) {
-  absl::StatusOr<uint64_t> value = As<uint64_t>(node, key);
-  if (!value.ok() || *value < min || *value > max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", key, "': '", YAML::Dump(node), "' is not a whole number in [", min, ", ", max, "]"));
+  absl::StatusOr<uint64_t> value = Whole(node, min, max);
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", key, "': ", value.status().message()));
   }
   out = static_cast<T>(*value);
   return absl::OkStatus();
@@ -139,15 +146,20 @@ absl::StatusOr<TenantConfig> ParseTenant(const YAML::Node& node) {
     }
     absl::Status status;
     if (key == "name") {
-      absl::StatusOr<std::string> name = As<std::string>(entry.second, key);
+      absl::StatusOr<std::string> name = Text(entry.second, key);
       if (!name.ok()) return name.status();
       tenant.name = *name;
     } else if (key == "uids") {
-      status = List(entry.second, key, tenant.uids);
-    } else if (key == "users") {
-      status = List(entry.second, key, tenant.users);
-    } else if (key == "groups") {
-      status = List(entry.second, key, tenant.groups);
+      status = List<uint32_t>(entry.second, key, tenant.uids,
+                              [&key](const YAML::Node& item) -> absl::StatusOr<uint32_t> {
+                                uint32_t uid = 0;
+                                absl::Status read = Bounded(item, key, 0, UINT32_MAX, uid);
+                                if (!read.ok()) return read;
+                                return uid;
+                              });
+    } else if (key == "users" || key == "groups") {
+      status = List<std::string>(entry.second, key, key == "users" ? tenant.users : tenant.groups,
+                                 [&key](const YAML::Node& item) { return Text(item, key); });
     } else if (key == "weight") {
       status = Bounded(entry.second, key, 1, 1000, tenant.weight);
     } else if (key == "quotas") {

@@ -171,6 +171,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"data_link_gbps: 100001",
                   "config key 'data_link_gbps': '100001' is not a whole number in [0, 100000]"},
         BadConfig{"data_link_gbps: 2.5", "'2.5' is not a whole number in [0, 100000]"},
+        BadConfig{"data_port: 010000",
+                  "config key 'data_port': '010000' is not a whole number in [0, 65535] written "
+                  "in decimal digits (no sign, no leading 0, no 0x)"},
+        BadConfig{"rx_pool_bytes: 0x100000",
+                  "config key 'rx_pool_bytes': '0x100000' is not a whole number in [65536, "
+                  "68719476736] written in decimal digits"},
+        BadConfig{"metrics_port: +80", "config key 'metrics_port': '+80' is not a whole number"},
+        BadConfig{"join_timeout_ms: 060000",
+                  "config key 'join_timeout_ms': '060000' is not a duration in milliseconds in "
+                  "[1, 86400000] written in decimal digits"},
+        BadConfig{"tenants: [{name: a, quotas: {buffer_bytes: 0x10}}]",
+                  "tenant 0: 'buffer_bytes': '0x10' is not a whole number in [0, "
+                  "281474976710656] written in decimal digits"},
+        BadConfig{"tenants: [{name: a, weight: 010}]",
+                  "tenant 0: 'weight': '010' is not a whole number in [1, 1000] written"},
+        BadConfig{"tenants: [{name: a, uids: [01750]}]",
+                  "tenant 0: 'uids': '01750' is not a whole number in [0, 4294967295] written"},
         BadConfig{"data_tcp_congestion: 'cubic; reno'",
                   "config key 'data_tcp_congestion': 'cubic; reno' is not a congestion control "
                   "name (up to 15 letters, digits or '_')"},
