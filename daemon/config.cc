@@ -1,5 +1,8 @@
 #include "daemon/config.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
@@ -220,6 +223,7 @@ const std::map<std::string, Setter>& Setters() {
       {"host", String(&Config::host)},
       {"peer_port", Number(&Config::peer_port, 0, 65535)},
       {"data_port", Number(&Config::data_port, 0, 65535)},
+      {"metrics_host", String(&Config::metrics_host)},
       {"metrics_port", Number(&Config::metrics_port, 0, 65535)},
       {"rx_pool_bytes", Number(&Config::rx_pool_bytes, 1 << 16, 1ull << 36)},
       {"segment_bytes",
@@ -280,6 +284,37 @@ absl::Status CheckCongestionName(const std::string& name) {
   if (name.empty() || hw::poe::tcp::IsCongestionName(name)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name, "' is not a congestion control name (up to 15 letters, digits or '_')"));
+}
+
+/// `host` is what other daemons dial (rank tables and communicator tokens carry it): a name
+/// or an IPv4 or IPv6 address, not the unspecified 0.0.0.0 or ::, which they cannot dial.
+absl::Status CheckHost(const std::string& host) {
+  if (host.empty()) {
+    return absl::InvalidArgumentError("is empty; give this node's address on the cluster network");
+  }
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) {
+    // Not an address, so a name, resolved at start; a name has no ':', '[' or ']'.
+    if (host.find_first_of(":[]") == std::string::npos) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", host, "' is not an IPv6 address (write one without brackets, e.g. ::1)"));
+  }
+  bool unspecified;
+  if (found->ai_family == AF_INET6) {
+    const in6_addr& address = reinterpret_cast<const sockaddr_in6*>(found->ai_addr)->sin6_addr;
+    // ::ffff:0.0.0.0 binds as 0.0.0.0 does.
+    unspecified = IN6_IS_ADDR_UNSPECIFIED(&address) ||
+                  (IN6_IS_ADDR_V4MAPPED(&address) && address.s6_addr32[3] == 0);
+  } else {
+    unspecified = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr.s_addr == 0;
+  }
+  freeaddrinfo(found);
+  if (!unspecified) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", host, "' is the unspecified address, which other daemons cannot dial (rank tables ",
+      "and communicator tokens carry host); give this node's address on the cluster network"));
 }
 
 }  // namespace
@@ -360,6 +395,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
   if (absl::Status congestion = CheckCongestionName(config.data_tcp_congestion); !congestion.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("config key 'data_tcp_congestion': ", congestion.message()));
+  }
+  if (absl::Status host = CheckHost(config.host); !host.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config key 'host': ", host.message()));
   }
   if (config.scheduler != "drr" && config.scheduler != "fifo") {
     return absl::InvalidArgumentError(

@@ -41,7 +41,10 @@ struct Config {
   uint16_t peer_port = 7470;
   /// Port the engine accepts data sessions on; 0 picks a free one.
   uint16_t data_port = 7471;
-  /// Prometheus exposition port (HTTP /metrics on `host`); 0 picks a free one.
+  /// Address of the Prometheus exposition (HTTP /metrics); empty: `host`. The HTTP server
+  /// (civetweb as Debian builds it) has no IPv6, so an IPv6 `host` needs an IPv4 one here.
+  std::string metrics_host;
+  /// Prometheus exposition port; 0 picks a free one.
   uint16_t metrics_port = 9464;
   /// Eager rx buffer pool of the engine, and the segment size of transfers.
   uint64_t rx_pool_bytes = 256ull << 20;

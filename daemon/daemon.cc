@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <grp.h>
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/version.h"
 #include "hw/emu/emu_device.h"
+#include "hw/types.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -25,23 +27,32 @@ namespace {
 /// Binds host:0 with SO_REUSEPORT to learn a free port; gRPC (which also sets
 /// SO_REUSEPORT) can then bind the same port while this socket is still open.
 absl::StatusOr<std::pair<int, uint16_t>> ReservePort(const std::string& host) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("host '", host, "' is not an IPv4 address"));
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "0", &hints, &found) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host '", host, "' is not an IPv4 or IPv6 address (peer_port 0 needs one)"));
   }
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage address{};
+  socklen_t length = found->ai_addrlen;
+  std::memcpy(&address, found->ai_addr, length);
+  freeaddrinfo(found);
+  int fd = socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
-  socklen_t length = sizeof(address);
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
-      bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     absl::Status status = absl::UnavailableError(
         absl::StrCat("cannot reserve a peer port on ", host, ": ", std::strerror(errno)));
     if (fd >= 0) close(fd);
     return status;
   }
-  return std::make_pair(fd, ntohs(address.sin_port));
+  const uint16_t port = address.ss_family == AF_INET6
+                            ? reinterpret_cast<sockaddr_in6*>(&address)->sin6_port
+                            : reinterpret_cast<sockaddr_in*>(&address)->sin_port;
+  return std::make_pair(fd, ntohs(port));
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
@@ -117,7 +128,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     std::tie(reserved_fd, peer_port) = *reserved;
   }
   std::unique_ptr<Daemon> daemon(new Daemon(config, *std::move(lock), *std::move(device),
-                                            absl::StrCat(config.host, ":", peer_port), *peer_tls));
+                                            hw::HostPort(config.host, peer_port), *peer_tls));
   daemon->ApplyScheduling();
   absl::Status started = daemon->StartServers(peer_port);
   if (reserved_fd >= 0) close(reserved_fd);
@@ -128,9 +139,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   } else {
     spdlog::info("peer service: plaintext (no peer_tls_* keys in the config)");
   }
-  spdlog::info("cclod {} ready: peer {}, data {}, metrics {}:{}, runtime dir {}", kVersion,
-               daemon->peer_address(), daemon->device_->DataAddress(), config.host,
-               daemon->metrics_server_->port(), config.runtime_dir);
+  spdlog::info("cclod {} ready: peer {}, data {}, metrics {}, runtime dir {}", kVersion,
+               daemon->peer_address(), daemon->device_->DataAddress(),
+               daemon->metrics_server_->address(), config.runtime_dir);
   return daemon;
 }
 
@@ -154,8 +165,8 @@ Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
-  absl::StatusOr<std::unique_ptr<grpc::Server>> server = StartServer(
-      absl::StrCat(config_.host, ":", peer_port), &peer_service_, peer_server_credentials_);
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
+      StartServer(hw::HostPort(config_.host, peer_port), &peer_service_, peer_server_credentials_);
   if (!server.ok()) return server.status();
   peer_server_ = *std::move(server);
 
@@ -189,8 +200,9 @@ absl::Status Daemon::StartServers(int peer_port) {
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
 
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
-      MetricsServer::Start(config_.host, config_.metrics_port, [this] {
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(
+      config_.metrics_host.empty() ? config_.host : config_.metrics_host, config_.metrics_port,
+      [this] {
         const hw::DeviceStats device = device_->Stats();
         return Snapshot{admin_service_.Snapshot(),
                         admin_service_.Tenants(),
@@ -229,6 +241,7 @@ absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
   keep("host", config.host == config_.host);
   keep("peer_port", config.peer_port == config_.peer_port);
   keep("data_port", config.data_port == config_.data_port);
+  keep("metrics_host", config.metrics_host == config_.metrics_host);
   keep("metrics_port", config.metrics_port == config_.metrics_port);
   keep("rx_pool_bytes", config.rx_pool_bytes == config_.rx_pool_bytes);
   keep("segment_bytes", config.segment_bytes == config_.segment_bytes);

@@ -1,5 +1,6 @@
 #include "daemon/telemetry.h"
 
+#include <civetweb.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
@@ -241,23 +242,32 @@ class StatusCollectable : public prometheus::Collectable {
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host,
                                                                     uint16_t port,
                                                                     SnapshotFn snapshot) {
+  // Debian's civetweb is built without IPv6.
+  constexpr unsigned kCivetwebIpv6 = 8;
+  if (host.find(':') != std::string::npos && mg_check_feature(kCivetwebIpv6) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot serve metrics on ", hw::HostPort(host, port),
+                     ": the HTTP server (civetweb) was built without IPv6; set metrics_host to "
+                     "an IPv4 address"));
+  }
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   try {
     // A scraper sends its request at once. A connection that has not sent it within 2 s
     // (idle, or slow on purpose) is closed, so that a few of them cannot hold every worker for
     // civetweb's default 30 s and fail the real scrapes.
     server->exposer_ = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", absl::StrCat(host, ":", port), "num_threads",
-                                 "4", "request_timeout_ms", "2000"});
+        std::vector<std::string>{"listening_ports", hw::HostPort(host, port), "num_threads", "4",
+                                 "request_timeout_ms", "2000"});
   } catch (const std::exception& error) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", host, ":", port, ": ", error.what()));
+        absl::StrCat("cannot serve metrics on ", hw::HostPort(host, port), ": ", error.what()));
   }
   auto collectable = std::make_shared<StatusCollectable>(std::move(snapshot));
   server->exposer_->RegisterCollectable(collectable);
   server->collectable_ = collectable;
   std::vector<int> ports = server->exposer_->GetListeningPorts();
-  server->port_ = ports.empty() ? port : static_cast<uint16_t>(ports.front());
+  server->address_ =
+      hw::HostPort(host, ports.empty() ? port : static_cast<uint16_t>(ports.front()));
   return server;
 }
 

@@ -31,17 +31,19 @@ using SnapshotFn = std::function<Snapshot()>;
 
 class MetricsServer {
  public:
-  /// Serves /metrics on host:port (port 0 picks a free one).
+  /// Serves /metrics on host:port (port 0 picks a free one). An IPv6 host where the HTTP
+  /// server was built without IPv6 is INVALID_ARGUMENT saying so.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host,
                                                               uint16_t port, SnapshotFn snapshot);
   ~MetricsServer();
-  uint16_t port() const { return port_; }
+  /// "host:port" served, with the port picked.
+  const std::string& address() const { return address_; }
 
  private:
   MetricsServer() = default;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<void> collectable_;
-  uint16_t port_ = 0;
+  std::string address_;
 };
 
 }  // namespace cclo::daemon

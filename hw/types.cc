@@ -139,4 +139,9 @@ std::string EscapeControl(std::string_view text) {
   return out;
 }
 
+std::string HostPort(const std::string& host, uint16_t port) {
+  if (host.find(':') == std::string::npos) return absl::StrCat(host, ":", port);
+  return absl::StrCat("[", host, "]:", port);
+}
+
 }  // namespace cclo::hw

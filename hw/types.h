@@ -101,4 +101,8 @@ std::string CommIdHex(const CommId& id);
 /// text from another process on its way to a log or a terminal.
 std::string EscapeControl(std::string_view text);
 
+/// "host:port", an IPv6 address in brackets ("[::1]:7470"): the form gRPC, civetweb and the
+/// data sessions parse.
+std::string HostPort(const std::string& host, uint16_t port);
+
 }  // namespace cclo::hw

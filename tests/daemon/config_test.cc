@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace cclo::daemon {
 namespace {
 
@@ -35,6 +37,7 @@ runtime_dir: /tmp/x
 host: 10.0.0.2
 peer_port: 0
 data_port: 9000
+metrics_host: 10.1.0.2
 metrics_port: 9999
 rx_pool_bytes: 1048576
 segment_bytes: 65536
@@ -59,6 +62,7 @@ policy:
   EXPECT_EQ(config->host, "10.0.0.2");
   EXPECT_EQ(config->peer_port, 0);
   EXPECT_EQ(config->data_port, 9000);
+  EXPECT_EQ(config->metrics_host, "10.1.0.2");
   EXPECT_EQ(config->metrics_port, 9999);
   EXPECT_EQ(config->rx_pool_bytes, 1048576u);
   EXPECT_EQ(config->segment_bytes, 65536u);
@@ -111,6 +115,15 @@ tenants:
   EXPECT_EQ(batch.uids, (std::vector<uint32_t>{1001, 1002}));
   EXPECT_EQ(batch.weight, 1u);
   EXPECT_EQ(batch.quotas.sessions, TenantQuotas{}.sessions);
+}
+
+// Other daemons dial `host`: a name, an IPv4 address or an IPv6 one (without brackets).
+TEST(ConfigTest, HostIsANameOrAnAddressOtherDaemonsCanDial) {
+  for (const std::string host : {"10.0.0.2", "::1", "fd00::7", "node-7.cluster"}) {
+    absl::StatusOr<Config> config = ParseConfig(absl::StrCat("host: '", host, "'"));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->host, host);
+  }
 }
 
 TEST(ConfigTest, DefaultIsOneDefaultTenantTakingEveryone) {
@@ -171,6 +184,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"data_link_gbps: 100001",
                   "config key 'data_link_gbps': '100001' is not a whole number in [0, 100000]"},
         BadConfig{"data_link_gbps: 2.5", "'2.5' is not a whole number in [0, 100000]"},
+        BadConfig{"host: 0.0.0.0",
+                  "config key 'host': '0.0.0.0' is the unspecified address, which other daemons "
+                  "cannot dial (rank tables and communicator tokens carry host); give this "
+                  "node's address on the cluster network"},
+        BadConfig{"host: '::'", "config key 'host': '::' is the unspecified address"},
+        BadConfig{"host: '0'", "config key 'host': '0' is the unspecified address"},
+        BadConfig{"host: '::ffff:0.0.0.0'",
+                  "config key 'host': '::ffff:0.0.0.0' is the unspecified address"},
+        BadConfig{"host: '[::1]'",
+                  "config key 'host': '[::1]' is not an IPv6 address (write one without "
+                  "brackets, e.g. ::1)"},
+        BadConfig{"host: ''",
+                  "config key 'host': is empty; give this node's address on the cluster network"},
         BadConfig{"data_port: 010000",
                   "config key 'data_port': '010000' is not a whole number in [0, 65535] written "
                   "in decimal digits (no sign, no leading 0, no 0x)"},

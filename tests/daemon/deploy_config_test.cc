@@ -24,6 +24,7 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(shipped->host, defaults.host);
   EXPECT_EQ(shipped->peer_port, defaults.peer_port);
   EXPECT_EQ(shipped->data_port, defaults.data_port);
+  EXPECT_EQ(shipped->metrics_host, defaults.metrics_host);
   EXPECT_EQ(shipped->metrics_port, defaults.metrics_port);
   EXPECT_EQ(shipped->rx_pool_bytes, defaults.rx_pool_bytes);
   EXPECT_EQ(shipped->segment_bytes, defaults.segment_bytes);

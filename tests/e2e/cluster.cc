@@ -16,9 +16,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "hw/types.h"
 
 extern char** environ;
 
@@ -165,7 +165,7 @@ Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& 
   dir_ = mkdtemp(dir_template);
   const std::string config_path = dir_ + "/cclod.yaml";
   std::ofstream(config_path) << "runtime_dir: " << dir_ << "/run\n"
-                             << "host: " << host << "\n"
+                             << "host: '" << host << "'\n"
                              << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n"
                              << "log_level: debug\n"
                              << extra_config;
@@ -180,13 +180,12 @@ Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& 
   peer_address_ = ReadyAddress(output, "peer ");
   data_address_ = ReadyAddress(output, "data ");
   metrics_address_ = ReadyAddress(output, "metrics ");
-  const std::string data_prefix = host + ":";
-  if (!absl::StartsWith(data_address_, data_prefix)) {
+  data_port_ = std::atoi(data_address_.c_str() + data_address_.rfind(':') + 1);
+  if (data_address_ != hw::HostPort(host, data_port_)) {
     std::fprintf(stderr, "cclod's ready line has no data address on %s:\n%s\n", host.c_str(),
                  output.c_str());
     std::abort();
   }
-  data_port_ = std::atoi(data_address_.c_str() + data_prefix.size());
   dir_ += "/run";
 }
 

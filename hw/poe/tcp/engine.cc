@@ -21,6 +21,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "hw/types.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::hw::poe::tcp {
@@ -176,9 +177,7 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
       ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                         : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   // Announced numeric, as bound: a peer connecting to it needs no name server.
-  const bool v6 = bound.ss_family == AF_INET6;
-  std::string address =
-      v6 ? absl::StrCat("[", numeric, "]:", port) : absl::StrCat(numeric, ":", port);
+  std::string address = HostPort(numeric, port);
 
   const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
