@@ -110,10 +110,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   request.set_size(size);
   request.set_daemon_address(self_address_);
   request.set_data_address(device_->DataAddress());
-  // The root gives up a little before our RPC deadline, so its answer (which ranks are
-  // missing) arrives instead of a bare deadline error.
-  const int64_t remaining_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-  request.set_timeout_ms(static_cast<uint32_t>(std::max<int64_t>(0, remaining_ms * 9 / 10)));
+  request.set_timeout_ms(JoinTimeoutMs(deadline - absl::Now()));
   request.set_proof(Proof(token->secret, JoinMessage(request)));
   absl::StatusOr<cclo::v1::PeerJoinResponse> response =
       peers_->Join(token->root_address, request, deadline);
@@ -125,6 +122,14 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   if (response->ranks_size() != static_cast<int>(size)) {
     return fail(absl::InternalError(
         absl::StrCat("root daemon answered with ", response->ranks_size(), " ranks, not ", size)));
+  }
+  // The table's positions are its ranks from here on.
+  for (int position = 0; position < response->ranks_size(); ++position) {
+    if (response->ranks(position).rank() != static_cast<uint32_t>(position)) {
+      return fail(absl::InternalError(absl::StrCat(
+          "root daemon ", token->root_address, " answered with rank ",
+          response->ranks(position).rank(), " at position ", position, " of its rank table")));
+    }
   }
   // The root may run another version: its policy and its built-in selection must be this
   // daemon's too, or the ranks could choose differently.

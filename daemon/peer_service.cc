@@ -27,9 +27,8 @@ grpc::Status PeerService::Join(grpc::ServerContext* context,
     return ToGrpc(absl::FailedPreconditionError(
         absl::StrCat("peer protocol version ", request->version(), " unsupported; expected 1")));
   }
-  absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
-  deadline = std::min(deadline, absl::FromChrono(context->deadline()));
-  absl::StatusOr<cclo::v1::PeerJoinResponse> joined = root_gather_->Join(*request, deadline);
+  absl::StatusOr<cclo::v1::PeerJoinResponse> joined =
+      root_gather_->Join(*request, absl::FromChrono(context->deadline()));
   if (!joined.ok()) {
     // The caller's word for its address, perhaps unproven (the proof may be what failed).
     spdlog::warn("join of rank {} from peer daemon {} ({}{}) refused: {}", request->rank(),

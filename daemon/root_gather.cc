@@ -1,5 +1,8 @@
 #include "daemon/root_gather.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/policy.h"
@@ -21,6 +24,13 @@ absl::Status SameSelection(uint32_t theirs, const std::string& who, const std::s
                    theirs == 0 ? " (a release from before selections were numbered)" : "", " and ",
                    self, " by selection ", firmware::kSelectionVersion,
                    ": all daemons of a communicator must run releases of one selection"));
+}
+
+uint32_t JoinTimeoutMs(absl::Duration remaining) {
+  // Bounded first, so that nine times it cannot overflow.
+  const int64_t remaining_ms =
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(remaining), 0, 2 * int64_t{UINT32_MAX});
+  return static_cast<uint32_t>(std::clamp<int64_t>(remaining_ms * 9 / 10, 1, UINT32_MAX));
 }
 
 absl::Status RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret,
@@ -61,7 +71,7 @@ void RootGather::Fail(Gather& gather, absl::Status why) {
 }
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
-    const cclo::v1::PeerJoinRequest& request, absl::Time deadline) {
+    const cclo::v1::PeerJoinRequest& request, absl::Time rpc_deadline) {
   absl::StatusOr<hw::CommId> parsed = CommIdFromBytes(request.comm_id());
   if (!parsed.ok()) return parsed.status();
   const hw::CommId id = *parsed;
@@ -87,6 +97,13 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", request.rank(), " is not below size ", request.size()));
   }
+  if (request.timeout_ms() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", request.rank(), " joins with timeout_ms 0 (at least 1)"));
+  }
+  const absl::Time deadline =
+      std::min(rpc_deadline,
+               absl::Now() + std::min(absl::Milliseconds(request.timeout_ms()), longest_wait_));
   if (absl::Status same = SameSelection(
           request.selection(),
           absl::StrCat("rank ", request.rank(), "'s daemon at ", request.daemon_address()),

@@ -29,6 +29,11 @@ std::string JoinMessage(const cclo::v1::PeerJoinRequest& request);
 /// ranks could choose different algorithms for the same collective.
 absl::Status SameSelection(uint32_t theirs, const std::string& who, const std::string& self);
 
+/// The timeout_ms a joining rank with `remaining` time gives the root: 9/10 of it, so that
+/// the root's answer (which ranks are missing) arrives before the rank's own deadline, and
+/// at least 1 (the root refuses 0).
+uint32_t JoinTimeoutMs(absl::Duration remaining);
+
 class RootGather {
  public:
   /// A token nobody joins with within this time is forgotten.
@@ -38,6 +43,10 @@ class RootGather {
   /// A deadline message names at most this many missing ranks.
   static constexpr size_t kMissingRanksNamed = 16;
 
+  /// Waits for a joining rank at most `longest_wait` (this daemon's join timeout), whatever
+  /// the rank asks: a wait holds a gRPC thread.
+  explicit RootGather(absl::Duration longest_wait) : longest_wait_(longest_wait) {}
+
   /// Remembers a communicator this daemon is root of and the policy its ranks will choose
   /// by, and forgets tokens that have gone unused for kUnusedTokenLifetime. The policy's
   /// tenant may have at most `pending_limit` gathers here (waiting for ranks, unused, or
@@ -45,14 +54,14 @@ class RootGather {
   absl::Status Register(const hw::CommId& id, const hw::CommSecret& secret,
                         cclo::v1::CommPolicy policy, uint32_t pending_limit);
 
-  /// Adds one rank and blocks until every rank joined or `deadline`; the answer has the
-  /// rank table and the policy. Errors:
-  /// NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
-  /// (size disagrees or above kMaxWorldSize, rank out of range), FAILED_PRECONDITION (this or
-  /// another rank's daemon has another built-in selection: SameSelection), ALREADY_EXISTS (rank
-  /// taken), DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
+  /// Adds one rank and blocks until every rank joined, or its timeout_ms (at most
+  /// longest_wait) passed, or `rpc_deadline`; the answer has the rank table and the policy.
+  /// Errors: NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
+  /// (size disagrees or above kMaxWorldSize, rank out of range, timeout_ms 0), FAILED_PRECONDITION
+  /// (this or another rank's daemon has another built-in selection: SameSelection), ALREADY_EXISTS
+  /// (rank taken), DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const cclo::v1::PeerJoinRequest& request,
-                                                  absl::Time deadline);
+                                                  absl::Time rpc_deadline);
 
   /// Fails every waiting and later join with `why` (not OK): the daemon drains or stops.
   void Refuse(absl::Status why);
@@ -73,6 +82,7 @@ class RootGather {
 
   void Fail(Gather& gather, absl::Status why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const absl::Duration longest_wait_;
   absl::Mutex mu_;
   std::map<hw::CommId, Gather> gathers_ ABSL_GUARDED_BY(mu_);
   absl::Status refusal_ ABSL_GUARDED_BY(mu_);  ///< OK while joins are taken

@@ -14,7 +14,7 @@ namespace {
 
 TEST(DrainTest, ADrainWaitsForTheSubmitsAdmittedBeforeItBegan) {
   SessionRegistry sessions;
-  RootGather gather;
+  RootGather gather(absl::Minutes(1));
   PolicyStore policies{cclo::v1::Policy()};
   Communicators communicators(nullptr, nullptr, &gather, &policies, "127.0.0.1:1");
   absl::Notification stopped;

@@ -24,6 +24,7 @@ cclo::v1::PeerJoinRequest JoinFrom(const CommToken& token, uint32_t rank, uint32
   request.set_size(size);
   request.set_daemon_address(absl::StrCat("10.0.0.", rank + 2, ":7470"));
   request.set_data_address(absl::StrCat("10.0.0.", rank + 2, ":7471"));
+  request.set_timeout_ms(30'000);
   request.set_proof(Proof(token.secret, JoinMessage(request)));
   return request;
 }
@@ -45,7 +46,7 @@ class RootGatherSelectionTest : public ::testing::TestWithParam<OtherSelection> 
 // The rank of the other selection is refused, and so is the rank that waits for it: at once,
 // not at its deadline, with the reason. Later joins get the same answer.
 TEST_P(RootGatherSelectionTest, ARankOfAnotherSelectionFailsTheJoinNamingBoth) {
-  RootGather gather;
+  RootGather gather(absl::Minutes(1));
   const CommToken token = NewToken("10.0.0.1:7470");
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -77,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
                        "communicator must run releases of one selection"}));
 
 TEST(RootGatherTest, TheAnswerCarriesTheRootsSelection) {
-  RootGather gather;
+  RootGather gather(absl::Minutes(1));
   const CommToken token = NewToken("10.0.0.1:7470");
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined = gather.Join(
@@ -89,7 +90,7 @@ TEST(RootGatherTest, TheAnswerCarriesTheRootsSelection) {
 
 // A size beyond the largest communicator is refused before anything is kept for it.
 TEST(RootGatherTest, ASizeAboveTheLargestWorldIsRefused) {
-  RootGather gather;
+  RootGather gather(absl::Minutes(1));
   const CommToken token = NewToken("10.0.0.1:7470");
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined =
@@ -102,7 +103,7 @@ TEST(RootGatherTest, ASizeAboveTheLargestWorldIsRefused) {
 // The deadline message names the first missing ranks and counts the rest, and a rank that
 // arrives after the gather failed learns why instead of "not the root".
 TEST(RootGatherTest, ALateRankLearnsWhyTheGatherFailed) {
-  RootGather gather;
+  RootGather gather(absl::Minutes(1));
   const CommToken token = NewToken("10.0.0.1:7470");
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   const uint32_t size = kMaxWorldSize;
@@ -121,7 +122,7 @@ TEST(RootGatherTest, ALateRankLearnsWhyTheGatherFailed) {
 // A tenant may have as many gathers pending at one root as its communicators quota; other
 // tenants are not held back by it, and a completed gather frees its place.
 TEST(RootGatherTest, PendingGathersAreLimitedPerTenant) {
-  RootGather gather;
+  RootGather gather(absl::Minutes(1));
   cclo::v1::CommPolicy alpha = RootPolicy();
   alpha.set_tenant("alpha");
   cclo::v1::CommPolicy beta = RootPolicy();
@@ -143,6 +144,39 @@ TEST(RootGatherTest, PendingGathersAreLimitedPerTenant) {
           .ok());
   const CommToken fourth = NewToken("10.0.0.1:7470");
   EXPECT_TRUE(gather.Register(fourth.id, fourth.secret, alpha, 2).ok());
+}
+
+// A join asking for no time is refused, and leaves the gather to the others; one asking
+// for more than the root's own join timeout waits that long.
+TEST(RootGatherTest, TheWaitIsAtLeastOneMillisecondAndAtMostTheRootsJoinTimeout) {
+  RootGather gather(absl::Milliseconds(200));
+  const CommToken token = NewToken("10.0.0.1:7470");
+  ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
+  cclo::v1::PeerJoinRequest no_time = JoinFrom(token, 0, 2, firmware::kSelectionVersion);
+  no_time.set_timeout_ms(0);
+  no_time.set_proof(Proof(token.secret, JoinMessage(no_time)));
+  EXPECT_EQ(gather.Join(no_time, absl::InfiniteFuture()).status(),
+            absl::InvalidArgumentError("rank 0 joins with timeout_ms 0 (at least 1)"));
+
+  cclo::v1::PeerJoinRequest long_wait = JoinFrom(token, 0, 2, firmware::kSelectionVersion);
+  long_wait.set_timeout_ms(UINT32_MAX);
+  long_wait.set_proof(Proof(token.secret, JoinMessage(long_wait)));
+  const absl::Time start = absl::Now();
+  const absl::Status waited = gather.Join(long_wait, absl::InfiniteFuture()).status();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_NE(waited.message().find("only 1 of 2 ranks joined before the deadline; missing ranks 1"),
+            std::string::npos)
+      << waited;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+// A joining rank gives the root 9/10 of its time, and never 0 ms however little is left.
+TEST(RootGatherTest, AJoiningRankAsksForAtLeastOneMillisecond) {
+  EXPECT_EQ(JoinTimeoutMs(absl::Seconds(10)), 9000u);
+  EXPECT_EQ(JoinTimeoutMs(absl::Milliseconds(1)), 1u);
+  EXPECT_EQ(JoinTimeoutMs(absl::ZeroDuration()), 1u);
+  EXPECT_EQ(JoinTimeoutMs(-absl::Seconds(1)), 1u);
+  EXPECT_EQ(JoinTimeoutMs(absl::InfiniteDuration()), UINT32_MAX);
 }
 
 // What a member says of a root of another selection.

@@ -57,7 +57,8 @@ class Client {
   /// Joins the communicator of `token` as `rank` of `size`; returns once all ranks joined,
   /// or fails when they did not within `timeout` (the RPC deadline is `timeout` plus the
   /// session's RPC timeout, and the daemon gives up by it: a zero timeout takes the
-  /// daemon's join_timeout_ms, cut to the session's RPC timeout).
+  /// daemon's join_timeout_ms, cut to the session's RPC timeout). The root daemon waits
+  /// for the ranks at most its own join_timeout_ms.
   absl::StatusOr<std::unique_ptr<Communicator>> Join(const std::string& token, uint32_t rank,
                                                      uint32_t size,
                                                      absl::Duration timeout = absl::Seconds(60));

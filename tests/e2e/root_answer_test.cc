@@ -1,0 +1,98 @@
+// A joining daemon checks its root's answer before it trusts it: a stand-in root answers
+// every join at once with a rank table made from the joiner's own request.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cclo/v1/peer.grpc.pb.h"
+#include "daemon/token.h"
+#include "firmware/registry.h"
+#include "tests/e2e/cluster.h"
+#include "tests/e2e/raw_session.h"
+
+namespace cclo::testing {
+namespace {
+
+static_assert(firmware::kSelectionVersion == 1, "the expected message names selection 1");
+
+/// A root daemon on loopback whose answer to a join is a table of `ranks` (rank numbers in
+/// table order, each on the joiner's daemon) and a policy of `selection`.
+class StandInRoot final : public cclo::v1::Peer::Service {
+ public:
+  StandInRoot(std::vector<uint32_t> ranks, uint32_t selection)
+      : ranks_(std::move(ranks)), selection_(selection) {
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    address_ = absl::StrCat("127.0.0.1:", port);
+  }
+  ~StandInRoot() override { server_->Shutdown(); }
+
+  /// A token rooted here.
+  std::string Token() const { return daemon::FormatToken(daemon::NewToken(address_)); }
+  const std::string& address() const { return address_; }
+
+  grpc::Status Join(grpc::ServerContext*, const cclo::v1::PeerJoinRequest* request,
+                    cclo::v1::PeerJoinResponse* response) override {
+    for (uint32_t number : ranks_) {
+      cclo::v1::RankInfo* rank = response->add_ranks();
+      rank->set_rank(number);
+      rank->set_daemon_address(request->daemon_address());
+      rank->set_data_address(request->data_address());
+    }
+    response->mutable_policy()->set_selection(selection_);
+    response->mutable_policy()->set_transport("tcp");
+    return grpc::Status::OK;
+  }
+
+ private:
+  const std::vector<uint32_t> ranks_;
+  const uint32_t selection_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+};
+
+// A root of selection 0, as a release from before selections were numbered answers: the
+// join is refused with both selections named.
+TEST(RootAnswerTest, ADaemonRefusesToJoinAtARootOfAnotherSelection) {
+  StandInRoot root({0}, 0);
+  const std::string token = root.Token();
+  Daemon member;
+  RawSession rank0(member.runtime_dir());
+  const std::string refused =
+      absl::StrCat("root daemon ", root.address(),
+                   " chooses built-in algorithms by selection 0 (a release from before "
+                   "selections were numbered) and this daemon by selection 1: all daemons of a "
+                   "communicator must run releases of one selection");
+  grpc::Status joined = rank0.Join(token, 0, 1);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << joined.error_message();
+  EXPECT_EQ(joined.error_message(), refused);
+  // The refused rank left: joining again is refused for the same reason, not as a rank
+  // that already joined here.
+  joined = rank0.Join(token, 0, 1);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << joined.error_message();
+  EXPECT_EQ(joined.error_message(), refused);
+}
+
+// A table whose positions are not its ranks is refused: positions index the ranks after.
+TEST(RootAnswerTest, ARankTableOutOfOrderIsRefused) {
+  StandInRoot root({1, 0}, firmware::kSelectionVersion);
+  Daemon member;
+  RawSession rank0(member.runtime_dir());
+  grpc::Status joined = rank0.Join(root.Token(), 0, 2);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::INTERNAL) << joined.error_message();
+  EXPECT_EQ(joined.error_message(), absl::StrCat("root daemon ", root.address(),
+                                                 " answered with rank 1 at position 0 of its "
+                                                 "rank table"));
+}
+
+}  // namespace
+}  // namespace cclo::testing
