@@ -140,7 +140,7 @@ absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::
   if (!fits()) {
     ++refused_[Slot(resource)];
     return absl::ResourceExhaustedError(
-        absl::StrCat("tenant '", config_.name, "' quota ", ResourceName(resource), ": limit ",
+        absl::StrCat("tenant '", name_, "' quota ", ResourceName(resource), ": limit ",
                      Limit(resource), ", in use ", used, ", asked for ", amount));
   }
   used += amount;

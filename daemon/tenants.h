@@ -54,10 +54,12 @@ class Lease {
 class Tenant : public std::enable_shared_from_this<Tenant> {
  public:
   /// `index` is the tenant's scheduling class in the engine.
-  Tenant(uint32_t index, TenantConfig config) : index_(index), config_(std::move(config)) {}
+  Tenant(uint32_t index, TenantConfig config)
+      : index_(index), name_(config.name), config_(std::move(config)) {}
 
   uint32_t index() const { return index_; }
-  const std::string& name() const { return config_.name; }
+  /// The name it was made with: Update leaves it (a reload cannot rename a tenant).
+  const std::string& name() const { return name_; }
   uint32_t weight() const;
 
   /// Whether a waiter still wants room: OK, or why it stops waiting.
@@ -90,7 +92,8 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   /// Whether the tenant lists `uid`, the user `user` or one of `groups`.
   bool Lists(uid_t uid, const std::string& user, const std::vector<std::string>& groups) const;
 
-  /// New weight and quotas (a reload); what is held stays held even if now over quota.
+  /// New identities, weight and quotas (a reload), not a new name; what is held stays held
+  /// even if now over quota.
   void Update(const TenantConfig& config);
 
  private:
@@ -99,6 +102,7 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   uint64_t Limit(Resource resource) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const uint32_t index_;
+  const std::string name_;  ///< read without mu_: config_.name may be replaced by Update
   mutable absl::Mutex mu_;
   TenantConfig config_ ABSL_GUARDED_BY(mu_);
   std::array<uint64_t, kResourceCount> used_ ABSL_GUARDED_BY(mu_) = {};

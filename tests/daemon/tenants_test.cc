@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <thread>
 
@@ -130,6 +131,24 @@ TEST(TenantTest, ReloadKeepsWhatIsHeld) {
   EXPECT_FALSE(tenant->Acquire(Resource::kSessions, 1).ok());
   held->Release();
   EXPECT_TRUE(tenant->Acquire(Resource::kSessions, 1).ok());
+}
+
+// The name is the one the tenant was made with, whatever an update says (the store refuses
+// renames), and it is read without the lock updates take.
+TEST(TenantTest, NameStaysWhileUpdatesRun) {
+  auto tenant = std::make_shared<Tenant>(0, TenantConfig{.name = "ml"});
+  tenant->Update(TenantConfig{.name = "renamed", .weight = 2});
+  EXPECT_EQ(tenant->name(), "ml");
+  EXPECT_EQ(tenant->weight(), 2u);
+  std::atomic<bool> done = false;
+  std::thread reloading([&] {
+    for (int i = 0; !done; ++i) tenant->Update(TenantConfig{.name = i % 2 ? "ml" : "renamed"});
+  });
+  int other_names = 0;
+  for (int i = 0; i < 100'000; ++i) other_names += tenant->name() != "ml";
+  done = true;
+  reloading.join();
+  EXPECT_EQ(other_names, 0);
 }
 
 TEST(SystemUsersTest, KnowsRoot) {
