@@ -74,9 +74,13 @@ absl::Status SetAdminMode(const std::string& path, const std::string& group) {
   if (!group.empty()) {
     ::group entry{};
     ::group* found = nullptr;
-    std::vector<char> text(16384);
+    std::vector<char> text;
     // A lookup that fails (the group database unreachable) may work at the next start.
-    if (const int error = getgrnam_r(group.c_str(), &entry, text.data(), text.size(), &found);
+    if (const int error = LookUpWithRoom(text,
+                                         [&](char* buffer, size_t size) {
+                                           return getgrnam_r(group.c_str(), &entry, buffer, size,
+                                                             &found);
+                                         });
         error != 0) {
       return absl::UnavailableError(absl::StrCat("config key 'admin_group': cannot look up '",
                                                  group, "': ", std::strerror(error)));

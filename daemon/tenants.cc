@@ -5,25 +5,38 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 namespace {
 
 size_t Slot(Resource resource) { return static_cast<size_t>(resource); }
 
+/// Whether a getpwuid_r or getgrgid_r answer says only that there is no such entry (the
+/// errors its manual lists for that).
+bool Absent(int error) {
+  return error == 0 || error == ENOENT || error == ESRCH || error == EBADF || error == EPERM;
+}
+
 class SystemUserDatabase final : public UserDatabase {
  public:
   std::string UserName(uid_t uid) const override {
     passwd entry{};
     passwd* found = nullptr;
-    std::vector<char> text(16384);
-    if (getpwuid_r(uid, &entry, text.data(), text.size(), &found) != 0 || found == nullptr) {
-      return "";
+    std::vector<char> text;
+    const int error = LookUpWithRoom(text, [&](char* buffer, size_t size) {
+      return getpwuid_r(uid, &entry, buffer, size, &found);
+    });
+    if (!Absent(error)) {
+      spdlog::warn("cannot look up the user of uid {}: {}; tenants listing users do not match it",
+                   uid, std::strerror(error));
     }
-    return entry.pw_name;
+    return error == 0 && found != nullptr ? entry.pw_name : "";
   }
 
   std::vector<std::string> GroupNames(const std::string& user, gid_t primary) const override {
@@ -39,11 +52,17 @@ class SystemUserDatabase final : public UserDatabase {
       gids.resize(static_cast<size_t>(count));
     }
     std::vector<std::string> names;
-    std::vector<char> text(16384);
+    std::vector<char> text;
     for (gid_t gid : gids) {
       group entry{};
       group* found = nullptr;
-      if (getgrgid_r(gid, &entry, text.data(), text.size(), &found) == 0 && found != nullptr) {
+      const int error = LookUpWithRoom(text, [&](char* buffer, size_t size) {
+        return getgrgid_r(gid, &entry, buffer, size, &found);
+      });
+      if (!Absent(error)) {
+        spdlog::warn("cannot look up group {} of user '{}': {}; tenants listing it do not match",
+                     gid, user, std::strerror(error));
+      } else if (error == 0 && found != nullptr) {
         names.push_back(entry.gr_name);
       }
     }
@@ -201,6 +220,16 @@ bool Tenant::Lists(uid_t uid, const std::string& user,
 void Tenant::Update(const TenantConfig& config) {
   absl::MutexLock lock(&mu_);
   config_ = config;
+}
+
+int LookUpWithRoom(std::vector<char>& buffer, const std::function<int(char*, size_t)>& lookup) {
+  constexpr size_t kFirst = 16 << 10, kMost = 1 << 20;
+  buffer.resize(std::max(buffer.size(), kFirst));
+  int error;
+  while ((error = lookup(buffer.data(), buffer.size())) == ERANGE && buffer.size() < kMost) {
+    buffer.resize(std::min(buffer.size() * 2, kMost));
+  }
+  return error;
 }
 
 const UserDatabase& SystemUsers() {

@@ -120,8 +120,14 @@ struct UserDatabase {
   virtual std::vector<std::string> GroupNames(const std::string& user, gid_t primary) const = 0;
 };
 
-/// The system's user database (getpwuid_r, getgrouplist, getgrgid_r).
+/// The system's user database (getpwuid_r, getgrouplist, getgrgid_r). An entry it cannot
+/// read is logged and counts as absent: a user without name, a group left out.
 const UserDatabase& SystemUsers();
+
+/// Runs a getpwuid_r-style lookup (`lookup(buffer, size)` answers 0 or an errno value) in
+/// `buffer`, which it sizes: 16 KiB, doubled while the answer is ERANGE up to 1 MiB (a group
+/// of thousands of members needs more than 16 KiB). Answers the lookup's last answer.
+int LookUpWithRoom(std::vector<char>& buffer, const std::function<int(char*, size_t)>& lookup);
 
 /// All tenants of the config, in matching order. Thread-safe.
 class TenantStore {

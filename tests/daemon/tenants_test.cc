@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -149,6 +151,31 @@ TEST(TenantTest, NameStaysWhileUpdatesRun) {
   done = true;
   reloading.join();
   EXPECT_EQ(other_names, 0);
+}
+
+// A lookup answering ERANGE gets a bigger buffer, doubled up to 1 MiB: an entry needing
+// 100000 bytes (a group of thousands of members) is found in 128 KiB.
+TEST(SystemUsersTest, ALookUpShortOfRoomIsRetriedInABiggerBuffer) {
+  std::vector<size_t> sizes;
+  std::vector<char> buffer;
+  const int found = LookUpWithRoom(buffer, [&](char* text, size_t size) {
+    sizes.push_back(size);
+    if (size < 100'000) return ERANGE;
+    std::strcpy(text, "ml");
+    return 0;
+  });
+  EXPECT_EQ(found, 0);
+  EXPECT_EQ(sizes, (std::vector<size_t>{16384, 32768, 65536, 131072}));
+  EXPECT_STREQ(buffer.data(), "ml");
+
+  sizes.clear();
+  EXPECT_EQ(LookUpWithRoom(buffer,
+                           [&](char*, size_t size) {
+                             sizes.push_back(size);
+                             return ERANGE;
+                           }),
+            ERANGE);
+  EXPECT_EQ(sizes, (std::vector<size_t>{131072, 262144, 524288, 1048576}));
 }
 
 TEST(SystemUsersTest, KnowsRoot) {
