@@ -303,8 +303,8 @@ absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> Communicators::Destro
   response.set_ops_failed(comm.ops_in_flight);
   for (auto& [number, handle] : handles_) {
     if (handle.comm != id) continue;
-    handle.lease.Release();
-    response.set_quota_released(response.quota_released() + 1);
+    response.set_quota_released(response.quota_released() +
+                                static_cast<uint32_t>(handle.lease.Release()));
   }
   spdlog::warn("communicator {} destroyed through the admin socket", hw::CommIdHex(id));
   BreakLocked(id, comm, "destroyed by the operator");

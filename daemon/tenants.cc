@@ -106,10 +106,12 @@ Lease& Lease::operator=(Lease&& other) noexcept {
   return *this;
 }
 
-void Lease::Release() {
-  if (tenant_ != nullptr && amount_ > 0) tenant_->Give(resource_, amount_);
+uint64_t Lease::Release() {
+  const uint64_t released = tenant_ != nullptr ? amount_ : 0;
+  if (released > 0) tenant_->Give(resource_, released);
   tenant_ = nullptr;
   amount_ = 0;
+  return released;
 }
 
 uint32_t Tenant::weight() const {

@@ -41,8 +41,8 @@ class Lease {
   Lease& operator=(const Lease&) = delete;
   ~Lease() { Release(); }
 
-  /// Gives the amount back now (once).
-  void Release();
+  /// Gives the amount back now (once); returns it (0 once released).
+  uint64_t Release();
 
  private:
   TenantPtr tenant_;

@@ -73,6 +73,11 @@ TEST(CommsDestroyTest, FailsOpsHereAndOnPeersReleasesQuotaAndKeepsOthersServing)
   EXPECT_EQ(broken.error(), "destroyed by the operator");
   EXPECT_EQ(broken.ops_failed(), 1u);
   EXPECT_EQ(CommunicatorsUsed(a), 1u);
+  // Destroying it again gives back nothing more.
+  const auto again =
+      AdminJson<cclo::v1::AdminDestroyCommunicatorResponse>(a, {"comms", "destroy", id});
+  EXPECT_EQ(again.quota_released(), 0u);
+  EXPECT_EQ(CommunicatorsUsed(a), 1u);
 
   // The other communicator works on; destroying the dead handle is fine and gives back
   // nothing twice; destroying it again through ccloctl finds nothing.
