@@ -25,7 +25,7 @@ using ::testing::StartsWith;
 TEST(PeerServiceTest, ARefusedJoinsAddressIsEscapedInTheLog) {
   auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
   spdlog::default_logger()->sinks().push_back(log);
-  RootGather gather;
+  RootGather gather(absl::Seconds(60));
   PeerService service(&gather);
   int port = 0;
   grpc::ServerBuilder builder;
@@ -40,6 +40,7 @@ TEST(PeerServiceTest, ARefusedJoinsAddressIsEscapedInTheLog) {
   request.set_version(1);
   request.set_comm_id(std::string(16, '\x01'));
   request.set_size(2);
+  request.set_timeout_ms(1000);
   request.set_daemon_address("10.0.0.9:7470\n[warning] forged line");
   cclo::v1::PeerJoinResponse response;
   grpc::ClientContext context;
