@@ -123,12 +123,20 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
     return fail(absl::InternalError(
         absl::StrCat("root daemon answered with ", response->ranks_size(), " ranks, not ", size)));
   }
-  // The table's positions are its ranks from here on.
+  // The table's positions are its ranks from here on; its addresses go to logs and errors.
   for (int position = 0; position < response->ranks_size(); ++position) {
-    if (response->ranks(position).rank() != static_cast<uint32_t>(position)) {
-      return fail(absl::InternalError(absl::StrCat(
-          "root daemon ", token->root_address, " answered with rank ",
-          response->ranks(position).rank(), " at position ", position, " of its rank table")));
+    const cclo::v1::RankInfo& entry = response->ranks(position);
+    if (entry.rank() != static_cast<uint32_t>(position)) {
+      return fail(absl::InternalError(
+          absl::StrCat("root daemon ", token->root_address, " answered with rank ", entry.rank(),
+                       " at position ", position, " of its rank table")));
+    }
+    for (const std::string* address : {&entry.daemon_address(), &entry.data_address()}) {
+      if (absl::Status usable = hw::CheckHostPort(*address); !usable.ok()) {
+        return fail(
+            absl::InternalError(absl::StrCat("root daemon ", token->root_address, " gives rank ",
+                                             position, " an unusable ", usable.message())));
+      }
     }
   }
   // The root may run another version: its policy and its built-in selection must be this

@@ -97,6 +97,12 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", request.rank(), " is not below size ", request.size()));
   }
+  for (const std::string* address : {&request.daemon_address(), &request.data_address()}) {
+    if (absl::Status usable = hw::CheckHostPort(*address); !usable.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", request.rank(), "'s daemon gives an unusable ", usable.message()));
+    }
+  }
   if (request.timeout_ms() == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", request.rank(), " joins with timeout_ms 0 (at least 1)"));

@@ -75,10 +75,8 @@ absl::StatusOr<CommToken> ParseToken(const std::string& text) {
     return Malformed("secret is not hex");
   }
   token.root_address = text.substr(secret_end + 1);
-  size_t colon = token.root_address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == token.root_address.size() ||
-      token.root_address.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
-    return Malformed(absl::StrCat("root address '", token.root_address, "' is not host:port"));
+  if (absl::Status address = hw::CheckHostPort(token.root_address); !address.ok()) {
+    return Malformed(absl::StrCat("root ", address.message()));
   }
   return token;
 }

@@ -1,5 +1,6 @@
 #include "hw/types.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/numbers.h"
@@ -142,6 +143,27 @@ std::string EscapeControl(std::string_view text) {
 std::string HostPort(const std::string& host, uint16_t port) {
   if (host.find(':') == std::string::npos) return absl::StrCat(host, ":", port);
   return absl::StrCat("[", host, "]:", port);
+}
+
+absl::Status CheckHostPort(std::string_view address) {
+  constexpr size_t kMaxBytes = 300;
+  if (address.size() > kMaxBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address of ", address.size(), " bytes is longer than ", kMaxBytes));
+  }
+  const size_t colon = address.rfind(':');
+  const bool printable =
+      std::all_of(address.begin(), address.end(), [](char c) { return c > ' ' && c < 0x7f; });
+  uint32_t port = 0;
+  if (!printable || colon == std::string_view::npos || colon == 0 ||
+      address.find_first_not_of("0123456789", colon + 1) != std::string_view::npos ||
+      !absl::SimpleAtoi(std::string(address.substr(colon + 1)), &port) || port == 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address '", EscapeControl(address),
+        "' is not host:port (printable characters without spaces, then a port from 1 to 65535)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cclo::hw

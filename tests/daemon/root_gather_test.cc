@@ -100,6 +100,24 @@ TEST(RootGatherTest, ASizeAboveTheLargestWorldIsRefused) {
             absl::InvalidArgumentError("communicator size 65537 is not in [1, 65536]"));
 }
 
+// The addresses a joining daemon gives go into every rank's table, logs and errors.
+TEST(RootGatherTest, AnAddressThatIsNotHostPortIsRefused) {
+  RootGather gather(absl::Minutes(1));
+  const CommToken token = NewToken("10.0.0.1:7470");
+  ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
+  cclo::v1::PeerJoinRequest forged = JoinFrom(token, 0, 1, firmware::kSelectionVersion);
+  forged.set_data_address("10.0.0.2:7471\n[error] forged line:1");
+  forged.set_proof(Proof(token.secret, JoinMessage(forged)));
+  EXPECT_EQ(gather.Join(forged, absl::InfiniteFuture()).status(),
+            absl::InvalidArgumentError(
+                "rank 0's daemon gives an unusable address '10.0.0.2:7471\\n[error] forged line:1' "
+                "is not "
+                "host:port (printable characters without spaces, then a port from 1 to 65535)"));
+  // The refusal fails nothing: the rank may join with a good address.
+  EXPECT_TRUE(
+      gather.Join(JoinFrom(token, 0, 1, firmware::kSelectionVersion), absl::InfiniteFuture()).ok());
+}
+
 // The deadline message names the first missing ranks and counts the rest, and a rank that
 // arrives after the gather failed learns why instead of "not the root".
 TEST(RootGatherTest, ALateRankLearnsWhyTheGatherFailed) {

@@ -48,7 +48,13 @@ INSTANTIATE_TEST_SUITE_P(
                                "secret is not hex"},
                       BadToken{"cclo1-" + kId + "-" + kSecret + "-hostonly", "is not host:port"},
                       BadToken{"cclo1-" + kId + "-" + kSecret + "-h:12x", "is not host:port"},
-                      BadToken{"cclo1-" + kId + "-" + kSecret + "-:80", "is not host:port"}));
+                      BadToken{"cclo1-" + kId + "-" + kSecret + "-:80", "is not host:port"},
+                      BadToken{"cclo1-" + kId + "-" + kSecret + "-h\nx:80", "'h\\nx:80' is not"},
+                      BadToken{"cclo1-" + kId + "-" + kSecret + "-h x:80", "is not host:port"},
+                      BadToken{"cclo1-" + kId + "-" + kSecret + "-h:0", "is not host:port"},
+                      BadToken{"cclo1-" + kId + "-" + kSecret + "-h:65536", "is not host:port"},
+                      BadToken{"cclo1-" + kId + "-" + kSecret + "-" + std::string(300, 'h') + ":1",
+                               "address of 302 bytes is longer than 300"}));
 
 TEST(TokenTest, ErrorNeverEchoesTheSecret) {
   std::string secret = std::string(63, 'c') + "z";

@@ -39,6 +39,8 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   /// A token rooted here.
   std::string Token() const { return daemon::FormatToken(daemon::NewToken(address_)); }
   const std::string& address() const { return address_; }
+  /// Gives every rank `address` as its data address instead of the joiner's.
+  void ForgeDataAddress(std::string address) { forged_data_address_ = std::move(address); }
 
   grpc::Status Join(grpc::ServerContext*, const cclo::v1::PeerJoinRequest* request,
                     cclo::v1::PeerJoinResponse* response) override {
@@ -46,7 +48,8 @@ class StandInRoot final : public cclo::v1::Peer::Service {
       cclo::v1::RankInfo* rank = response->add_ranks();
       rank->set_rank(number);
       rank->set_daemon_address(request->daemon_address());
-      rank->set_data_address(request->data_address());
+      rank->set_data_address(forged_data_address_.empty() ? request->data_address()
+                                                          : forged_data_address_);
     }
     response->mutable_policy()->set_selection(selection_);
     response->mutable_policy()->set_transport("tcp");
@@ -58,6 +61,7 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   const uint32_t selection_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
+  std::string forged_data_address_;
 };
 
 // A root of selection 0, as a release from before selections were numbered answers: the
@@ -92,6 +96,22 @@ TEST(RootAnswerTest, ARankTableOutOfOrderIsRefused) {
   EXPECT_EQ(joined.error_message(), absl::StrCat("root daemon ", root.address(),
                                                  " answered with rank 1 at position 0 of its "
                                                  "rank table"));
+}
+
+// Addresses from the root go into logs and errors: one that is not host:port is refused.
+TEST(RootAnswerTest, ARankTableWithAnAddressThatIsNotHostPortIsRefused) {
+  StandInRoot root({0}, firmware::kSelectionVersion);
+  root.ForgeDataAddress("127.0.0.1:1\n[error] forged:2");
+  Daemon member;
+  RawSession rank0(member.runtime_dir());
+  grpc::Status joined = rank0.Join(root.Token(), 0, 1);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::INTERNAL) << joined.error_message();
+  EXPECT_EQ(
+      joined.error_message(),
+      absl::StrCat("root daemon ", root.address(),
+                   " gives rank 0 an unusable address '127.0.0.1:1\\n[error] forged:2' is not "
+                   "host:port (printable characters without spaces, then a port from 1 to "
+                   "65535)"));
 }
 
 }  // namespace
