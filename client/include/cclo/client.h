@@ -66,10 +66,11 @@ class Client {
   /// MPI_Comm_split: every rank of `parent` calls this (it is a collective on `parent`).
   /// The ranks that pass the same `color` (>= 0) form a new communicator, ranked by
   /// (`key`, parent rank); it is returned once all of them joined. The two exchanges on
-  /// `parent` and the join share `timeout` (zero: each takes the daemon's default); past
-  /// it, DEADLINE_EXCEEDED, and `parent` is broken if an exchange expired. A negative color
-  /// (MPI_UNDEFINED) takes part in the exchanges and returns nullptr. The new communicator's root
-  /// daemon is that of its first member.
+  /// `parent` and the join share `timeout` (zero: each takes the daemon's default). Past
+  /// it the split fails: DEADLINE_EXCEEDED, or UNAVAILABLE where another rank's expired
+  /// exchange broke `parent` first (an expired exchange breaks `parent`). A negative color
+  /// (MPI_UNDEFINED) takes part in the exchanges and returns nullptr. The new
+  /// communicator's root daemon is that of its first member.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(Communicator& parent, int32_t color,
                                                       int32_t key,
                                                       absl::Duration timeout = absl::Seconds(60));
