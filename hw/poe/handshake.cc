@@ -165,17 +165,20 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
 }
 
 Mac HandshakeMac(const CommSecret& secret, HandshakeRole role, const CommId& comm,
-                 const std::string& connector, const std::string& acceptor,
-                 const Nonce& connector_nonce, const Nonce& acceptor_nonce) {
+                 const ControlMessage& hello, const ControlMessage& challenge) {
   Writer w;
   const std::string label =
       role == HandshakeRole::kConnector ? "cclo-v1 connector" : "cclo-v1 acceptor";
   w.String(label);
   w.Bytes(comm);
-  w.String(connector);
-  w.String(acceptor);
-  w.Bytes(connector_nonce);
-  w.Bytes(acceptor_nonce);
+  w.String(hello.connector);
+  w.String(hello.acceptor);
+  for (const ControlMessage* m : {&hello, &challenge}) {
+    w.Bytes(m->nonce);
+    w.U64(m->segment_bytes);
+    w.U64(m->eager_bytes);
+    w.U64(m->timeout_ms);
+  }
   const std::vector<std::byte> message = w.Take();
   return Hmac(secret.data(), secret.size(), message.data(), message.size());
 }

@@ -7,8 +7,8 @@
 //   connector -> acceptor  HELLO     connector nonce Nc, segment and eager sizes, peer
 //                                    timeout, both addresses
 //   acceptor  -> connector CHALLENGE acceptor nonce Na, segment and eager sizes, peer
-//                                    timeout, MAC(secret, "acceptor", comm, addresses, Nc, Na)
-//   connector -> acceptor  RESPONSE  MAC(secret, "connector", comm, addresses, Nc, Na)
+//                                    timeout, MAC(secret, "acceptor", comm, HELLO, CHALLENGE)
+//   connector -> acceptor  RESPONSE  MAC(secret, "connector", comm, HELLO, CHALLENGE)
 //   acceptor  -> connector ACCEPT    once the acceptor has the communicator's rank table
 //
 // Either side answers a failed check with REFUSE (reason) and closes; an open session
@@ -16,8 +16,10 @@
 // nothing for a while, and takes a session on which it heard nothing for the session's peer
 // timeout, the smaller of the two announced, as lost (hw/poe/tcp/session.h). Nonces are fresh
 // RAND_bytes per session, so a recorded proof cannot be replayed; the role label keeps one side's
-// proof from serving as the other's. Control messages travel as the payload of a
-// SegmentType::kControl segment.
+// proof from serving as the other's. Both proofs cover every field of the HELLO and of the
+// CHALLENGE (but its proof), so a change on the way to an address, a nonce, a size or a
+// timeout fails the check. Segments after the handshake carry no proof. Control messages travel as
+// the payload of a SegmentType::kControl segment.
 #pragma once
 
 #include <array>
@@ -84,10 +86,10 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
 
 enum class HandshakeRole : uint8_t { kConnector, kAcceptor };
 
-/// The proof `role` sends for a session of `comm` between the two addresses.
+/// The proof `role` sends for a session of `comm` opened by `hello` and answered by
+/// `challenge`: an HMAC over both messages' fields, the challenge's `mac` excepted.
 Mac HandshakeMac(const CommSecret& secret, HandshakeRole role, const CommId& comm,
-                 const std::string& connector, const std::string& acceptor,
-                 const Nonce& connector_nonce, const Nonce& acceptor_nonce);
+                 const ControlMessage& hello, const ControlMessage& challenge);
 
 /// Constant-time comparison of two proofs.
 bool MacEqual(const Mac& a, const Mac& b);

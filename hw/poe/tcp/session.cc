@@ -243,16 +243,16 @@ void TcpSession::OnConnected() {
         absl::StrCat("cannot connect to peer daemon ", peer_address_, ": ", std::strerror(error))));
     return;
   }
-  connector_nonce_ = RandomNonce();
   state_ = State::kAwaitChallenge;
   SetEvents(true, false);
-  SendControl({.kind = ControlKind::kHello,
-               .nonce = connector_nonce_,
-               .segment_bytes = engine_.segment_bytes(),
-               .eager_bytes = engine_.eager_bytes(),
-               .timeout_ms = TimeoutMs(),
-               .connector = engine_.address(),
-               .acceptor = peer_address_});
+  hello_ = {.kind = ControlKind::kHello,
+            .nonce = RandomNonce(),
+            .segment_bytes = engine_.segment_bytes(),
+            .eager_bytes = engine_.eager_bytes(),
+            .timeout_ms = TimeoutMs(),
+            .connector = engine_.address(),
+            .acceptor = peer_address_};
+  SendControl(hello_);
 }
 
 void TcpSession::Flush() {

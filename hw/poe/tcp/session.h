@@ -178,8 +178,8 @@ class TcpSession final : public Session {
   uint64_t peer_eager_bytes_ = 0;
   /// The session's peer timeout: the smaller of the two ends' (set in the handshake).
   absl::Duration timeout_ = absl::InfiniteDuration();
-  Nonce connector_nonce_{};
-  Nonce acceptor_nonce_{};
+  ControlMessage hello_;      ///< the HELLO sent (connector) or received (acceptor)
+  ControlMessage challenge_;  ///< the CHALLENGE sent or received, without its proof
 
   Rx rx_ = Rx::kHeader;
   EncodedHeader header_bytes_{};

@@ -73,26 +73,25 @@ void TcpSession::OnHello(const ControlMessage& hello) {
         absl::NotFoundError(absl::StrCat("unknown communicator ", CommIdHex(comm_), " at ", self)));
   }
   secret_ = *secret;
-  connector_nonce_ = hello.nonce;
-  acceptor_nonce_ = RandomNonce();
+  hello_ = hello;
   segment_bytes_ = std::min(engine_.segment_bytes(), hello.segment_bytes);
   peer_eager_bytes_ = hello.eager_bytes;
   timeout_ = std::min(engine_.peer_timeout(), absl::Milliseconds(hello.timeout_ms));
   state_ = State::kAwaitResponse;
-  SendControl({.kind = ControlKind::kChallenge,
-               .nonce = acceptor_nonce_,
-               .segment_bytes = engine_.segment_bytes(),
-               .eager_bytes = engine_.eager_bytes(),
-               .timeout_ms = TimeoutMs(),
-               .mac = HandshakeMac(secret_, HandshakeRole::kAcceptor, comm_, peer_address_, self,
-                                   connector_nonce_, acceptor_nonce_)});
+  challenge_ = {.kind = ControlKind::kChallenge,
+                .nonce = RandomNonce(),
+                .segment_bytes = engine_.segment_bytes(),
+                .eager_bytes = engine_.eager_bytes(),
+                .timeout_ms = TimeoutMs()};
+  ControlMessage proved = challenge_;
+  proved.mac = HandshakeMac(secret_, HandshakeRole::kAcceptor, comm_, hello_, challenge_);
+  SendControl(proved);
 }
 
 void TcpSession::OnChallenge(const ControlMessage& challenge) {
-  acceptor_nonce_ = challenge.nonce;
-  const std::string& self = engine_.address();
-  const Mac expected = HandshakeMac(secret_, HandshakeRole::kAcceptor, comm_, self, peer_address_,
-                                    connector_nonce_, acceptor_nonce_);
+  challenge_ = challenge;
+  challenge_.mac = {};
+  const Mac expected = HandshakeMac(secret_, HandshakeRole::kAcceptor, comm_, hello_, challenge_);
   if (!MacEqual(expected, challenge.mac)) {
     return Refuse(absl::UnauthenticatedError(
         absl::StrCat("authentication failed: peer daemon ", EscapeControl(peer_address_),
@@ -105,13 +104,11 @@ void TcpSession::OnChallenge(const ControlMessage& challenge) {
   engine_.HandshakeFinished(id_);
   state_ = State::kAwaitAccept;
   SendControl({.kind = ControlKind::kResponse,
-               .mac = HandshakeMac(secret_, HandshakeRole::kConnector, comm_, self, peer_address_,
-                                   connector_nonce_, acceptor_nonce_)});
+               .mac = HandshakeMac(secret_, HandshakeRole::kConnector, comm_, hello_, challenge_)});
 }
 
 void TcpSession::OnResponse(const ControlMessage& response) {
-  const Mac expected = HandshakeMac(secret_, HandshakeRole::kConnector, comm_, peer_address_,
-                                    engine_.address(), connector_nonce_, acceptor_nonce_);
+  const Mac expected = HandshakeMac(secret_, HandshakeRole::kConnector, comm_, hello_, challenge_);
   if (!MacEqual(expected, response.mac)) {
     return Refuse(absl::UnauthenticatedError(
         absl::StrCat("authentication failed: peer daemon ", EscapeControl(peer_address_),

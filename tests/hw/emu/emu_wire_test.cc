@@ -43,6 +43,14 @@ class EmuWireTest : public FakePeerTest {
     EXPECT_THAT(failed.status.message(), HasSubstr("bad magic 0xffffffff"));
     EXPECT_EQ(device_->Stats().wire_errors, 1u);
   }
+
+  /// The device's next control message to `peer` refuses it for its proof.
+  static void ExpectAuthenticationRefused(FakePeer& peer) {
+    absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
+    ASSERT_TRUE(refusal.ok()) << refusal.status();
+    EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
+    EXPECT_THAT(refusal->reason, HasSubstr("authentication failed"));
+  }
 };
 
 /// Small segments and eager messages; a pool of four buffers.
@@ -444,12 +452,56 @@ TEST_F(EmuWireTest, WrongProofIsRefusedByTheAcceptor) {
   CommSecret wrong = comm_.config.secret;
   wrong[5] ^= 0x40;
   peer.Authenticate(wrong);
-  absl::StatusOr<ControlMessage> refusal = peer.ReadControl();
-  ASSERT_TRUE(refusal.ok()) << refusal.status();
-  EXPECT_EQ(refusal->kind, ControlKind::kRefuse);
-  EXPECT_THAT(refusal->reason, HasSubstr("authentication failed"));
+  ExpectAuthenticationRefused(peer);
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
   EXPECT_EQ(device_->Stats().sessions_up, 0u);
+}
+
+// A man in the middle lowering the connector's announced timeout (or any other field of
+// its HELLO) leaves the connector's proof covering what it sent: the acceptor refuses.
+TEST_F(EmuWireTest, HelloChangedOnTheWayIsRefusedByTheAcceptor) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  const ControlMessage sent{.kind = ControlKind::kHello,
+                            .nonce = {3},
+                            .segment_bytes = 64 << 10,
+                            .timeout_ms = 60'000,
+                            .connector = peer.address(),
+                            .acceptor = device_->DataAddress()};
+  ControlMessage received = sent;
+  received.timeout_ms = poe::kMinPeerTimeoutMs;
+  peer.SendControl(received);
+  absl::StatusOr<ControlMessage> challenge = peer.ReadControl();
+  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  ASSERT_EQ(challenge->kind, ControlKind::kChallenge);
+  ControlMessage unproved = *challenge;
+  unproved.mac = {};
+  const CommSecret& secret = comm_.config.secret;
+  // The acceptor's proof covers the HELLO it received, not the one the connector sent.
+  EXPECT_TRUE(
+      poe::MacEqual(challenge->mac, poe::HandshakeMac(secret, poe::HandshakeRole::kAcceptor,
+                                                      comm_.config.id, received, unproved)));
+  EXPECT_FALSE(poe::MacEqual(
+      challenge->mac,
+      poe::HandshakeMac(secret, poe::HandshakeRole::kAcceptor, comm_.config.id, sent, unproved)));
+  peer.SendControl({.kind = ControlKind::kResponse,
+                    .mac = poe::HandshakeMac(secret, poe::HandshakeRole::kConnector,
+                                             comm_.config.id, sent, unproved)});
+  ExpectAuthenticationRefused(peer);
+  EXPECT_EQ(device_->Stats().wire_errors, 1u);
+  EXPECT_EQ(device_->Stats().sessions_up, 0u);
+}
+
+// The same for the acceptor's CHALLENGE, seen by the device as the connector: a changed
+// segment size fails the acceptor's proof and the configure fails with why.
+TEST_F(EmuWireTest, ChallengeChangedOnTheWayIsRefusedByTheConnector) {
+  FakePeer peer(device_->DataAddress(), comm_);
+  std::future<absl::Status> configured = Admit(peer);
+  ASSERT_NO_FATAL_FAILURE(peer.AnswerHello(listener_, 128 << 10));
+  ExpectAuthenticationRefused(peer);
+  ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const absl::Status status = configured.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << status;
+  EXPECT_THAT(status.message(), HasSubstr("does not prove the secret"));
 }
 
 TEST_F(EmuWireTest, HelloForAnUnknownCommunicatorIsRefused) {

@@ -171,27 +171,28 @@ absl::StatusOr<ControlMessage> FakePeer::ReadControl() {
 }
 
 void FakePeer::Authenticate(const CommSecret& secret, uint64_t timeout_ms) {
-  const poe::Nonce nonce{9, 9, 9};
-  SendControl({.kind = ControlKind::kHello,
-               .nonce = nonce,
-               .segment_bytes = 64 << 10,
-               .eager_bytes = 64 << 10,
-               .timeout_ms = timeout_ms,
-               .connector = address_,
-               .acceptor = device_address_});
+  const ControlMessage hello{.kind = ControlKind::kHello,
+                             .nonce = {9, 9, 9},
+                             .segment_bytes = 64 << 10,
+                             .eager_bytes = 64 << 10,
+                             .timeout_ms = timeout_ms,
+                             .connector = address_,
+                             .acceptor = device_address_};
+  SendControl(hello);
   absl::StatusOr<ControlMessage> challenge = ReadControl();
   ASSERT_TRUE(challenge.ok()) << challenge.status();
   ASSERT_EQ(challenge->kind, ControlKind::kChallenge);
-  const poe::Mac expected =
-      poe::HandshakeMac(comm_.config.secret, poe::HandshakeRole::kAcceptor, comm_.config.id,
-                        address_, device_address_, nonce, challenge->nonce);
-  EXPECT_TRUE(poe::MacEqual(expected, challenge->mac));
+  ControlMessage unproved = *challenge;
+  unproved.mac = {};
+  EXPECT_TRUE(poe::MacEqual(challenge->mac,
+                            poe::HandshakeMac(comm_.config.secret, poe::HandshakeRole::kAcceptor,
+                                              comm_.config.id, hello, unproved)));
   SendControl({.kind = ControlKind::kResponse,
                .mac = poe::HandshakeMac(secret, poe::HandshakeRole::kConnector, comm_.config.id,
-                                        address_, device_address_, nonce, challenge->nonce)});
+                                        hello, unproved)});
 }
 
-void FakePeer::AcceptDevice(int listener) {
+void FakePeer::AnswerHello(int listener, uint64_t proved_segment_bytes) {
   pollfd ready{listener, POLLIN, 0};
   ASSERT_EQ(poll(&ready, 1, 60'000), 1) << "the device did not connect to the fake";
   in_fd_ = accept(listener, nullptr, nullptr);
@@ -202,22 +203,28 @@ void FakePeer::AcceptDevice(int listener) {
   ASSERT_EQ(hello->kind, ControlKind::kHello);
   EXPECT_EQ(hello->connector, device_address_);
   EXPECT_EQ(hello->acceptor, address_);
-  const poe::Nonce nonce{7, 7, 7};
-  const CommSecret& secret = comm_.config.secret;
-  SendControlOn(in_fd_,
-                {.kind = ControlKind::kChallenge,
-                 .nonce = nonce,
-                 .segment_bytes = 64 << 10,
-                 .eager_bytes = 64 << 10,
-                 .timeout_ms = poe::kMaxPeerTimeoutMs,
-                 .mac = poe::HandshakeMac(secret, poe::HandshakeRole::kAcceptor, comm_.config.id,
-                                          device_address_, address_, hello->nonce, nonce)});
+  hello_ = *hello;
+  challenge_ = {.kind = ControlKind::kChallenge,
+                .nonce = {7, 7, 7},
+                .segment_bytes = 64 << 10,
+                .eager_bytes = 64 << 10,
+                .timeout_ms = poe::kMaxPeerTimeoutMs};
+  ControlMessage proved = challenge_;
+  proved.segment_bytes = proved_segment_bytes;
+  ControlMessage sent = challenge_;
+  sent.mac = poe::HandshakeMac(comm_.config.secret, poe::HandshakeRole::kAcceptor, comm_.config.id,
+                               hello_, proved);
+  SendControlOn(in_fd_, sent);
+}
+
+void FakePeer::AcceptDevice(int listener) {
+  ASSERT_NO_FATAL_FAILURE(AnswerHello(listener));
   absl::StatusOr<ControlMessage> response = ReadControl();
   ASSERT_TRUE(response.ok()) << response.status();
   ASSERT_EQ(response->kind, ControlKind::kResponse);
-  EXPECT_TRUE(poe::MacEqual(
-      response->mac, poe::HandshakeMac(secret, poe::HandshakeRole::kConnector, comm_.config.id,
-                                       device_address_, address_, hello->nonce, nonce)));
+  EXPECT_TRUE(poe::MacEqual(response->mac,
+                            poe::HandshakeMac(comm_.config.secret, poe::HandshakeRole::kConnector,
+                                              comm_.config.id, hello_, challenge_)));
   SendControlOn(in_fd_, {.kind = ControlKind::kAccept});
 }
 

@@ -66,6 +66,10 @@ class FakePeer {
   /// Accepts the session the device opens to the fake on `listener` and runs the
   /// acceptor's side of its handshake up to and including ACCEPT.
   void AcceptDevice(int listener);
+  /// Accepts the device's session on `listener`, reads its HELLO and answers with a
+  /// CHALLENGE announcing 64 KiB segments; its proof covers `proved_segment_bytes`
+  /// instead (another size stands for a CHALLENGE changed on the way).
+  void AnswerHello(int listener, uint64_t proved_segment_bytes = 64 << 10);
   /// A segment of a message from the fake's rank 0 to the device's rank 1, tag 1.
   poe::SegmentHeader Message(poe::SegmentType type, uint64_t total, uint64_t sequence = 0,
                              uint64_t offset = 0) const;
@@ -88,6 +92,8 @@ class FakePeer {
   int in_fd_ = -1;   ///< the session the device opened; -1 until accepted
   uint64_t credits_ = 0;
   uint64_t heartbeats_ = 0;
+  poe::ControlMessage hello_;      ///< the device's HELLO (AnswerHello)
+  poe::ControlMessage challenge_;  ///< the fake's CHALLENGE, without its proof
 };
 
 /// A device whose communicator has rank 0 at a fake peer and rank 1 on the device.

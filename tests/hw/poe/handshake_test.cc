@@ -1,6 +1,9 @@
 #include "hw/poe/handshake.h"
 
+#include <functional>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "hw/poe/wire.h"
@@ -86,27 +89,60 @@ TEST(HandshakeTest, RandomBytesNeverCrash) {
   }
 }
 
-TEST(HandshakeTest, ProofsBindSecretRoleCommAddressesAndNonces) {
+TEST(HandshakeTest, ProofsBindSecretRoleCommAndEveryFieldOfBothMessages) {
   const CommId comm{1, 2, 3};
-  Nonce nc{}, na{};
-  nc[0] = 1;
-  na[0] = 2;
-  const Mac base = HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1", "b:2", nc, na);
-  EXPECT_TRUE(MacEqual(
-      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1", "b:2", nc, na)));
+  const ControlMessage hello{.kind = ControlKind::kHello,
+                             .nonce = {1},
+                             .segment_bytes = 4096,
+                             .eager_bytes = 1024,
+                             .timeout_ms = 10'000,
+                             .connector = "a:1",
+                             .acceptor = "b:2"};
+  const ControlMessage challenge{.kind = ControlKind::kChallenge,
+                                 .nonce = {2},
+                                 .segment_bytes = 8192,
+                                 .eager_bytes = 2048,
+                                 .timeout_ms = 20'000};
+  const Mac base = HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, hello, challenge);
+  EXPECT_TRUE(
+      MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, hello, challenge)));
+  EXPECT_FALSE(
+      MacEqual(base, HandshakeMac(Secret(2), HandshakeRole::kAcceptor, comm, hello, challenge)));
+  EXPECT_FALSE(
+      MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kConnector, comm, hello, challenge)));
   EXPECT_FALSE(MacEqual(
-      base, HandshakeMac(Secret(2), HandshakeRole::kAcceptor, comm, "a:1", "b:2", nc, na)));
-  EXPECT_FALSE(MacEqual(
-      base, HandshakeMac(Secret(1), HandshakeRole::kConnector, comm, "a:1", "b:2", nc, na)));
-  EXPECT_FALSE(MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, CommId{1, 2, 4},
-                                           "a:1", "b:2", nc, na)));
-  EXPECT_FALSE(MacEqual(
-      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1", "c:2", nc, na)));
-  EXPECT_FALSE(MacEqual(
-      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1", "b:2", na, nc)));
+      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, CommId{1, 2, 4}, hello, challenge)));
+  // Every field either side announces, changed on the way, changes the proof.
+  const std::vector<std::function<void(ControlMessage&)>> changes = {
+      [](ControlMessage& m) { m.nonce[0] ^= 1; },
+      [](ControlMessage& m) { m.segment_bytes += 8; },
+      [](ControlMessage& m) { m.eager_bytes -= 8; },
+      [](ControlMessage& m) { m.timeout_ms -= 1; },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    ControlMessage h = hello, c = challenge;
+    changes[i](h);
+    changes[i](c);
+    EXPECT_FALSE(
+        MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, h, challenge)))
+        << "hello change " << i;
+    EXPECT_FALSE(MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, hello, c)))
+        << "challenge change " << i;
+  }
+  ControlMessage h = hello;
+  h.acceptor = "c:2";
+  EXPECT_FALSE(
+      MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, h, challenge)));
   // The address fields are length-prefixed, so moving a byte between them changes the proof.
-  EXPECT_FALSE(MacEqual(
-      base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, "a:1b", ":2", nc, na)));
+  h.connector = "a:1b";
+  h.acceptor = ":2";
+  EXPECT_FALSE(
+      MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, h, challenge)));
+  // The two nonces are not interchangeable.
+  ControlMessage swapped_hello = hello, swapped_challenge = challenge;
+  std::swap(swapped_hello.nonce, swapped_challenge.nonce);
+  EXPECT_FALSE(MacEqual(base, HandshakeMac(Secret(1), HandshakeRole::kAcceptor, comm, swapped_hello,
+                                           swapped_challenge)));
 }
 
 TEST(HandshakeTest, NoncesAreFresh) { EXPECT_NE(RandomNonce(), RandomNonce()); }
