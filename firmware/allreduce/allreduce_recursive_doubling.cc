@@ -26,7 +26,7 @@ absl::StatusOr<hw::Program> GenerateAllreduceRecursiveDoubling(const hw::CallDes
     return std::move(program).Finish();
   }
   // 2. A core rank's value so far: its input, reduced with its pair's (into result) if it
-  //    has one.
+  //    has one, the lower rank's (the pair's) first.
   Endpoint value = input;
   if (fold.pair) {
     program.Reduce(Endpoint::Network(*fold.pair, hw::kCollectiveTag), input, result, count);
@@ -35,21 +35,27 @@ absl::StatusOr<hw::Program> GenerateAllreduceRecursiveDoubling(const hw::CallDes
   // 3. In each step swap the value with the step's partner and reduce the partner's into
   //    result. While the value is the untouched input the partner's is reduced as it
   //    arrives; once it is the result (which is being sent), it arrives into scratch first.
+  //    Both partners put the lower core ranks' value first, so they compute the same bits
+  //    even where the op is not commutative bit for bit (max of +0 and -0, NaN payloads).
   const uint32_t steps = patterns::DoublingSteps(world_size);
   const Endpoint scratch = Endpoint::Memory(Slot::kScratch, 0);
   for (uint32_t step = 0; step < steps; ++step) {
     const Endpoint partner = Endpoint::Network(
         patterns::CorePartner(*fold.core_rank, step, world_size), hw::kCollectiveTag);
+    const bool lower = (*fold.core_rank >> step & 1) == 0;
+    auto reduce = [&](const Endpoint& ours, const Endpoint& theirs) {
+      program.Reduce(lower ? ours : theirs, lower ? theirs : ours, result, count);
+    };
     if (value != result) {
       program.Copy(value, partner, count);
-      program.Reduce(partner, value, result, count);
+      reduce(value, partner);
       value = result;
       continue;
     }
     program.SetScratch(count);
     program.Copy(partner, scratch, count);
     program.Copy(result, partner, count);
-    program.Reduce(scratch, result, result, count);
+    reduce(result, scratch);
   }
   if (value != result) program.Copy(value, result, count);  // one rank, not in place
   // 4. Hand the result back to the pair's even rank.

@@ -6,8 +6,9 @@
 // first. A world that is not a power of two is folded first
 // (patterns/recursive_doubling.h): the even rank of each low pair hands its input to its
 // odd partner, which reduces it into its own before the core starts, sits out, and gets
-// the result back at the end. Partners reduce the same two values, so every rank ends with
-// the same result.
+// the result back at the end. Partners reduce the same two values in the same order (the
+// lower core ranks' first), so every rank ends with the same bits, even for ops that are
+// commutative in value but not in bits (max and min of +0 and -0, NaN payloads).
 // Cost: log2(p) steps of count elements each: log2(p) * count elements sent and reduced per
 // core rank, plus two more whole-buffer messages for folded pairs; count elements of
 // scratch unless the only step is from the input. Lowest latency for small messages; for
