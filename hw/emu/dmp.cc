@@ -89,10 +89,16 @@ void Dmp::Start(CallState& call) {
   const uint32_t rank = call.desc.rank;
   call.moves.resize(call.program.moves.size());
   const uint64_t scratch_bytes = call.program.scratch_elements * DataTypeSize(call.desc.datatype);
+  absl::Status scratch;
   if (scratch_bytes > 0) {
     call.scratch = scratch_pool_.Take(scratch_bytes);
-    call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {call.scratch.data.get(),
-                                                               scratch_bytes};
+    call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {
+        call.scratch.data.get(), call.scratch.data ? scratch_bytes : 0};
+    if (call.scratch.data == nullptr) {
+      scratch = absl::ResourceExhaustedError(absl::StrCat(
+          "the engine cannot allocate the ", scratch_bytes, " bytes of scratch that ",
+          call.program.algorithm, " needs here; choose another algorithm or a smaller count"));
+    }
   }
   for (size_t i = 0; i < call.moves.size(); ++i) {
     const Move& move = call.program.moves[i];
@@ -104,6 +110,9 @@ void Dmp::Start(CallState& call) {
     }
   }
   call.running = true;
+  // A call without its scratch fails before any move starts; its messages take their
+  // sequence numbers above, so the calls after it still meet theirs.
+  if (!scratch.ok()) return Doom(call, scratch);
   if (absl::Status status = Unreachable(call); !status.ok()) return Doom(call, status);
   MarkReady(call.id);
 }

@@ -1,5 +1,6 @@
 #include "hw/emu/scratch_pool.h"
 
+#include <new>
 #include <utility>
 
 namespace cclo::hw::emu {
@@ -13,8 +14,12 @@ ScratchPool::Buffer ScratchPool::Take(uint64_t bytes) {
     }
   }
   if (best == kept_.end()) {
+    // No exception on the data path: memory that cannot be had is the caller's error to
+    // report, not the daemon's end.
+    std::unique_ptr<std::byte[]> data(new (std::nothrow) std::byte[bytes]);
+    if (data == nullptr) return {};
     allocations_.fetch_add(1);
-    return {std::make_unique_for_overwrite<std::byte[]>(bytes), bytes};
+    return {std::move(data), bytes};
   }
   Buffer buffer = std::move(*best);
   kept_.erase(best);

@@ -43,7 +43,8 @@ class ScratchPool {
   /// Keeps at most `keep_bytes` of buffers given back.
   explicit ScratchPool(uint64_t keep_bytes = kDefaultKeepBytes) : keep_bytes_(keep_bytes) {}
 
-  /// A buffer of at least `bytes`: a kept one if one fits, else a new one.
+  /// A buffer of at least `bytes`: a kept one if one fits, else a new one; an empty one
+  /// (data nullptr, 0 bytes) when that much memory cannot be allocated.
   Buffer Take(uint64_t bytes);
 
   /// Gives back a buffer nothing reads or writes any more (an empty one is ignored).

@@ -3,9 +3,12 @@
 // size, run one after another across two EmuDevices, allocate one scratch buffer per
 // device between them, and every result is right although each call starts on what the
 // one before left in it.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -125,6 +128,36 @@ TEST_F(ScratchTest, CallsOfOneScratchSizeReuseOneBuffer) {
     EXPECT_EQ(stats.scratch_allocations, 1u);
     EXPECT_EQ(KeptOnceDone(*device), kScratchBytes);
     EXPECT_EQ(stats.calls_failed, 0u);
+  }
+}
+
+// A call whose scratch memory cannot be had fails with RESOURCE_EXHAUSTED naming its size,
+// and the engine goes on serving: a reduce all_to_one's root needs (size-2)*count of
+// scratch, here 6 x 32 TiB, more than a process can map. Its buffers are reserved address
+// space only, which the failed call never touches.
+TEST_F(ScratchTest, ScratchThatCannotBeHadFailsTheCall) {
+  constexpr uint64_t kHugeBytes = uint64_t{1} << 45;
+  void* const reserved =
+      mmap(nullptr, kHugeBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(reserved, MAP_FAILED) << "cannot reserve " << kHugeBytes << " bytes of address space";
+  const TestComm wide = MakeComm(std::vector<Device*>(8, devices_[0].get()), 48);
+  ASSERT_TRUE(ConfigureAll(wide).ok());
+  CallDescriptor call = Describe(wide, Collective::kReduce, 0, kHugeBytes / sizeof(float));
+  call.algorithm = "all_to_one";
+  CallBuffers buffers;
+  buffers.views[static_cast<size_t>(Slot::kOp0)] = {static_cast<std::byte*>(reserved), kHugeBytes};
+  buffers.views[static_cast<size_t>(Slot::kResult)] = buffers.views[0];
+  std::future<Completion> future = Submit(*devices_[0], call, buffers);
+  const Completion done = Wait(future);
+  EXPECT_EQ(done.status.code(), absl::StatusCode::kResourceExhausted) << done.status;
+  EXPECT_NE(done.status.message().find("211106232532992 bytes of scratch"), std::string::npos)
+      << done.status;
+  munmap(reserved, kHugeBytes);
+
+  const auto results =
+      RunInPlace(Collective::kAllreduce, "recursive_doubling", kFloats, kFloats, 0);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(results[rank] == Sum(Input(kFloats, 0, 0), Input(kFloats, 1, 0), 0, kFloats));
   }
 }
 

@@ -26,6 +26,15 @@ TEST(ScratchPoolTest, HandsBackAKeptBufferThatFits) {
   EXPECT_EQ(pool.allocations(), 1u);
 }
 
+TEST(ScratchPoolTest, MemoryThatCannotBeHadIsAnEmptyBuffer) {
+  ScratchPool pool;
+  // More than a 64-bit process can map: no exception, an empty buffer.
+  const ScratchPool::Buffer none = pool.Take(uint64_t{1} << 62);
+  EXPECT_EQ(none.data, nullptr);
+  EXPECT_EQ(none.bytes, 0u);
+  EXPECT_EQ(pool.allocations(), 0u);
+}
+
 TEST(ScratchPoolTest, AllocatesWhenNoKeptBufferFits) {
   ScratchPool pool(16 * kMiB);
   pool.Give(pool.Take(4 * kMiB));
