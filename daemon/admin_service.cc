@@ -42,6 +42,8 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_data_sessions_up(stats.sessions_up);
   response->set_wire_errors(stats.wire_errors);
   response->set_engine_turn_bytes(stats.turn_bytes);
+  response->set_scratch_bytes_limit(stats.scratch_bytes_limit);
+  response->set_scratch_bytes_used(stats.scratch_bytes_used);
   response->set_policy_version(policies_->Current()->version());
   response->set_draining(drain_->draining());
   return snapshot;

@@ -226,6 +226,7 @@ const std::map<std::string, Setter>& Setters() {
       {"metrics_host", String(&Config::metrics_host)},
       {"metrics_port", Number(&Config::metrics_port, 0, 65535)},
       {"rx_pool_bytes", Number(&Config::rx_pool_bytes, 1 << 16, 1ull << 36)},
+      {"scratch_max_bytes", Number(&Config::scratch_max_bytes, 1 << 20, 1ull << 48)},
       {"segment_bytes",
        Number(&Config::segment_bytes, hw::poe::kMinSegmentBytes, hw::poe::kMaxSegmentBytes)},
       {"eager_max_bytes", Number(&Config::eager_max_bytes, 0, hw::poe::kMaxSegmentBytes)},

@@ -49,6 +49,9 @@ struct Config {
   /// Eager rx buffer pool of the engine, and the segment size of transfers.
   uint64_t rx_pool_bytes = 256ull << 20;
   uint64_t segment_bytes = 1ull << 20;
+  /// Scratch memory the engine's running calls may hold in all (tenants' quotas do not
+  /// count it); a call that would take more fails RESOURCE_EXHAUSTED.
+  uint64_t scratch_max_bytes = 4ull << 30;
   /// Largest message sent (and accepted) eagerly, at most segment_bytes; 0: never eager.
   /// Unset, it is 256 KiB or segment_bytes, whichever is smaller.
   uint64_t eager_max_bytes = 256ull << 10;

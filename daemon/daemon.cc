@@ -113,6 +113,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   emu.listen_host = config.host;
   emu.data_port = config.data_port;
   emu.rx_pool_bytes = config.rx_pool_bytes;
+  emu.scratch_max_bytes = config.scratch_max_bytes;
   emu.segment_bytes = config.segment_bytes;
   emu.eager_max_bytes = config.eager_max_bytes;
   emu.credits_per_peer = config.credits_per_peer;
@@ -249,6 +250,7 @@ absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
   keep("metrics_host", config.metrics_host == config_.metrics_host);
   keep("metrics_port", config.metrics_port == config_.metrics_port);
   keep("rx_pool_bytes", config.rx_pool_bytes == config_.rx_pool_bytes);
+  keep("scratch_max_bytes", config.scratch_max_bytes == config_.scratch_max_bytes);
   keep("segment_bytes", config.segment_bytes == config_.segment_bytes);
   keep("eager_max_bytes", config.eager_max_bytes == config_.eager_max_bytes);
   keep("credits_per_peer", config.credits_per_peer == config_.credits_per_peer);

@@ -61,8 +61,11 @@ struct DeviceStats {
   /// Of those, small enough for eager but short of credit (to a rank on this engine: of a
   /// free rx buffer).
   uint64_t eager_fallbacks = 0;
-  /// Scratch memory of finished calls kept for the next ones, and the scratch buffers
-  /// allocated because none kept fitted.
+  /// Scratch memory the running calls may hold in all and hold now, kept
+  /// from finished calls for the next ones, and the scratch buffers allocated because none
+  /// kept fitted.
+  uint64_t scratch_bytes_limit = 0;
+  uint64_t scratch_bytes_used = 0;
   uint64_t scratch_bytes_kept = 0;
   uint64_t scratch_allocations = 0;
   /// Payload bytes each data session reads and writes per engine turn now: less while

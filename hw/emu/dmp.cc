@@ -47,13 +47,15 @@ std::string Numbered(const MessageKey& key) {
 
 }  // namespace
 
-Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, Counters& counters, Hooks hooks)
+Dmp::Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, uint64_t scratch_max_bytes,
+         Counters& counters, Hooks hooks)
     : rbm_(rbm),
       eager_bytes_(eager_bytes),
       unit_bytes_(unit_bytes),
       counters_(counters),
       hooks_(std::move(hooks)),
-      scheduler_(unit_bytes) {}
+      scheduler_(unit_bytes),
+      scratch_pool_(scratch_max_bytes) {}
 
 void Dmp::SetUnitBytes(uint64_t unit_bytes) {
   unit_bytes_ = std::max<uint64_t>(unit_bytes, 1);
@@ -91,13 +93,15 @@ void Dmp::Start(CallState& call) {
   const uint64_t scratch_bytes = call.program.scratch_elements * DataTypeSize(call.desc.datatype);
   absl::Status scratch;
   if (scratch_bytes > 0) {
-    call.scratch = scratch_pool_.Take(scratch_bytes);
-    call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {
-        call.scratch.data.get(), call.scratch.data ? scratch_bytes : 0};
-    if (call.scratch.data == nullptr) {
+    absl::StatusOr<ScratchPool::Buffer> taken = scratch_pool_.Take(scratch_bytes);
+    if (taken.ok()) {
+      call.scratch = *std::move(taken);
+      call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {call.scratch.data.get(),
+                                                                 scratch_bytes};
+    } else {
       scratch = absl::ResourceExhaustedError(absl::StrCat(
-          "the engine cannot allocate the ", scratch_bytes, " bytes of scratch that ",
-          call.program.algorithm, " needs here; choose another algorithm or a smaller count"));
+          call.program.algorithm, " needs ", scratch_bytes, " bytes of scratch here, but ",
+          taken.status().message(), "; choose another algorithm or a smaller count"));
     }
   }
   for (size_t i = 0; i < call.moves.size(); ++i) {

@@ -122,8 +122,10 @@ class Dmp {
   };
 
   /// Messages of at most `eager_bytes` may go eagerly (0: none); memory moves run in
-  /// units of `unit_bytes`, the scheduler's quantum.
-  Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, Counters& counters, Hooks hooks);
+  /// units of `unit_bytes`, the scheduler's quantum; the calls running hold at most
+  /// `scratch_max_bytes` of scratch in all.
+  Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, uint64_t scratch_max_bytes,
+      Counters& counters, Hooks hooks);
 
   /// Replaces how units are shared between tenants.
   void SetScheduling(const Scheduling& scheduling) { scheduler_.Configure(scheduling); }

@@ -63,7 +63,7 @@ EmuDevice::EmuDevice(const EmuConfig& config)
       rbm_(config.rx_pool_bytes, config.eager_max_bytes, config.segment_bytes,
            config.rendezvous_waiting_per_peer,
            [this](const MessageKey& key, uint64_t total) { SendClearToSend(key, total); }),
-      dmp_(rbm_, config.eager_max_bytes, UnitBytes(config), counters_,
+      dmp_(rbm_, config.eager_max_bytes, UnitBytes(config), config.scratch_max_bytes, counters_,
            Dmp::Hooks{
                .link_for = [](Communicator& comm, uint32_t rank) -> PeerLink* {
                  auto it = comm.peers.find(comm.ranks[rank].data_address);
@@ -180,6 +180,8 @@ DeviceStats EmuDevice::Stats() const {
   stats.eager_messages = counters_.eager_messages.load();
   stats.rendezvous_messages = counters_.rendezvous_messages.load();
   stats.eager_fallbacks = counters_.eager_fallbacks.load();
+  stats.scratch_bytes_limit = dmp_.scratch_pool().limit_bytes();
+  stats.scratch_bytes_used = dmp_.scratch_pool().used_bytes();
   stats.scratch_bytes_kept = dmp_.scratch_pool().kept_bytes();
   stats.scratch_allocations = dmp_.scratch_pool().allocations();
   stats.turn_bytes = counters_.turn_bytes.load();

@@ -86,6 +86,9 @@ struct EmuConfig {
   uint64_t link_bytes_per_second = 0;
   /// TCP congestion control of the data sessions; empty: the host's.
   std::string tcp_congestion;
+  /// Scratch memory the calls running on the engine may hold in all; a call whose
+  /// scratch would take it past this fails RESOURCE_EXHAUSTED before it moves anything.
+  uint64_t scratch_max_bytes = ScratchPool::kDefaultLimitBytes;
 };
 
 /// Creates the device and binds its data port: UNAVAILABLE if the port is taken,

@@ -3,9 +3,18 @@
 #include <new>
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
 namespace cclo::hw::emu {
 
-ScratchPool::Buffer ScratchPool::Take(uint64_t bytes) {
+absl::StatusOr<ScratchPool::Buffer> ScratchPool::Take(uint64_t bytes) {
+  const uint64_t used = used_bytes_.load();
+  if (bytes > limit_bytes_ - used) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the engine's scratch in use would exceed scratch_max_bytes = ", limit_bytes_,
+                     " (", used, " bytes in use by other calls)"));
+  }
   auto best = kept_.end();
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
     if (it->bytes >= bytes && it->bytes / 2 <= bytes &&
@@ -13,24 +22,29 @@ ScratchPool::Buffer ScratchPool::Take(uint64_t bytes) {
       best = it;
     }
   }
+  Buffer buffer;
   if (best == kept_.end()) {
     // No exception on the data path: memory that cannot be had is the caller's error to
     // report, not the daemon's end.
-    std::unique_ptr<std::byte[]> data(new (std::nothrow) std::byte[bytes]);
-    if (data == nullptr) return {};
+    buffer.data.reset(new (std::nothrow) std::byte[bytes]);
+    if (buffer.data == nullptr) {
+      return absl::ResourceExhaustedError("the engine cannot allocate that much memory");
+    }
+    buffer.bytes = bytes;
     allocations_.fetch_add(1);
-    return {std::move(data), bytes};
+  } else {
+    buffer = std::move(*best);
+    kept_.erase(best);
+    kept_bytes_.fetch_sub(buffer.bytes);
   }
-  Buffer buffer = std::move(*best);
-  kept_.erase(best);
-  kept_bytes_.fetch_sub(buffer.bytes);
+  used_bytes_.fetch_add(buffer.bytes);
   return buffer;
 }
 
 void ScratchPool::Give(Buffer buffer) {
-  if (buffer.data == nullptr || buffer.bytes < kMinKeptBytes || buffer.bytes > keep_bytes_) {
-    return;
-  }
+  if (buffer.data == nullptr) return;
+  used_bytes_.fetch_sub(buffer.bytes);
+  if (buffer.bytes < kMinKeptBytes || buffer.bytes > keep_bytes_) return;
   while (kept_bytes_.load() + buffer.bytes > keep_bytes_) {
     kept_bytes_.fetch_sub(kept_.front().bytes);
     kept_.pop_front();

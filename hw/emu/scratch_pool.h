@@ -5,6 +5,11 @@
 // of it in again (a reduce all_to_one or reduce_scatter ring of 32 MiB: 8192 faults, on
 // the paravirtualised 2-core VM about 150 ms, many times what moving the data costs).
 //
+// The buffers handed out and not yet given back hold at most limit_bytes in all: Take
+// refuses a buffer beyond it, so the calls' scratch, which tenants' quotas do not count
+// and which some algorithms need more of than their buffers (a reduce all_to_one root:
+// (P-2)·n), cannot take the daemon's memory.
+//
 // Given back, a buffer of at least kMinKeptBytes is kept, up to keep_bytes in all (the
 // least recently given back go first to make room); smaller ones (malloc recycles those
 // itself) and ones bigger than keep_bytes are freed. Take hands out the smallest kept
@@ -14,9 +19,8 @@
 // programs write their scratch before they read it (the firmware verifier runs them on
 // poisoned scratch), and scratch reaches a client only through the program's moves.
 //
-// Not thread-safe (the engine thread's), but kept_bytes() and allocations() may be read
-// from any thread. Cost: O(kept buffers) per Take and Give, at most
-// keep_bytes / kMinKeptBytes of them.
+// Not thread-safe (the engine thread's), but the counts may be read from any thread. Cost: O(kept
+// buffers) per Take and Give, at most keep_bytes / kMinKeptBytes of them.
 #pragma once
 
 #include <atomic>
@@ -24,6 +28,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+
+#include "absl/status/statusor.h"
 
 namespace cclo::hw::emu {
 
@@ -39,25 +45,36 @@ class ScratchPool {
   static constexpr uint64_t kMinKeptBytes = 1ull << 20;
   /// What the engine keeps by default.
   static constexpr uint64_t kDefaultKeepBytes = 256ull << 20;
+  /// What the engine hands out at most by default.
+  static constexpr uint64_t kDefaultLimitBytes = 4ull << 30;
 
-  /// Keeps at most `keep_bytes` of buffers given back.
-  explicit ScratchPool(uint64_t keep_bytes = kDefaultKeepBytes) : keep_bytes_(keep_bytes) {}
+  /// Hands out at most `limit_bytes` at once; keeps at most `keep_bytes` of buffers given
+  /// back.
+  explicit ScratchPool(uint64_t limit_bytes = kDefaultLimitBytes,
+                       uint64_t keep_bytes = kDefaultKeepBytes)
+      : limit_bytes_(limit_bytes), keep_bytes_(keep_bytes) {}
 
-  /// A buffer of at least `bytes`: a kept one if one fits, else a new one; an empty one
-  /// (data nullptr, 0 bytes) when that much memory cannot be allocated.
-  Buffer Take(uint64_t bytes);
+  /// A buffer of at least `bytes`: a kept one if one fits, else a new one.
+  /// RESOURCE_EXHAUSTED, saying why, when the buffers handed out would then hold more than
+  /// the limit, or when the memory cannot be allocated.
+  absl::StatusOr<Buffer> Take(uint64_t bytes);
 
   /// Gives back a buffer nothing reads or writes any more (an empty one is ignored).
   void Give(Buffer buffer);
 
+  uint64_t limit_bytes() const { return limit_bytes_; }
+  /// Thread-safe: bytes of the buffers handed out and not yet given back.
+  uint64_t used_bytes() const { return used_bytes_.load(); }
   /// Thread-safe: bytes of the buffers kept for reuse.
   uint64_t kept_bytes() const { return kept_bytes_.load(); }
   /// Thread-safe: buffers Take allocated because none kept fitted.
   uint64_t allocations() const { return allocations_.load(); }
 
  private:
+  const uint64_t limit_bytes_;
   const uint64_t keep_bytes_;
   std::deque<Buffer> kept_;  ///< least recently given back first
+  std::atomic<uint64_t> used_bytes_{0};
   std::atomic<uint64_t> kept_bytes_{0};
   std::atomic<uint64_t> allocations_{0};
 };

@@ -17,6 +17,7 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
   EXPECT_EQ(config->eager_max_bytes, 262144u);
   EXPECT_EQ(config->data_tcp_congestion, "");  // the host's
   EXPECT_EQ(config->rx_pool_bytes, 256ull << 20);
+  EXPECT_EQ(config->scratch_max_bytes, 4ull << 30);
   EXPECT_EQ(config->credits_per_peer, 8u);
   EXPECT_EQ(config->rendezvous_waiting_per_peer, 65536u);
   EXPECT_EQ(config->peer_timeout, absl::Seconds(10));
@@ -40,6 +41,7 @@ data_port: 9000
 metrics_host: 10.1.0.2
 metrics_port: 9999
 rx_pool_bytes: 1048576
+scratch_max_bytes: 2097152
 segment_bytes: 65536
 eager_max_bytes: 16384
 credits_per_peer: 3
@@ -65,6 +67,7 @@ policy:
   EXPECT_EQ(config->metrics_host, "10.1.0.2");
   EXPECT_EQ(config->metrics_port, 9999);
   EXPECT_EQ(config->rx_pool_bytes, 1048576u);
+  EXPECT_EQ(config->scratch_max_bytes, 2097152u);
   EXPECT_EQ(config->segment_bytes, 65536u);
   EXPECT_EQ(config->eager_max_bytes, 16384u);
   EXPECT_EQ(config->credits_per_peer, 3u);
@@ -204,6 +207,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "config key 'rx_pool_bytes': '0x100000' is not a whole number in [65536, "
                   "68719476736] written in decimal digits"},
         BadConfig{"metrics_port: +80", "config key 'metrics_port': '+80' is not a whole number"},
+        BadConfig{"scratch_max_bytes: 1000",
+                  "config key 'scratch_max_bytes': '1000' is not a whole number in [1048576, "
+                  "281474976710656]"},
         BadConfig{"join_timeout_ms: 060000",
                   "config key 'join_timeout_ms': '060000' is not a duration in milliseconds in "
                   "[1, 86400000] written in decimal digits"},

@@ -27,6 +27,7 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(shipped->metrics_host, defaults.metrics_host);
   EXPECT_EQ(shipped->metrics_port, defaults.metrics_port);
   EXPECT_EQ(shipped->rx_pool_bytes, defaults.rx_pool_bytes);
+  EXPECT_EQ(shipped->scratch_max_bytes, defaults.scratch_max_bytes);
   EXPECT_EQ(shipped->segment_bytes, defaults.segment_bytes);
   EXPECT_EQ(shipped->eager_max_bytes, defaults.eager_max_bytes);
   EXPECT_EQ(shipped->credits_per_peer, defaults.credits_per_peer);

@@ -139,7 +139,11 @@ class DmpDepartureTest : public ::testing::Test {
   std::vector<std::pair<uint32_t, absl::Status>> invalid_;  ///< hooks.invalid: source, problem
   Rbm rbm_{4 * kSegment, kSegment, kSegment, /*max_waiting_requests=*/4,
            [this](const MessageKey& key, uint64_t) { cleared_.push_back(key); }};
-  Dmp dmp_{rbm_, kSegment, kSegment, counters_,
+  Dmp dmp_{rbm_,
+           kSegment,
+           kSegment,
+           ScratchPool::kDefaultLimitBytes,
+           counters_,
            Dmp::Hooks{.link_for = [this](Communicator& comm, uint32_t rank) -> PeerLink* {
                         if (comm.departed.contains(rank)) return nullptr;
                         return rank == 1 ? &link_one_ : rank == 2 ? &link_two_ : nullptr;

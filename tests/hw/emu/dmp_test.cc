@@ -63,7 +63,11 @@ class DmpTest : public ::testing::Test {
   // A single rx buffer; no peers, so no clear-to-sends.
   Rbm rbm_{kSegment, kSegment, kSegment, /*max_waiting_requests=*/1,
            [](const MessageKey&, uint64_t) {}};
-  Dmp dmp_{rbm_, kSegment, kSegment, counters_,
+  Dmp dmp_{rbm_,
+           kSegment,
+           kSegment,
+           ScratchPool::kDefaultLimitBytes,
+           counters_,
            Dmp::Hooks{.link_for = [](Communicator&, uint32_t) { return nullptr; },
                       .fail = [this](Communicator& comm,
                                      absl::Status status) { dmp_.FailCalls(comm, status); },

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "hw/emu/scratch_pool.h"
 #include "tests/hw/emu/device_harness.h"
@@ -56,11 +57,39 @@ uint64_t KeptOnceDone(Device& device) {
 
 class ScratchTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    devices_ = MakeDevices(2);
+  void SetUp() override { Start(TestConfig()); }
+
+  /// (Re)creates the two devices with `config` and their communicator.
+  void Start(const EmuConfig& config) {
+    devices_ = MakeDevices(2, config);
     ASSERT_EQ(devices_.size(), 2u);
     comm_ = MakeComm({devices_[0].get(), devices_[1].get()}, 47);
     ASSERT_TRUE(ConfigureAll(comm_).ok());
+  }
+
+  /// Runs a reduce all_to_one as the root of an 8-rank communicator on device 0 (the
+  /// other ranks never call), over `bytes` of buffer at `memory`: the root needs 6 x
+  /// `bytes` of scratch. Returns how it ended.
+  Completion ReduceAllToOne(std::byte* memory, uint64_t bytes) {
+    const TestComm wide = MakeComm(std::vector<Device*>(8, devices_[0].get()), 48);
+    EXPECT_TRUE(ConfigureAll(wide).ok());
+    CallDescriptor call = Describe(wide, Collective::kReduce, 0, bytes / sizeof(float));
+    call.algorithm = "all_to_one";
+    CallBuffers buffers;
+    buffers.views[static_cast<size_t>(Slot::kOp0)] = {memory, bytes};
+    buffers.views[static_cast<size_t>(Slot::kResult)] = buffers.views[0];
+    std::future<Completion> future = Submit(*devices_[0], call, buffers);
+    return Wait(future);
+  }
+
+  /// An in-place recursive doubling allreduce of kFloats (kScratchBytes of scratch on
+  /// each rank) gives the right sums.
+  void ExpectAllreduceRuns() {
+    const auto results =
+        RunInPlace(Collective::kAllreduce, "recursive_doubling", kFloats, kFloats, 0);
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      EXPECT_TRUE(results[rank] == Sum(Input(kFloats, 0, 0), Input(kFloats, 1, 0), 0, kFloats));
+    }
   }
 
   /// Runs `collective` in place with `algorithm` on both ranks, `count` elements each, the
@@ -132,33 +161,47 @@ TEST_F(ScratchTest, CallsOfOneScratchSizeReuseOneBuffer) {
 }
 
 // A call whose scratch memory cannot be had fails with RESOURCE_EXHAUSTED naming its size,
-// and the engine goes on serving: a reduce all_to_one's root needs (size-2)*count of
-// scratch, here 6 x 32 TiB, more than a process can map. Its buffers are reserved address
-// space only, which the failed call never touches.
+// and the engine goes on serving: the root's scratch is here 6 x 32 TiB, more than a
+// process can map (the engine's limit lifted out of the way). Its buffers are reserved
+// address space only, which the failed call never touches.
 TEST_F(ScratchTest, ScratchThatCannotBeHadFailsTheCall) {
+  EmuConfig config = TestConfig();
+  config.scratch_max_bytes = UINT64_MAX;
+  Start(config);
   constexpr uint64_t kHugeBytes = uint64_t{1} << 45;
   void* const reserved =
       mmap(nullptr, kHugeBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(reserved, MAP_FAILED) << "cannot reserve " << kHugeBytes << " bytes of address space";
-  const TestComm wide = MakeComm(std::vector<Device*>(8, devices_[0].get()), 48);
-  ASSERT_TRUE(ConfigureAll(wide).ok());
-  CallDescriptor call = Describe(wide, Collective::kReduce, 0, kHugeBytes / sizeof(float));
-  call.algorithm = "all_to_one";
-  CallBuffers buffers;
-  buffers.views[static_cast<size_t>(Slot::kOp0)] = {static_cast<std::byte*>(reserved), kHugeBytes};
-  buffers.views[static_cast<size_t>(Slot::kResult)] = buffers.views[0];
-  std::future<Completion> future = Submit(*devices_[0], call, buffers);
-  const Completion done = Wait(future);
+  const Completion done = ReduceAllToOne(static_cast<std::byte*>(reserved), kHugeBytes);
   EXPECT_EQ(done.status.code(), absl::StatusCode::kResourceExhausted) << done.status;
   EXPECT_NE(done.status.message().find("211106232532992 bytes of scratch"), std::string::npos)
       << done.status;
+  EXPECT_NE(done.status.message().find("cannot allocate"), std::string::npos) << done.status;
   munmap(reserved, kHugeBytes);
+  ExpectAllreduceRuns();
+}
 
-  const auto results =
-      RunInPlace(Collective::kAllreduce, "recursive_doubling", kFloats, kFloats, 0);
-  for (uint32_t rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(results[rank] == Sum(Input(kFloats, 0, 0), Input(kFloats, 1, 0), 0, kFloats));
-  }
+// The engine's running calls hold at most scratch_max_bytes of scratch: a call that needs
+// more fails with RESOURCE_EXHAUSTED naming both, before it takes any, and a call that
+// needs exactly the limit runs.
+TEST_F(ScratchTest, ScratchOverTheEngineLimitFailsTheCall) {
+  EmuConfig config = TestConfig();
+  config.scratch_max_bytes = kScratchBytes;
+  Start(config);
+  std::vector<std::byte> buffer(kScratchBytes / 2);
+  const Completion done = ReduceAllToOne(buffer.data(), buffer.size());
+  EXPECT_EQ(done.status.code(), absl::StatusCode::kResourceExhausted) << done.status;
+  EXPECT_NE(done.status.message().find(absl::StrCat(3 * kScratchBytes, " bytes of scratch")),
+            std::string::npos)
+      << done.status;
+  EXPECT_NE(done.status.message().find(absl::StrCat("scratch_max_bytes = ", kScratchBytes)),
+            std::string::npos)
+      << done.status;
+  const DeviceStats stats = devices_[0]->Stats();
+  EXPECT_EQ(stats.scratch_bytes_limit, kScratchBytes);
+  EXPECT_EQ(stats.scratch_bytes_used, 0u);
+  EXPECT_EQ(stats.scratch_allocations, 0u);
+  ExpectAllreduceRuns();
 }
 
 }  // namespace

@@ -9,38 +9,70 @@ namespace cclo::hw::emu {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kLimit = 64 * kMiB;
+
+/// A buffer `pool` hands out (failing the test, and empty, if it refuses).
+ScratchPool::Buffer Taken(ScratchPool& pool, uint64_t bytes) {
+  absl::StatusOr<ScratchPool::Buffer> buffer = pool.Take(bytes);
+  EXPECT_TRUE(buffer.ok()) << buffer.status();
+  return buffer.ok() ? *std::move(buffer) : ScratchPool::Buffer{};
+}
 
 TEST(ScratchPoolTest, HandsBackAKeptBufferThatFits) {
-  ScratchPool pool(8 * kMiB);
-  ScratchPool::Buffer first = pool.Take(2 * kMiB);
+  ScratchPool pool(kLimit, 8 * kMiB);
+  ScratchPool::Buffer first = Taken(pool, 2 * kMiB);
   ASSERT_NE(first.data, nullptr);
   EXPECT_EQ(first.bytes, 2 * kMiB);
   const std::byte* memory = first.data.get();
   pool.Give(std::move(first));
   EXPECT_EQ(pool.kept_bytes(), 2 * kMiB);
   // Smaller, but at least half of it: the same memory, whole.
-  ScratchPool::Buffer again = pool.Take(kMiB + 1);
+  ScratchPool::Buffer again = Taken(pool, kMiB + 1);
   EXPECT_EQ(again.data.get(), memory);
   EXPECT_EQ(again.bytes, 2 * kMiB);
   EXPECT_EQ(pool.kept_bytes(), 0u);
   EXPECT_EQ(pool.allocations(), 1u);
 }
 
-TEST(ScratchPoolTest, MemoryThatCannotBeHadIsAnEmptyBuffer) {
-  ScratchPool pool;
-  // More than a 64-bit process can map: no exception, an empty buffer.
-  const ScratchPool::Buffer none = pool.Take(uint64_t{1} << 62);
-  EXPECT_EQ(none.data, nullptr);
-  EXPECT_EQ(none.bytes, 0u);
+TEST(ScratchPoolTest, MemoryThatCannotBeHadIsRefused) {
+  ScratchPool pool(UINT64_MAX);
+  // More than a 64-bit process can map: no exception, an error.
+  const absl::StatusOr<ScratchPool::Buffer> none = pool.Take(uint64_t{1} << 62);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(none.status().message(), "the engine cannot allocate that much memory");
   EXPECT_EQ(pool.allocations(), 0u);
+  EXPECT_EQ(pool.used_bytes(), 0u);
+}
+
+TEST(ScratchPoolTest, HandsOutAtMostItsLimitAtOnce) {
+  ScratchPool pool(8 * kMiB, 8 * kMiB);
+  ScratchPool::Buffer three = Taken(pool, 3 * kMiB);
+  ScratchPool::Buffer four = Taken(pool, 4 * kMiB);
+  EXPECT_EQ(pool.used_bytes(), 7 * kMiB);
+  const absl::StatusOr<ScratchPool::Buffer> over = pool.Take(kMiB + 1);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(over.status().message(),
+            "the engine's scratch in use would exceed scratch_max_bytes = 8388608 (7340032 "
+            "bytes in use by other calls)");
+  EXPECT_EQ(pool.allocations(), 2u);
+  // Up to the limit exactly; and what comes back, kept or freed, makes room again.
+  ScratchPool::Buffer one = Taken(pool, kMiB);
+  EXPECT_EQ(pool.used_bytes(), 8 * kMiB);
+  pool.Give(std::move(three));
+  pool.Give(std::move(four));
+  EXPECT_EQ(pool.used_bytes(), kMiB);
+  EXPECT_EQ(pool.kept_bytes(), 7 * kMiB);
+  ScratchPool::Buffer again = Taken(pool, 4 * kMiB);
+  EXPECT_EQ(again.bytes, 4 * kMiB);
+  EXPECT_EQ(pool.used_bytes(), 5 * kMiB);
 }
 
 TEST(ScratchPoolTest, AllocatesWhenNoKeptBufferFits) {
-  ScratchPool pool(16 * kMiB);
-  pool.Give(pool.Take(4 * kMiB));
+  ScratchPool pool(kLimit, 16 * kMiB);
+  pool.Give(Taken(pool, 4 * kMiB));
   // Too big, then less than half of it: new buffers, the kept one stays.
-  ScratchPool::Buffer bigger = pool.Take(4 * kMiB + 1);
-  ScratchPool::Buffer smaller = pool.Take(2 * kMiB - 1);
+  ScratchPool::Buffer bigger = Taken(pool, 4 * kMiB + 1);
+  ScratchPool::Buffer smaller = Taken(pool, 2 * kMiB - 1);
   EXPECT_EQ(bigger.bytes, 4 * kMiB + 1);
   EXPECT_EQ(smaller.bytes, 2 * kMiB - 1);
   EXPECT_EQ(pool.allocations(), 3u);
@@ -48,41 +80,41 @@ TEST(ScratchPoolTest, AllocatesWhenNoKeptBufferFits) {
 }
 
 TEST(ScratchPoolTest, TakesTheSmallestThatFits) {
-  ScratchPool pool(16 * kMiB);
-  ScratchPool::Buffer three = pool.Take(3 * kMiB);
-  ScratchPool::Buffer two = pool.Take(2 * kMiB);
+  ScratchPool pool(kLimit, 16 * kMiB);
+  ScratchPool::Buffer three = Taken(pool, 3 * kMiB);
+  ScratchPool::Buffer two = Taken(pool, 2 * kMiB);
   const std::byte* two_memory = two.data.get();
   pool.Give(std::move(three));
   pool.Give(std::move(two));
-  EXPECT_EQ(pool.Take(2 * kMiB).data.get(), two_memory);
+  EXPECT_EQ(Taken(pool, 2 * kMiB).data.get(), two_memory);
   EXPECT_EQ(pool.kept_bytes(), 3 * kMiB);
 }
 
 TEST(ScratchPoolTest, DropsTheLeastRecentlyGivenBackForRoom) {
-  ScratchPool pool(5 * kMiB);
-  ScratchPool::Buffer a = pool.Take(2 * kMiB);
-  ScratchPool::Buffer b = pool.Take(2 * kMiB);
-  ScratchPool::Buffer c = pool.Take(2 * kMiB);
+  ScratchPool pool(kLimit, 5 * kMiB);
+  ScratchPool::Buffer a = Taken(pool, 2 * kMiB);
+  ScratchPool::Buffer b = Taken(pool, 2 * kMiB);
+  ScratchPool::Buffer c = Taken(pool, 2 * kMiB);
   const std::byte* b_memory = b.data.get();
   const std::byte* c_memory = c.data.get();
   pool.Give(std::move(a));
   pool.Give(std::move(b));
   pool.Give(std::move(c));  // a goes
   EXPECT_EQ(pool.kept_bytes(), 4 * kMiB);
-  ScratchPool::Buffer first = pool.Take(2 * kMiB);
-  ScratchPool::Buffer second = pool.Take(2 * kMiB);
+  ScratchPool::Buffer first = Taken(pool, 2 * kMiB);
+  ScratchPool::Buffer second = Taken(pool, 2 * kMiB);
   EXPECT_TRUE((first.data.get() == b_memory && second.data.get() == c_memory) ||
               (first.data.get() == c_memory && second.data.get() == b_memory));
   EXPECT_EQ(pool.allocations(), 3u);
 }
 
 TEST(ScratchPoolTest, FreesSmallAndOversizedBuffers) {
-  ScratchPool pool(4 * kMiB);
-  pool.Give(pool.Take(ScratchPool::kMinKeptBytes - 1));
-  pool.Give(pool.Take(4 * kMiB + 8));
+  ScratchPool pool(kLimit, 4 * kMiB);
+  pool.Give(Taken(pool, ScratchPool::kMinKeptBytes - 1));
+  pool.Give(Taken(pool, 4 * kMiB + 8));
   pool.Give({});
   EXPECT_EQ(pool.kept_bytes(), 0u);
-  pool.Give(pool.Take(ScratchPool::kMinKeptBytes));
+  pool.Give(Taken(pool, ScratchPool::kMinKeptBytes));
   EXPECT_EQ(pool.kept_bytes(), ScratchPool::kMinKeptBytes);
 }
 
