@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/session.h"
+#include "hw/clock.h"
 
 namespace cclo {
 
@@ -46,7 +47,7 @@ absl::StatusOr<Buffer> AllocateAndMap(client::Session& session, uint64_t bytes) 
     return why;
   };
   absl::StatusOr<attach::Received> received =
-      session.TakeBuffer(response.buffer_id(), absl::Now() + session.rpc_timeout());
+      session.TakeBuffer(response.buffer_id(), hw::SteadyNow() + session.rpc_timeout());
   if (!received.ok()) return give_back(received.status());
   if (received->frame.bytes != response.bytes()) {
     close(received->fd);

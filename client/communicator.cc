@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/session.h"
 #include "firmware/contract.h"
+#include "hw/clock.h"
 
 namespace cclo {
 namespace {
@@ -93,7 +94,7 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   const absl::Duration room_wait = !options.wait_for_room ? absl::ZeroDuration()
                                    : options.timeout > absl::ZeroDuration() ? options.timeout
                                                                             : kRoomWait;
-  const absl::Time submitted_at = absl::Now();
+  const hw::SteadyTime submitted_at = hw::SteadyNow();
   auto accepted = session_->ring().Submit(std::move(request), after,
                                           submitted_at + session_->rpc_timeout() + room_wait);
   if (!accepted.ok()) {
@@ -103,8 +104,8 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   const auto& [cookie, answer] = *accepted;
   // The daemon ends every op by its deadline, which it counts from taking the op (for one
   // that waited for room, what is left of it); past that plus a grace, stop waiting.
-  const absl::Time report_by =
-      absl::Now() + absl::Milliseconds(answer.timeout_ms) + Request::kReportGrace;
+  const hw::SteadyTime report_by =
+      hw::SteadyNow() + absl::Milliseconds(answer.timeout_ms) + Request::kReportGrace;
   return Request(session_, answer.op_id, cookie, report_by);
 }
 

@@ -29,7 +29,7 @@ Request::~Request() {
   if (session_ && !done_) session_->ring().Forget(cookie_);
 }
 
-absl::Status Request::Poll(absl::Time deadline) {
+absl::Status Request::Poll(hw::SteadyTime deadline) {
   absl::StatusOr<std::optional<ring::CompletionSlot>> response =
       session_->ring().Finished(cookie_, deadline);
   if (!response.ok()) {
@@ -65,12 +65,12 @@ absl::Status Request::MovedFrom() const {
 
 absl::Status Request::Wait(absl::Duration timeout) {
   if (!session_) return MovedFrom();
-  const absl::Time deadline = absl::Now() + timeout;
+  const hw::SteadyTime deadline = hw::SteadyNow() + timeout;
   while (!done_) {
     if (absl::Status polled = Poll(std::min(deadline, report_by_)); !polled.ok()) return polled;
     if (done_) break;
-    if (absl::Now() >= report_by_) return Unreported();
-    if (absl::Now() >= deadline) {
+    if (hw::SteadyNow() >= report_by_) return Unreported();
+    if (hw::SteadyNow() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("op ", op_id_, " still running after ", absl::FormatDuration(timeout)));
     }
@@ -81,10 +81,10 @@ absl::Status Request::Wait(absl::Duration timeout) {
 absl::StatusOr<bool> Request::Test() {
   if (!session_) return MovedFrom();
   if (!done_) {
-    if (absl::Status polled = Poll(absl::InfinitePast()); !polled.ok()) return polled;
+    if (absl::Status polled = Poll(hw::SteadyTime::InfinitePast()); !polled.ok()) return polled;
   }
   if (!done_) {
-    if (absl::Now() >= report_by_) return Unreported();
+    if (hw::SteadyNow() >= report_by_) return Unreported();
     return false;
   }
   if (!status_.ok()) return status_;

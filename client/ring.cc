@@ -157,9 +157,9 @@ void ClientRing::ReleaseLocked() {
 }
 
 std::optional<absl::Status> ClientRing::Sleep(absl::FunctionRef<bool()> ready,
-                                              absl::Time deadline) {
+                                              hw::SteadyTime deadline) {
   const absl::Duration nap =
-      std::max(std::min(deadline - absl::Now(), alive_check_), absl::ZeroDuration());
+      std::max(std::min(deadline - hw::SteadyNow(), alive_check_), absl::ZeroDuration());
   {
     absl::MutexLock lock(&mu_);
     ConsumeLocked();
@@ -197,7 +197,7 @@ std::optional<absl::Status> ClientRing::Sleep(absl::FunctionRef<bool()> ready,
 }
 
 absl::Status ClientRing::AliveNow() {
-  const int64_t now = absl::ToUnixNanos(absl::Now());
+  const int64_t now = absl::ToInt64Nanoseconds(hw::SteadyNow() - hw::SteadyTime());
   int64_t last = last_alive_check_ns_.load(std::memory_order_relaxed);
   if (now - last < absl::ToInt64Nanoseconds(alive_check_) ||
       !last_alive_check_ns_.compare_exchange_strong(last, now)) {
@@ -206,9 +206,9 @@ absl::Status ClientRing::AliveNow() {
   return alive_();
 }
 
-absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, absl::Time deadline) {
+absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, hw::SteadyTime deadline) {
   while (true) {
-    const absl::Time spin_until = std::min(absl::Now() + kSpin, deadline);
+    const hw::SteadyTime spin_until = std::min(hw::SteadyNow() + kSpin, deadline);
     do {
       {
         absl::MutexLock lock(&mu_);
@@ -218,8 +218,8 @@ absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, absl::Time deadl
       }
       // Gives way to whatever else wants this core: often the daemon's engine thread.
       sched_yield();
-    } while (absl::Now() < spin_until);
-    if (absl::Now() >= deadline) {
+    } while (hw::SteadyNow() < spin_until);
+    if (hw::SteadyNow() >= deadline) {
       // A caller that only looks (its deadline already past) learns of a daemon gone too.
       if (absl::Status alive = AliveNow(); !alive.ok()) return alive;
       return absl::DeadlineExceededError("deadline passed");
@@ -236,7 +236,7 @@ absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, absl::Time deadl
 }
 
 absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
-    v1::SubmitRequest request, const std::vector<Dependency>& after, absl::Time deadline) {
+    v1::SubmitRequest request, const std::vector<Dependency>& after, hw::SteadyTime deadline) {
   // Refused before waiting for room (the dependencies left out below only shorten the list).
   if (absl::Status fits = ring::CheckFits(request, after.size()); !fits.ok()) return fits;
   uint64_t cookie = 0;
@@ -286,7 +286,7 @@ absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
 }
 
 absl::StatusOr<std::optional<ring::CompletionSlot>> ClientRing::Finished(uint64_t cookie,
-                                                                         absl::Time deadline) {
+                                                                         hw::SteadyTime deadline) {
   std::optional<ring::CompletionSlot> result;
   absl::Status waited = Await(
       [&] {

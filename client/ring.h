@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "cclo/v1/client.pb.h"
 #include "cclo/v1/ring.h"
+#include "hw/clock.h"
 
 namespace cclo::client {
 
@@ -58,12 +59,12 @@ class ClientRing {
   /// the answer; a refusal is the daemon's error.
   absl::StatusOr<std::pair<uint64_t, Accepted>> Submit(v1::SubmitRequest request,
                                                        const std::vector<Dependency>& after,
-                                                       absl::Time deadline);
+                                                       hw::SteadyTime deadline);
   /// The result of the op of `cookie`, waiting until `deadline` (nullopt then); once
   /// returned, the ring forgets it (and has the daemon release a failed one).
   /// The result is the op's FINISHED completion slot.
   absl::StatusOr<std::optional<ring::CompletionSlot>> Finished(uint64_t cookie,
-                                                               absl::Time deadline);
+                                                               hw::SteadyTime deadline);
   /// Drops what arrives for `cookie` (its request is gone without waiting).
   void Forget(uint64_t cookie);
 
@@ -75,11 +76,12 @@ class ClientRing {
   void ConsumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Calls `ready` (under mu_, after consuming) until it returns true, spinning briefly,
   /// then sleeping on the completion doorbell; DEADLINE_EXCEEDED at `deadline`.
-  absl::Status Await(absl::FunctionRef<bool()> ready, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Await(absl::FunctionRef<bool()> ready, hw::SteadyTime deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
   /// One sleep of Await, with client_waiters raised: OK if `ready` held before it slept,
   /// the ring's or the session's error, or nullopt after waking or napping (look again).
   /// One thread sleeps on the doorbell at a time: a wake-up clears it for every reader.
-  std::optional<absl::Status> Sleep(absl::FunctionRef<bool()> ready, absl::Time deadline)
+  std::optional<absl::Status> Sleep(absl::FunctionRef<bool()> ready, hw::SteadyTime deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
   /// Whether the command ring has room for one more command.
   bool RoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -99,8 +101,10 @@ class ClientRing {
   const int completion_doorbell_;
   const AliveFn alive_;
   const absl::Duration alive_check_;
-  /// When AliveNow last asked (or the ring was mapped), ns since the epoch.
-  std::atomic<int64_t> last_alive_check_ns_{absl::ToUnixNanos(absl::Now())};
+  /// When AliveNow last asked (or the ring was mapped), ns on the monotonic clock (since
+  /// hw::SteadyTime(), its epoch).
+  std::atomic<int64_t> last_alive_check_ns_{
+      absl::ToInt64Nanoseconds(hw::SteadyNow() - hw::SteadyTime())};
 
   absl::Mutex mu_;
   uint64_t command_head_ ABSL_GUARDED_BY(mu_) = 0;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/session.h"
+#include "hw/clock.h"
 
 namespace cclo::client {
 namespace {
@@ -27,7 +28,7 @@ absl::Status RpcPath::Nop(Communicator& comm, absl::Duration timeout) {
   request.set_collective(v1::NOP);
   request.set_timeout_ms(*timeout_ms);
   v1::SubmitResponse submitted;
-  const absl::Time submitted_at = absl::Now();
+  const hw::SteadyTime submitted_at = hw::SteadyNow();
   {
     grpc::ClientContext context;
     session.Prepare(context, session.rpc_timeout());
@@ -35,12 +36,12 @@ absl::Status RpcPath::Nop(Communicator& comm, absl::Duration timeout) {
     if (!status.ok()) return session.FromGrpc(status, "Submit");
   }
   // The daemon ends every op by its deadline; past that plus a grace, stop asking.
-  const absl::Time report_by =
+  const hw::SteadyTime report_by =
       submitted_at + absl::Milliseconds(submitted.timeout_ms()) + Request::kReportGrace;
   v1::WaitRequest wait;
   wait.set_op_id(submitted.op_id());
   wait.set_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(kWaitSlice)));
-  while (absl::Now() < report_by) {
+  while (hw::SteadyNow() < report_by) {
     v1::WaitResponse result;
     grpc::ClientContext context;
     session.Prepare(context, kWaitSlice + session.rpc_timeout());

@@ -18,7 +18,7 @@ constexpr char kSessionMetadata[] = "cclo-session";
 
 // Connects by `deadline`: a daemon that does not accept fills its listen backlog, and a
 // connect then waits for room for at most the socket's send timeout.
-absl::StatusOr<int> ConnectUnix(const std::string& path, absl::Time deadline) {
+absl::StatusOr<int> ConnectUnix(const std::string& path, hw::SteadyTime deadline) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
@@ -31,10 +31,11 @@ absl::StatusOr<int> ConnectUnix(const std::string& path, absl::Time deadline) {
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   int result;
   do {
-    const timeval wait = absl::ToTimeval(std::max(deadline - absl::Now(), absl::Microseconds(1)));
+    const timeval wait =
+        absl::ToTimeval(std::max(deadline - hw::SteadyNow(), absl::Microseconds(1)));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
     result = connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
-  } while (result < 0 && errno == EINTR && absl::Now() < deadline);
+  } while (result < 0 && errno == EINTR && hw::SteadyNow() < deadline);
   if (result < 0) {
     absl::Status status = absl::UnavailableError(absl::StrCat(
         "cannot connect to ", path, ": ",
@@ -51,7 +52,7 @@ absl::StatusOr<int> ConnectUnix(const std::string& path, absl::Time deadline) {
 
 // Says HELLO on `fd` and waits for the answer: the WELCOME frame with the rings' fds
 // (memfd, command doorbell, completion doorbell), or the refusal as an error.
-absl::StatusOr<attach::Received> Handshake(int fd, absl::Time deadline) {
+absl::StatusOr<attach::Received> Handshake(int fd, hw::SteadyTime deadline) {
   attach::Frame hello;
   hello.type = attach::FrameType::kHello;
   if (absl::Status sent = attach::SendFrame(fd, hello); !sent.ok()) return sent;
@@ -88,7 +89,7 @@ absl::StatusOr<attach::Received> Handshake(int fd, absl::Time deadline) {
 
 absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtime_dir,
                                                        absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const hw::SteadyTime deadline = hw::SteadyNow() + timeout;
   absl::StatusOr<int> fd = ConnectUnix(absl::StrCat(runtime_dir, "/attach.sock"), deadline);
   if (!fd.ok()) return fd.status();
   absl::StatusOr<attach::Received> welcome = Handshake(*fd, deadline);
@@ -104,7 +105,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
   const std::string target = absl::StrCat("unix:", runtime_dir, "/client.sock");
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
+  if (!channel->WaitForConnected(hw::ToWallDeadline(deadline))) {
     close_all();
     return absl::UnavailableError(
         absl::StrCat("cannot connect to ", target, " within ", absl::FormatDuration(timeout)));
@@ -185,7 +186,7 @@ std::vector<uint64_t> Session::EndAllocation(uint64_t allocation) {
   return orphans;
 }
 
-absl::StatusOr<attach::Received> Session::TakeBuffer(uint64_t buffer_id, absl::Time deadline) {
+absl::StatusOr<attach::Received> Session::TakeBuffer(uint64_t buffer_id, hw::SteadyTime deadline) {
   absl::MutexLock lock(&attach_mutex_);
   while (true) {
     if (auto it = unclaimed_.find(buffer_id); it != unclaimed_.end()) {

@@ -18,6 +18,7 @@
 #include "cclo/v1/client.grpc.pb.h"
 #include "client/ring.h"
 #include "grpcpp/grpcpp.h"
+#include "hw/clock.h"
 
 namespace cclo::client {
 
@@ -69,7 +70,7 @@ class Session {
   /// Returns the memfd the daemon sent for `buffer_id` (the caller owns it), reading attach
   /// frames until it arrives or `deadline` passes. Frames for other buffers are kept for
   /// their own callers. Called between BeginAllocation and EndAllocation.
-  absl::StatusOr<attach::Received> TakeBuffer(uint64_t buffer_id, absl::Time deadline);
+  absl::StatusOr<attach::Received> TakeBuffer(uint64_t buffer_id, hw::SteadyTime deadline);
 
  private:
   Session(int attach_fd, uint64_t id, std::string token, absl::Duration rpc_timeout,

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cclo/client.h"
+#include "hw/clock.h"
 
 namespace cclo {
 namespace {
@@ -37,11 +38,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Client::Split(Communicator& parent
   const uint32_t rank = parent.rank();
   // One deadline for the whole split: each step gets what is left of `timeout` (at least
   // 1 ms, so that a step past it still fails on every rank). Zero: the daemon's defaults.
-  const absl::Time deadline = absl::Now() + timeout;
+  const hw::SteadyTime deadline = hw::SteadyNow() + timeout;
   auto left = [&] {
     return timeout == absl::ZeroDuration()
                ? timeout
-               : std::max(deadline - absl::Now(), absl::Milliseconds(1));
+               : std::max(deadline - hw::SteadyNow(), absl::Milliseconds(1));
   };
   absl::StatusOr<Buffer> scratch = AllocBuffer(size * kTokenSlot);
   if (!scratch.ok()) return scratch.status();

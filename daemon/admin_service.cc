@@ -21,7 +21,7 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_version(kVersion);
   response->set_peer_address(peer_address_);
   response->set_data_address(device_->DataAddress());
-  response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(Since(start_))));
+  response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(hw::Since(start_))));
   std::vector<SessionPtr> sessions = sessions_->All();
   response->set_sessions(static_cast<uint32_t>(sessions.size()));
   uint64_t buffers = 0, buffer_bytes = 0;

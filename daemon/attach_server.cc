@@ -93,12 +93,13 @@ AttachServer::~AttachServer() {
 void AttachServer::Run() {
   std::vector<pollfd> fds;
   for (;;) {
-    const bool accepting = absl::Now() >= accept_paused_until_;
+    const bool accepting = hw::SteadyNow() >= accept_paused_until_;
     // poll skips a negative fd.
     fds.assign({{wake_fd_, POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
-    absl::Time next_deadline = accepting ? absl::InfiniteFuture() : accept_paused_until_;
+    hw::SteadyTime next_deadline =
+        accepting ? hw::SteadyTime::InfiniteFuture() : accept_paused_until_;
     std::vector<int> pending_fds;
-    const absl::Time now = absl::Now();
+    const hw::SteadyTime now = hw::SteadyNow();
     for (const auto& [fd, pending] : pending_) {
       const bool later = pending.look_again > now;  // a part of a HELLO is there
       fds.push_back({later ? -1 : fd, POLLIN, 0});
@@ -109,10 +110,10 @@ void AttachServer::Run() {
     const size_t first_connection = fds.size();
     for (const auto& [fd, session_id] : connections_) fds.push_back({fd, POLLIN, 0});
     const int timeout_ms =
-        next_deadline == absl::InfiniteFuture()
+        next_deadline == hw::SteadyTime::InfiniteFuture()
             ? -1
-            : static_cast<int>(absl::ToInt64Milliseconds(
-                                   std::max(next_deadline - absl::Now(), absl::ZeroDuration())) +
+            : static_cast<int>(absl::ToInt64Milliseconds(std::max(next_deadline - hw::SteadyNow(),
+                                                                  absl::ZeroDuration())) +
                                1);
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       const int error = errno;
@@ -131,12 +132,12 @@ void AttachServer::Run() {
       const int fd = pending_fds[i - 2];
       Pending& pending = pending_.at(fd);
       if (fds[i].revents != 0 && !WholeFrameOrEnd(fd)) {
-        pending.look_again = absl::Now() + kPartialHelloRetry;
+        pending.look_again = hw::SteadyNow() + kPartialHelloRetry;
       } else if (fds[i].revents != 0) {
         const Pending greeted = pending;
         pending_.erase(fd);
         Greet(fd, greeted);
-      } else if (absl::Now() >= pending.deadline) {
+      } else if (hw::SteadyNow() >= pending.deadline) {
         const Pending refused = pending;
         pending_.erase(fd);
         Refuse(fd, refused.credentials,
@@ -168,7 +169,7 @@ void AttachServer::Accept() {
     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
       spdlog::warn("attach accept failed: {}; not accepting clients for {}", std::strerror(errno),
                    absl::FormatDuration(kAcceptBackoff));
-      accept_paused_until_ = absl::Now() + kAcceptBackoff;
+      accept_paused_until_ = hw::SteadyNow() + kAcceptBackoff;
     } else if (errno != EINTR && errno != ECONNABORTED) {
       spdlog::warn("attach accept failed: {}", std::strerror(errno));
     }
@@ -183,7 +184,8 @@ void AttachServer::Accept() {
     return;
   }
   if (pending_.size() >= kMaxPending) EvictOldestPending();
-  pending_[fd] = {absl::Now() + kHelloTimeout, {credentials.pid, credentials.uid, credentials.gid}};
+  pending_[fd] = {hw::SteadyNow() + kHelloTimeout,
+                  {credentials.pid, credentials.uid, credentials.gid}};
 }
 
 void AttachServer::EvictOldestPending() {

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/sessions.h"
 #include "daemon/tenants.h"
+#include "hw/clock.h"
 
 namespace cclo::daemon {
 
@@ -49,9 +50,10 @@ class AttachServer {
                OpenRingsFn open_rings);
   /// A connection accepted but not yet greeted: it must send HELLO by `deadline`.
   struct Pending {
-    absl::Time deadline;
+    hw::SteadyTime deadline;
     PeerCredentials credentials;
-    absl::Time look_again = absl::InfinitePast();  ///< part of a HELLO came: not before then
+    hw::SteadyTime look_again =
+        hw::SteadyTime::InfinitePast();  ///< part of a HELLO came: not before then
   };
 
   void Run();
@@ -80,7 +82,7 @@ class AttachServer {
   std::map<int, uint64_t> connections_;
   std::map<int, Pending> pending_;
   /// Out of descriptors: the listening socket is not polled until then.
-  absl::Time accept_paused_until_ = absl::InfinitePast();
+  hw::SteadyTime accept_paused_until_ = hw::SteadyTime::InfinitePast();
   std::thread thread_;
 };
 

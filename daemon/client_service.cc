@@ -85,8 +85,8 @@ grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
   absl::Duration timeout =
       request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : config_->join_timeout;
   // Not past the caller's own deadline: a join it gave up on must not go on without it.
-  const absl::Time deadline =
-      std::min(absl::Now() + timeout, absl::FromChrono(context->deadline()));
+  const hw::SteadyTime deadline =
+      std::min(hw::SteadyNow() + timeout, hw::FromWallDeadline(context->deadline()));
   absl::StatusOr<Communicators::Joined> joined =
       communicators_->Join(*session, request->token(), request->rank(), request->size(), deadline);
   if (!joined.ok()) {

@@ -52,7 +52,7 @@ absl::StatusOr<std::string> Communicators::CreateId(const SessionPtr& session,
 absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& session,
                                                           const std::string& token_text,
                                                           uint32_t rank, uint32_t size,
-                                                          absl::Time deadline) {
+                                                          hw::SteadyTime deadline) {
   absl::StatusOr<CommToken> token = ParseToken(token_text);
   if (!token.ok()) return token.status();
   if (size == 0 || size > kMaxWorldSize) {
@@ -110,7 +110,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   request.set_size(size);
   request.set_daemon_address(self_address_);
   request.set_data_address(device_->DataAddress());
-  request.set_timeout_ms(JoinTimeoutMs(deadline - absl::Now()));
+  request.set_timeout_ms(JoinTimeoutMs(deadline - hw::SteadyNow()));
   request.set_proof(Proof(token->secret, JoinMessage(request)));
   absl::StatusOr<cclo::v1::PeerJoinResponse> response =
       peers_->Join(token->root_address, request, deadline);
@@ -183,7 +183,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   return Joined{handle, id, comm.table};
 }
 
-absl::Status Communicators::Configure(const hw::CommId& id, absl::Time deadline) {
+absl::Status Communicators::Configure(const hw::CommId& id, hw::SteadyTime deadline) {
   hw::CommunicatorConfig config;
   {
     absl::MutexLock lock(&mu_);
@@ -209,7 +209,7 @@ absl::Status Communicators::Configure(const hw::CommId& id, absl::Time deadline)
   auto settled = [this, &comm]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return stopping_ || comm.configured.has_value() || comm.state == State::kBroken;
   };
-  mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+  hw::AwaitUntil(mu_, absl::Condition(&settled), deadline);
   if (stopping_) return absl::UnavailableError("daemon is shutting down");
   if (comm.state == State::kBroken) {
     return absl::UnavailableError(

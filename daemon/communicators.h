@@ -20,6 +20,7 @@
 #include "daemon/sessions.h"
 #include "daemon/tenants.h"
 #include "daemon/token.h"
+#include "hw/clock.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -54,7 +55,7 @@ class Communicators {
   /// Joins `rank` of a `size`-rank communicator for `session`; returns when every rank
   /// joined and all data sessions are up, or fails by `deadline`.
   absl::StatusOr<Joined> Join(const SessionPtr& session, const std::string& token, uint32_t rank,
-                              uint32_t size, absl::Time deadline);
+                              uint32_t size, hw::SteadyTime deadline);
 
   /// The rank a handle of `session` names; NOT_FOUND for handles it does not own,
   /// UNAVAILABLE (with the reason) once the communicator broke.
@@ -120,7 +121,7 @@ class Communicators {
     bool configure_started = false;
     std::optional<absl::Status> configured;
     bool device_removed = false;
-    absl::Time created;
+    absl::Time created;  ///< on the wall clock: shown as a date
     /// Local ranks that left while others stayed, with the reason.
     std::map<uint32_t, std::string> departed;
     uint64_t ops_completed = 0;
@@ -149,7 +150,7 @@ class Communicators {
   /// (telling the other daemons `reason`) and forgets it.
   void LeaveLocked(const hw::CommId& id, uint32_t rank, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Configure(const hw::CommId& id, absl::Time deadline);
+  absl::Status Configure(const hw::CommId& id, hw::SteadyTime deadline);
 
   hw::Device* const device_;
   PeerClient* const peers_;

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/version.h"
+#include "hw/clock.h"
 #include "hw/emu/emu_device.h"
 #include "hw/types.h"
 #include "spdlog/spdlog.h"
@@ -281,9 +282,9 @@ Daemon::~Daemon() {
   peer_client_.Stop();
   communicators_.Stop();
   attach_server_.reset();  // ends every session
-  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(2);
   for (grpc::Server* server : {peer_server_.get(), client_server_.get(), admin_server_.get()}) {
-    if (server) server->Shutdown(absl::ToChronoTime(deadline));
+    if (server) server->Shutdown(hw::ToWallDeadline(deadline));
   }
   device_.reset();
   unlink((config_.runtime_dir + "/client.sock").c_str());

@@ -41,7 +41,7 @@ Session::OpCounts Drain::CountOps() const {
   return sum;
 }
 
-bool Drain::AwaitNoOps(absl::Time deadline) const {
+bool Drain::AwaitNoOps(hw::SteadyTime deadline) const {
   // No session or op can be added while draining, so one pass over the sessions suffices.
   bool idle = true;
   for (const SessionPtr& session : sessions_->All()) idle = session->AwaitNoOps(deadline) && idle;
@@ -55,8 +55,7 @@ absl::StatusOr<cclo::v1::DrainResponse> Drain::Run(absl::Duration timeout) {
   root_gather_->Refuse(Admit("joins"));
   // A Submit admitted before the drain began registers its op first (a few microseconds).
   while (admitting_.load() > 0) absl::SleepFor(absl::Microseconds(50));
-  const absl::Time start = absl::Now();
-  const SteadyTime started = SteadyNow();
+  const hw::SteadyTime started = hw::SteadyNow();
   const uint64_t completed_before = communicators_->OpsCompleted();
   const Session::OpCounts at_start = CountOps();
   cclo::v1::DrainResponse response;
@@ -64,7 +63,7 @@ absl::StatusOr<cclo::v1::DrainResponse> Drain::Run(absl::Duration timeout) {
   spdlog::warn("draining: new work is refused; waiting up to {} for {} ops in flight",
                absl::FormatDuration(timeout), response.ops_in_flight());
 
-  response.set_timed_out(!AwaitNoOps(start + timeout));
+  response.set_timed_out(!AwaitNoOps(started + timeout));
   const Session::OpCounts left = CountOps();
   response.set_ops_cut_off(left.queued + left.running);
   // Every op in flight at the start finished OK, failed or is cut off. The failures are
@@ -76,10 +75,10 @@ absl::StatusOr<cclo::v1::DrainResponse> Drain::Run(absl::Duration timeout) {
   if (response.ops_cut_off() > 0) {
     communicators_->BreakBusy(absl::StrCat("cclod is draining and its drain timeout (",
                                            absl::FormatDuration(timeout), ") passed"));
-    AwaitNoOps(absl::Now() + kCutOffGrace);
+    AwaitNoOps(hw::SteadyNow() + kCutOffGrace);
   }
   response.set_results_uncollected(CountOps().done);
-  response.set_elapsed_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(Since(started))));
+  response.set_elapsed_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(hw::Since(started))));
   spdlog::warn(
       "drain finished in {} ms: {} ops in flight at the start, {} completed, {} failed, {} cut "
       "off at the timeout, {} results not collected; stopping",

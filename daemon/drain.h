@@ -16,6 +16,7 @@
 #include "daemon/communicators.h"
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
+#include "hw/clock.h"
 
 namespace cclo::daemon {
 
@@ -63,7 +64,7 @@ class Drain {
   /// Ops of all sessions, summed.
   Session::OpCounts CountOps() const;
   /// Waits for every session to hold no op, until `deadline`; returns whether they did.
-  bool AwaitNoOps(absl::Time deadline) const;
+  bool AwaitNoOps(hw::SteadyTime deadline) const;
 
   SessionRegistry* const sessions_;
   Communicators* const communicators_;

@@ -141,8 +141,8 @@ struct Ops::Launch {
   hw::CallDescriptor call;
   hw::CallBuffers buffers;  ///< its keepalive is set when the call is made
   std::array<SharedBufferPtr, 2> held_buffers;
-  SteadyTime submitted;
-  absl::Time deadline;
+  hw::SteadyTime submitted;
+  hw::SteadyTime deadline;
   OpName what;
   /// On the tenant's in-flight ops quota until the op ends, however it ends: through
   /// `ended` if it never reaches the engine, else through the engine's completion.
@@ -253,16 +253,16 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
   const hw::CallDescriptor& call = launch->call;
 
   const absl::Duration timeout = TimeoutOf(request);
-  launch->submitted = SteadyNow();
-  launch->deadline = absl::Now() + timeout;
+  launch->submitted = hw::SteadyNow();
+  launch->deadline = hw::SteadyNow() + timeout;
   const TenantPtr& tenant = session->tenant();
   auto still_wanted = [&session, &caller_wants]() -> absl::Status {
     if (session->closed()) return absl::UnavailableError("session is closing");
     return caller_wants ? caller_wants() : absl::OkStatus();
   };
   absl::StatusOr<Lease> room = tenant->Acquire(
-      Resource::kInflightOps, 1, request.wait_for_room ? launch->deadline : absl::InfinitePast(),
-      still_wanted);
+      Resource::kInflightOps, 1,
+      request.wait_for_room ? launch->deadline : hw::SteadyTime::InfinitePast(), still_wanted);
   if (!room.ok() && room.status().code() != absl::StatusCode::kResourceExhausted) {
     return room.status();  // the daemon stops, the session closed or the caller left
   }
@@ -310,7 +310,7 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
     if (launch->held) Unwatch({launch->deadline, launch->op_id});
     launch->inflight.Release();
     communicators_->OpFinished(launch->call.comm, status);
-    stats_->Finished(launch->labels, "", Since(launch->submitted), status);
+    stats_->Finished(launch->labels, "", hw::Since(launch->submitted), status);
   };
   op.start = [this, launch](uint64_t op_id) { return Start(launch, op_id); };
   absl::StatusOr<uint64_t> op_id = session->AddOp(std::move(op));
@@ -328,18 +328,18 @@ absl::Status Ops::Start(const std::shared_ptr<Launch>& launch, uint64_t op_id) {
       !member.ok()) {
     return member.status();
   }
-  if (absl::Now() >= launch->deadline) {
+  if (hw::SteadyNow() >= launch->deadline) {
     return absl::DeadlineExceededError(
         absl::StrCat(launch->what.ToString(),
                      " did not finish by its deadline: the ops it waited for took all its time"));
   }
-  stats_->Started(launch->labels, Since(launch->submitted));
+  stats_->Started(launch->labels, hw::Since(launch->submitted));
   hw::CallBuffers buffers = launch->buffers;
   buffers.keepalive = std::shared_ptr<const void>(launch, &launch->held_buffers);
   device_->Call(
       call, std::move(buffers), launch->deadline,
       [this, owner, op_id, launch](hw::Completion completion) {
-        const absl::Duration elapsed = Since(launch->submitted);
+        const absl::Duration elapsed = hw::Since(launch->submitted);
         launch->inflight.Release();
         owner->tenant()->RecordOpTime(elapsed);
         communicators_->OpFinished(launch->call.comm, completion.status, completion.bytes_sent);
@@ -377,8 +377,8 @@ void Ops::ExpireLoop() {
       continue;
     }
     auto first = watched_.begin();
-    if (absl::Now() < first->first.first) {
-      wake_.WaitWithDeadline(&mu_, first->first.first);
+    if (hw::SteadyNow() < first->first.first) {
+      wake_.WaitWithTimeout(&mu_, hw::Left(first->first.first));
       continue;
     }
     const uint64_t op_id = first->first.second;

@@ -22,6 +22,7 @@
 #include "daemon/op_request.h"
 #include "daemon/op_stats.h"
 #include "daemon/sessions.h"
+#include "hw/clock.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -82,7 +83,7 @@ class Ops {
 
  private:
   /// Key of a watched op: its deadline, then its (daemon-unique) id.
-  using WatchKey = std::pair<absl::Time, uint64_t>;
+  using WatchKey = std::pair<hw::SteadyTime, uint64_t>;
 
   /// Watches an op held by `session` until its deadline (not if the session closed).
   void Watch(WatchKey key, const SessionPtr& session);

@@ -31,9 +31,9 @@ std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& add
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     const std::string& root_address, const cclo::v1::PeerJoinRequest& request,
-    absl::Time deadline) {
+    hw::SteadyTime deadline) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(deadline));
+  context.set_deadline(hw::ToWallDeadline(deadline));
   std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {
     absl::MutexLock lock(&mu_);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cclo/v1/peer.grpc.pb.h"
+#include "hw/clock.h"
 
 namespace cclo::daemon {
 
@@ -30,7 +31,7 @@ class PeerClient {
   /// Joins a rank at the root daemon (blocks until the root answers, `deadline`, or Stop).
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
-                                                  absl::Time deadline);
+                                                  hw::SteadyTime deadline);
 
   /// Ends the joins in progress and refuses later ones, with UNAVAILABLE: the daemon stops.
   void Stop();

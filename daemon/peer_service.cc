@@ -28,7 +28,7 @@ grpc::Status PeerService::Join(grpc::ServerContext* context,
         absl::StrCat("peer protocol version ", request->version(), " unsupported; expected 1")));
   }
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined =
-      root_gather_->Join(*request, absl::FromChrono(context->deadline()));
+      root_gather_->Join(*request, hw::FromWallDeadline(context->deadline()));
   if (!joined.ok()) {
     // The caller's word for its address, perhaps unproven (the proof may be what failed).
     spdlog::warn("join of rank {} from peer daemon {} ({}{}) refused: {}", request->rank(),

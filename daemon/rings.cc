@@ -141,7 +141,7 @@ bool Rings::Poll() {
   return work;
 }
 
-absl::Time Rings::Sleeping() {
+hw::SteadyTime Rings::Sleeping() {
   // Say so before sleeping, then look once more: a client that posts after this rings.
   // A client that made room in its completion ring while the engine was still awake did
   // not ring, so kept completions are looked at again like a parked command.
@@ -158,10 +158,10 @@ absl::Time Rings::Sleeping() {
     // consumed results are released now rather than at the next wake-up.
     if (served.parked.empty() && !served.ring->Overflowing() &&
         (served.ring->HasCommands() || served.ring->ConsumedMore())) {
-      return absl::InfinitePast();
+      return hw::SteadyTime::InfinitePast();
     }
   }
-  return retry ? absl::Now() + absl::Milliseconds(kRetryMs) : absl::InfiniteFuture();
+  return retry ? hw::SteadyNow() + absl::Milliseconds(kRetryMs) : hw::SteadyTime::InfiniteFuture();
 }
 
 void Rings::Awake() {
@@ -235,13 +235,13 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
         continue;
       }
       // Parked with the quota's answer to the op ahead, until its own deadline.
-      const absl::Time now = absl::Now();
-      const absl::Time deadline = now + ops_->TimeoutOf(request);
+      const hw::SteadyTime now = hw::SteadyNow();
+      const hw::SteadyTime deadline = now + ops_->TimeoutOf(request);
       served.parked.push_back(Served::Parked{std::move(request), slot.cookie, now, deadline,
                                              served.parked.front().refused});
       continue;
     }
-    if (auto parked = Submit(session, served, std::move(request), slot.cookie, absl::Now())) {
+    if (auto parked = Submit(session, served, std::move(request), slot.cookie, hw::SteadyNow())) {
       served.parked.push_back(*std::move(parked));
     }
   }
@@ -260,7 +260,7 @@ void Rings::Release(Session& session, Served& served, uint64_t op_id) {
 bool Rings::ServeParked(const SessionPtr& session, Served& served) {
   if (served.parked.empty()) return false;
   bool answered = false;
-  const absl::Time now = absl::Now();
+  const hw::SteadyTime now = hw::SteadyNow();
   for (auto it = served.parked.begin(); it != served.parked.end();) {
     if (now < it->deadline) {
       ++it;
@@ -291,17 +291,17 @@ bool Rings::ServeParked(const SessionPtr& session, Served& served) {
 
 std::optional<Rings::Served::Parked> Rings::Submit(const SessionPtr& session, Served& served,
                                                    OpRequest request, uint64_t cookie,
-                                                   absl::Time submitted) {
+                                                   hw::SteadyTime submitted) {
   SessionRing& ring = *served.ring;
   // The engine thread never waits for room: a command that would is parked and retried.
   const bool wait_for_room = request.wait_for_room;
-  const absl::Time deadline = submitted + ops_->TimeoutOf(request);
+  const hw::SteadyTime deadline = submitted + ops_->TimeoutOf(request);
   // The request is kept for a retry only where it may be parked.
   OpRequest attempt = wait_for_room ? request : std::move(request);
   attempt.wait_for_room = false;
   if (wait_for_room) {
     // Time spent parked counts toward the op's deadline.
-    const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+    const absl::Duration left = std::max(deadline - hw::SteadyNow(), absl::Milliseconds(1));
     attempt.timeout_ms =
         static_cast<uint32_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
   }
@@ -321,7 +321,7 @@ std::optional<Rings::Served::Parked> Rings::Submit(const SessionPtr& session, Se
     ring.PostQuietly(slot);
     return std::nullopt;
   }
-  if (wait_for_room && accepted.status().GetPayload(kRetryAfterMs) && absl::Now() < deadline) {
+  if (wait_for_room && accepted.status().GetPayload(kRetryAfterMs) && hw::SteadyNow() < deadline) {
     return Served::Parked{std::move(request), cookie, submitted, deadline, accepted.status()};
   }
   ops_->CountRefused(accepted.status());

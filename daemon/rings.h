@@ -25,6 +25,7 @@
 #include "daemon/ops.h"
 #include "daemon/session_ring.h"
 #include "daemon/sessions.h"
+#include "hw/clock.h"
 #include "hw/poller.h"
 
 namespace cclo::daemon {
@@ -52,7 +53,7 @@ class Rings final : public hw::Poller {
   // hw::Poller (the engine's thread)
   int wake_fd() const override { return epoll_fd_; }
   bool Poll() override;
-  absl::Time Sleeping() override;
+  hw::SteadyTime Sleeping() override;
   void Awake() override;
 
  private:
@@ -65,8 +66,8 @@ class Rings final : public hw::Poller {
     struct Parked {
       OpRequest request;
       uint64_t cookie = 0;
-      absl::Time submitted;
-      absl::Time deadline;
+      hw::SteadyTime submitted;
+      hw::SteadyTime deadline;
       absl::Status refused;  ///< the quota's answer
     };
     /// Commands parked in the order they came (at most kMaxParked). While any is, later
@@ -92,7 +93,7 @@ class Rings final : public hw::Poller {
   /// Submits a decoded command and posts its answer, or returns it to park when it waits
   /// for room that the quota has not.
   std::optional<Served::Parked> Submit(const SessionPtr& session, Served& served, OpRequest request,
-                                       uint64_t cookie, absl::Time submitted);
+                                       uint64_t cookie, hw::SteadyTime submitted);
   /// Picks up sessions opened or closed since the last pass.
   void Refresh();
 

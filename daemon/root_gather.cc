@@ -35,7 +35,7 @@ uint32_t JoinTimeoutMs(absl::Duration remaining) {
 
 absl::Status RootGather::Register(const hw::CommId& id, const hw::CommSecret& secret,
                                   cclo::v1::CommPolicy policy, uint32_t pending_limit) {
-  const absl::Time now = absl::Now();
+  const hw::SteadyTime now = hw::SteadyNow();
   absl::MutexLock lock(&mu_);
   uint32_t pending = 0;
   for (auto it = gathers_.begin(); it != gathers_.end();) {
@@ -67,11 +67,11 @@ absl::Status RootGather::Register(const hw::CommId& id, const hw::CommSecret& se
 
 void RootGather::Fail(Gather& gather, absl::Status why) {
   gather.failure = std::move(why);
-  gather.failed = absl::Now();
+  gather.failed = hw::SteadyNow();
 }
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
-    const cclo::v1::PeerJoinRequest& request, absl::Time rpc_deadline) {
+    const cclo::v1::PeerJoinRequest& request, hw::SteadyTime rpc_deadline) {
   absl::StatusOr<hw::CommId> parsed = CommIdFromBytes(request.comm_id());
   if (!parsed.ok()) return parsed.status();
   const hw::CommId id = *parsed;
@@ -107,9 +107,9 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", request.rank(), " joins with timeout_ms 0 (at least 1)"));
   }
-  const absl::Time deadline =
+  const hw::SteadyTime deadline =
       std::min(rpc_deadline,
-               absl::Now() + std::min(absl::Milliseconds(request.timeout_ms()), longest_wait_));
+               hw::SteadyNow() + std::min(absl::Milliseconds(request.timeout_ms()), longest_wait_));
   if (absl::Status same = SameSelection(
           request.selection(),
           absl::StrCat("rank ", request.rank(), "'s daemon at ", request.daemon_address()),
@@ -141,7 +141,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   auto complete = [&gather]() {
     return !gather.failure.ok() || gather.ranks.size() == gather.size;
   };
-  mu_.AwaitWithDeadline(absl::Condition(&complete), deadline);
+  hw::AwaitUntil(mu_, absl::Condition(&complete), deadline);
   absl::StatusOr<cclo::v1::PeerJoinResponse> result;
   if (gather.ranks.size() == gather.size) {
     cclo::v1::PeerJoinResponse response;

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cclo/v1/peer.pb.h"
+#include "hw/clock.h"
 #include "hw/types.h"
 
 namespace cclo::daemon {
@@ -61,7 +62,7 @@ class RootGather {
   /// (this or another rank's daemon has another built-in selection: SameSelection), ALREADY_EXISTS
   /// (rank taken), DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const cclo::v1::PeerJoinRequest& request,
-                                                  absl::Time rpc_deadline);
+                                                  hw::SteadyTime rpc_deadline);
 
   /// Fails every waiting and later join with `why` (not OK): the daemon drains or stops.
   void Refuse(absl::Status why);
@@ -70,8 +71,8 @@ class RootGather {
   struct Gather {
     hw::CommSecret secret{};
     cclo::v1::CommPolicy policy;
-    absl::Time created;
-    absl::Time failed;  ///< when `failure` was set
+    hw::SteadyTime created;
+    hw::SteadyTime failed;  ///< when `failure` was set
     uint32_t size = 0;  ///< 0 until the first rank says how many
     std::map<uint32_t, cclo::v1::RankInfo> ranks;
     int waiting = 0;  ///< Join calls still inside; the last erases a gather that completed

@@ -15,6 +15,7 @@
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
 #include "daemon/tenants.h"
+#include "hw/clock.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -143,7 +144,7 @@ class AdminService final : public cclo::v1::Admin::Service {
 
   const std::string peer_address_;
   const TenantStore* const tenants_;
-  const SteadyTime start_ = SteadyNow();
+  const hw::SteadyTime start_ = hw::SteadyNow();
   SessionRegistry* const sessions_;
   Communicators* const communicators_;
   PolicyStore* const policies_;

@@ -95,10 +95,10 @@ Session::OpCounts Session::CountOps() const {
   return counts;
 }
 
-bool Session::AwaitNoOps(absl::Time deadline) const {
+bool Session::AwaitNoOps(hw::SteadyTime deadline) const {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return closed_ || ops_.empty(); };
-  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+  return hw::AwaitUntil(mu_, absl::Condition(&idle), deadline);
 }
 
 namespace {
@@ -110,8 +110,8 @@ uint64_t NextOpId() {
 }
 
 /// The result of an op that ends without reaching the engine.
-OpResult Unstarted(SteadyTime submitted, absl::Status status) {
-  return {hw::Completion{std::move(status), "", 0}, Since(submitted)};
+OpResult Unstarted(hw::SteadyTime submitted, absl::Status status) {
+  return {hw::Completion{std::move(status), "", 0}, hw::Since(submitted)};
 }
 
 /// Why an op ends when op `dependency`, which it waits for, failed with `status`.
@@ -158,7 +158,7 @@ absl::StatusOr<uint64_t> Session::AddOp(NewOp new_op) {
     }
     Op op;
     op.comm_handle = new_op.comm_handle;
-    op.submitted = SteadyNow();
+    op.submitted = hw::SteadyNow();
     op.what = std::move(new_op.what);
     op.start = std::move(new_op.start);
     op.ended = std::move(new_op.ended);
@@ -173,7 +173,7 @@ absl::StatusOr<uint64_t> Session::AddOp(NewOp new_op) {
         failed = DependencyFailed(dependency, waited.result->completion.status);
       }
     }
-    const SteadyTime submitted = op.submitted;
+    const hw::SteadyTime submitted = op.submitted;
     ops_.emplace(id, std::move(op));
     waiting_by_handle_[new_op.comm_handle].push_back(id);
     if (failed) EndLocked(id, Unstarted(submitted, *std::move(failed)));

@@ -19,8 +19,8 @@
 #include "absl/time/time.h"
 #include "cclo/v1/ring.h"
 #include "daemon/buffers.h"
-#include "daemon/elapsed.h"
 #include "daemon/tenants.h"
+#include "hw/clock.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -110,6 +110,7 @@ class Session {
   const std::string& token() const { return token_; }
   const PeerCredentials& credentials() const { return credentials_; }
   const TenantPtr& tenant() const { return tenant_; }
+  /// When the session attached, on the wall clock (shown as a date).
   absl::Time attached() const { return attached_; }
   /// Sends the buffer's fd to the client, then records the buffer. The send holds only
   /// `send_mu_` (never `mu_`, which op completions on the engine thread take) and is
@@ -138,7 +139,7 @@ class Session {
   OpCounts CountOps() const;
   /// Waits until the session holds no op (each finished and its result collected) or is
   /// closed, or `deadline` passes; returns whether it holds none.
-  bool AwaitNoOps(absl::Time deadline) const;
+  bool AwaitNoOps(hw::SteadyTime deadline) const;
 
   /// Registers an op and returns its id (unique within the daemon). The op starts through
   /// `op.start` as soon as it may, possibly before this returns; an op in `op.after` that
@@ -187,7 +188,7 @@ class Session {
   struct Op {
     OpState state = OpState::kWaiting;
     uint64_t comm_handle = 0;
-    SteadyTime submitted;
+    hw::SteadyTime submitted;
     OpName what;
     std::set<uint64_t> waiting_for;    ///< kWaiting: ops of `after` not finished yet
     std::vector<uint64_t> dependents;  ///< ops whose `after` names this one

@@ -135,7 +135,7 @@ uint64_t Tenant::Limit(Resource resource) const {
   return 0;
 }
 
-absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::Time wait_until,
+absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, hw::SteadyTime wait_until,
                                       const StillWanted& still_wanted) {
   absl::MutexLock lock(&mu_);
   uint64_t& used = used_[Slot(resource)];
@@ -146,10 +146,10 @@ absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, absl::
   auto fits_or_stopped = [this, &fits]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return fits() || !waits_stopped_.ok();
   };
-  while (!fits() && waits_stopped_.ok() && wait_until > absl::Now()) {
-    const absl::Time until =
-        still_wanted ? std::min(wait_until, absl::Now() + kWantedCheck) : wait_until;
-    if (mu_.AwaitWithDeadline(absl::Condition(&fits_or_stopped), until) || !still_wanted) {
+  while (!fits() && waits_stopped_.ok() && wait_until > hw::SteadyNow()) {
+    const hw::SteadyTime until =
+        still_wanted ? std::min(wait_until, hw::SteadyNow() + kWantedCheck) : wait_until;
+    if (hw::AwaitUntil(mu_, absl::Condition(&fits_or_stopped), until) || !still_wanted) {
       continue;
     }
     mu_.Unlock();  // it may look at its session, whose lock comes before this one

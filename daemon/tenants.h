@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/config.h"
+#include "hw/clock.h"
 
 namespace cclo::daemon {
 
@@ -69,7 +70,7 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   /// first waits until that time for room (others' leases ending), unless StopWaits ends
   /// the wait with its reason, or `still_wanted` (asked every kWantedCheck) with its own.
   absl::StatusOr<Lease> Acquire(Resource resource, uint64_t amount,
-                                absl::Time wait_until = absl::InfinitePast(),
+                                hw::SteadyTime wait_until = hw::SteadyTime::InfinitePast(),
                                 const StillWanted& still_wanted = nullptr);
   static constexpr absl::Duration kWantedCheck = absl::Milliseconds(100);
   /// Ends the waits for room of Acquire, now and later, with `why` (not OK): the daemon

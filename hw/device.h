@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "hw/call.h"
+#include "hw/clock.h"
 #include "hw/poller.h"
 #include "hw/types.h"
 
@@ -102,7 +103,7 @@ class Device {
   /// Installs the rank table and opens (or accepts) one authenticated data session to
   /// every other engine in it. `done` runs once: OK when all sessions are up, or an
   /// error when `deadline` passes or a peer refuses.
-  virtual void ConfigureCommunicator(const CommunicatorConfig& config, absl::Time deadline,
+  virtual void ConfigureCommunicator(const CommunicatorConfig& config, SteadyTime deadline,
                                      StatusFn done) = 0;
 
   /// Fails the communicator's pending calls with `reason` (UNAVAILABLE unless given),
@@ -113,7 +114,7 @@ class Device {
   /// collective runs alone, consecutive sends and receives side by side. `done`
   /// runs exactly once, also on failure (a lost peer is UNAVAILABLE naming the peer; an
   /// expired deadline is DEADLINE_EXCEEDED and breaks the communicator).
-  virtual void Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+  virtual void Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
                     CompletionFn done) = 0;
 
   /// Replaces how the engine shares itself between tenants; applies to work already

@@ -3,7 +3,7 @@
 // and when it does sleep, the poller's fd wakes it.
 #pragma once
 
-#include "absl/time/time.h"
+#include "hw/clock.h"
 
 namespace cclo::hw {
 
@@ -19,8 +19,8 @@ class Poller {
   virtual bool Poll() = 0;
   /// The engine is about to sleep: from here on, new work makes wake_fd() readable.
   /// Returns the latest time to poll again: now or earlier if work is already waiting,
-  /// absl::InfiniteFuture() if only wake_fd() matters.
-  virtual absl::Time Sleeping() = 0;
+  /// SteadyTime::InfiniteFuture() if only wake_fd() matters.
+  virtual SteadyTime Sleeping() = 0;
   /// The engine woke from the sleep Sleeping() announced, or found wake_fd() readable
   /// while awake: the poller clears wake_fd() (its work is taken at the next Poll()).
   virtual void Awake() = 0;

@@ -10,6 +10,7 @@
 #include "client/run/check.h"
 #include "client/run/execute.h"
 #include "client/table.h"
+#include "hw/clock.h"
 
 namespace cclo::run {
 namespace {
@@ -64,7 +65,7 @@ class Runner {
   absl::StatusOr<absl::Duration> RunOnce(const Run& run, uint64_t salt, bool& ok) {
     const OpShape shape = ShapeOf(options_, run);
     FillBuffers(shape, salt, send_.data(), recv_.data());
-    const absl::Time start = absl::Now();
+    const hw::SteadyTime start = hw::SteadyNow();
     OpOptions op_options;
     op_options.algorithm = run.algorithm;
     op_options.timeout = options_.op_timeout;
@@ -73,7 +74,7 @@ class Runner {
           status.code(),
           absl::StrCat("rank ", options_.rank, ": ", Label(options_, run), ": ", status.message()));
     }
-    const absl::Duration elapsed = absl::Now() - start;
+    const absl::Duration elapsed = hw::SteadyNow() - start;
     std::optional<Mismatch> mismatch = FindMismatch(shape, recv_.data(), salt);
     if (mismatch) {
       ok = false;

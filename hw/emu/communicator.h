@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "hw/clock.h"
 #include "hw/device.h"
 #include "hw/poe/session.h"
 #include "hw/types.h"
@@ -54,7 +55,7 @@ struct PeerLink {
   absl::Status tx_end;
   /// When tx ended: until when the peer may take to end rx too (the engine's handshake
   /// timeout); past it rx is closed and the peer counts as lost.
-  absl::Time rx_end_deadline = absl::InfiniteFuture();
+  SteadyTime rx_end_deadline = SteadyTime::InfiniteFuture();
   bool granted = false;            ///< the peer's first credit segment arrived
   std::vector<uint32_t> ranks;     ///< ranks of the communicator that peer hosts
   std::vector<std::byte> scratch;  ///< where segments of reduce receives land, one segment
@@ -83,7 +84,7 @@ struct Communicator {
   /// them to send or receive anything more fails with that; other calls go on.
   std::map<uint32_t, absl::Status> departed;
   StatusFn configured;  ///< pending ConfigureCommunicator callback
-  absl::Time configure_deadline = absl::InfiniteFuture();
+  SteadyTime configure_deadline = SteadyTime::InfiniteFuture();
 
   using Route = std::tuple<uint32_t, uint32_t, uint32_t>;  ///< (src, dst, tag)
   absl::flat_hash_map<Route, uint64_t> send_sequence;      ///< next sequence to send

@@ -303,11 +303,11 @@ void Dmp::FailCalls(Communicator& comm, const absl::Status& status, uint64_t exp
   }
 }
 
-absl::Time Dmp::NextDeadline() const {
-  return deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
+SteadyTime Dmp::NextDeadline() const {
+  return deadlines_.empty() ? SteadyTime::InfiniteFuture() : deadlines_.begin()->first;
 }
 
-const CallState* Dmp::Expired(absl::Time now) const {
+const CallState* Dmp::Expired(SteadyTime now) const {
   if (deadlines_.empty() || deadlines_.begin()->first > now) return nullptr;
   return calls_.at(deadlines_.begin()->second).get();
 }

@@ -55,6 +55,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "hw/call.h"
+#include "hw/clock.h"
 #include "hw/device.h"
 #include "hw/emu/communicator.h"
 #include "hw/emu/rbm.h"
@@ -96,7 +97,7 @@ struct CallState {
   CallDescriptor desc;
   CallBuffers buffers;
   Program program;
-  absl::Time deadline;
+  SteadyTime deadline;
   CompletionFn done;
   Communicator* comm = nullptr;  ///< outlives the call: a communicator fails its calls first
   std::vector<MoveState> moves;
@@ -167,11 +168,11 @@ class Dmp {
   /// dropped their unfinished messages): running calls that need them fail.
   void Depart(Communicator& comm);
 
-  /// The earliest call deadline, absl::InfiniteFuture() if none.
-  absl::Time NextDeadline() const;
+  /// The earliest call deadline, SteadyTime::InfiniteFuture() if none.
+  SteadyTime NextDeadline() const;
 
   /// A call whose deadline is at or before `now`, or nullptr.
-  const CallState* Expired(absl::Time now) const;
+  const CallState* Expired(SteadyTime now) const;
 
   /// What `call` waits for, for the error when it misses its deadline: how many of its
   /// moves are done, and how far the first few started ones that are not have come.
@@ -253,7 +254,7 @@ class Dmp {
   /// Freed at the end of Progress, their scratch given back to scratch_pool_.
   std::vector<std::unique_ptr<CallState>> finished_;
   ScratchPool scratch_pool_;
-  std::set<std::pair<absl::Time, uint64_t>> deadlines_;
+  std::set<std::pair<SteadyTime, uint64_t>> deadlines_;
   std::deque<uint64_t> ready_;  ///< calls that may advance
   Scheduler scheduler_;
   bool progressing_ = false;

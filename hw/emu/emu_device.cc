@@ -132,7 +132,7 @@ absl::Status EmuDevice::PrepareCommunicator(const CommId& id, const CommSecret& 
   return absl::OkStatus();
 }
 
-void EmuDevice::ConfigureCommunicator(const CommunicatorConfig& config, absl::Time deadline,
+void EmuDevice::ConfigureCommunicator(const CommunicatorConfig& config, SteadyTime deadline,
                                       StatusFn done) {
   engine_->Post([this, config, deadline, done = std::move(done)]() mutable {
     Configure(config, deadline, std::move(done));
@@ -153,7 +153,7 @@ void EmuDevice::RemoveCommunicator(const CommId& id, absl::Status reason) {
   });
 }
 
-void EmuDevice::Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+void EmuDevice::Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
                      CompletionFn done) {
   engine_->Post(
       [this, call, buffers = std::move(buffers), deadline, done = std::move(done)]() mutable {
@@ -210,7 +210,7 @@ std::string EmuDevice::DescribePeer(const Communicator& comm, const std::string&
                       ") of communicator ", CommIdHex(comm.id));
 }
 
-void EmuDevice::Configure(const CommunicatorConfig& config, absl::Time deadline, StatusFn done) {
+void EmuDevice::Configure(const CommunicatorConfig& config, SteadyTime deadline, StatusFn done) {
   const std::string hex = CommIdHex(config.id);
   if (Find(config.id) != nullptr) {
     return done(
@@ -300,7 +300,7 @@ absl::Status EmuDevice::CheckCall(const CallDescriptor& call, Communicator** out
   return absl::OkStatus();
 }
 
-void EmuDevice::RunCall(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+void EmuDevice::RunCall(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
                         CompletionFn done) {
   Communicator* comm = nullptr;
   absl::Status status = CheckCall(call, &comm);

@@ -127,10 +127,10 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   // Device
   std::string DataAddress() const override;
   absl::Status PrepareCommunicator(const CommId& id, const CommSecret& secret) override;
-  void ConfigureCommunicator(const CommunicatorConfig& config, absl::Time deadline,
+  void ConfigureCommunicator(const CommunicatorConfig& config, SteadyTime deadline,
                              StatusFn done) override;
   void RemoveCommunicator(const CommId& id, absl::Status reason) override;
-  void Call(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+  void Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
             CompletionFn done) override;
   void SetScheduling(const Scheduling& scheduling) override;
   DeviceStats Stats() const override;
@@ -146,16 +146,16 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   absl::Status OnPayload(poe::Session& session, const poe::SegmentHeader& header) override;
   absl::Status OnPayloadPart(poe::Session& session, const poe::SegmentHeader& header,
                              uint64_t landed) override;
-  absl::Time OnTimer(absl::Time now) override;
+  SteadyTime OnTimer(SteadyTime now) override;
 
  private:
   /// Shortens the engine's turns and units while tenants share it, restores them after.
-  void SizeTurns(absl::Time now);
+  void SizeTurns(SteadyTime now);
   /// The DMP's unit now: UnitBytes, at most kSharedTurnBytes while tenants share.
   uint64_t CurrentUnitBytes() const;
-  void Configure(const CommunicatorConfig& config, absl::Time deadline, StatusFn done);
+  void Configure(const CommunicatorConfig& config, SteadyTime deadline, StatusFn done);
   void Remove(const CommId& id, absl::Status reason);
-  void RunCall(const CallDescriptor& call, CallBuffers buffers, absl::Time deadline,
+  void RunCall(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
                CompletionFn done);
   absl::Status CheckCall(const CallDescriptor& call, Communicator** comm) const;
   void Shutdown();
@@ -196,7 +196,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void ReturnCredits();
   void ForgetSession(poe::Session& session);
   /// Closes the rx of links whose peer ended tx but did not end rx by the deadline.
-  void ExpireHalfClosed(absl::Time now);
+  void ExpireHalfClosed(SteadyTime now);
   std::string DescribePeer(const Communicator& comm, const std::string& address) const;
 
   const EmuConfig config_;
@@ -219,12 +219,12 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   absl::flat_hash_map<CommId, std::vector<poe::Session*>> parked_;
   /// Open RBM credit accounts: the communicator and link they serve (up while open).
   absl::flat_hash_map<uint64_t, std::pair<CommId, PeerLink*>> accounts_;
-  std::set<std::pair<absl::Time, CommId>> configure_deadlines_;
+  std::set<std::pair<SteadyTime, CommId>> configure_deadlines_;
   /// Links whose tx ended while rx stays open, by rx_end_deadline: communicator and peer
   /// address (stale once rx ended).
-  std::set<std::tuple<absl::Time, CommId, std::string>> half_closed_;
+  std::set<std::tuple<SteadyTime, CommId, std::string>> half_closed_;
   /// Tenants that had engine work lately, and until when each counts as active.
-  absl::flat_hash_map<uint32_t, absl::Time> active_until_;
+  absl::flat_hash_map<uint32_t, SteadyTime> active_until_;
   bool shared_turns_ = false;  ///< turns and units are at most kSharedTurnBytes
 };
 

@@ -156,7 +156,7 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     // what this engine sends it is dropped.
     link->tx = nullptr;
     link->tx_end = reason;
-    link->rx_end_deadline = absl::Now() + config_.handshake_timeout;
+    link->rx_end_deadline = SteadyNow() + config_.handshake_timeout;
     half_closed_.insert({link->rx_end_deadline, comm->id, session.peer_address()});
     // A write that failed in the loop's last flush of a turn lands here after OnTimer:
     // the loop must turn again to learn this deadline before it sleeps.
@@ -204,7 +204,7 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
   dmp_.Progress();
 }
 
-void EmuDevice::ExpireHalfClosed(absl::Time now) {
+void EmuDevice::ExpireHalfClosed(SteadyTime now) {
   while (!half_closed_.empty() && std::get<0>(*half_closed_.begin()) <= now) {
     const auto [deadline, id, address] = *half_closed_.begin();
     half_closed_.erase(half_closed_.begin());
@@ -267,7 +267,7 @@ void EmuDevice::Reject(Communicator& comm, const std::string& address,
   Break(comm, status);
 }
 
-void EmuDevice::SizeTurns(absl::Time now) {
+void EmuDevice::SizeTurns(SteadyTime now) {
   for (uint32_t tenant : dmp_.TakeActiveTenants()) active_until_[tenant] = now + kSharedHold;
   absl::erase_if(active_until_, [now](const auto& entry) { return entry.second <= now; });
   const bool shared = dmp_.fair() && active_until_.size() > 1;
@@ -284,7 +284,7 @@ uint64_t EmuDevice::CurrentUnitBytes() const {
   return shared_turns_ ? std::min(unit, kSharedTurnBytes) : unit;
 }
 
-absl::Time EmuDevice::OnTimer(absl::Time now) {
+SteadyTime EmuDevice::OnTimer(SteadyTime now) {
   while (const CallState* call = dmp_.Expired(now)) {
     const std::string what =
         absl::StrCat(std::string(CollectiveName(call->desc.collective)), " on rank ",
@@ -314,15 +314,16 @@ absl::Time EmuDevice::OnTimer(absl::Time now) {
   const bool more_work = dmp_.Serve(CurrentUnitBytes());
   ReturnCredits();
   if (more_work) return now;  // look for I/O, then serve the next units
-  const absl::Time configure_next =
-      configure_deadlines_.empty() ? absl::InfiniteFuture() : configure_deadlines_.begin()->first;
+  const SteadyTime configure_next = configure_deadlines_.empty()
+                                        ? SteadyTime::InfiniteFuture()
+                                        : configure_deadlines_.begin()->first;
   // While turns are short, come back when a tenant stops counting as active.
-  absl::Time restore = absl::InfiniteFuture();
+  SteadyTime restore = SteadyTime::InfiniteFuture();
   if (shared_turns_) {
     for (const auto& [tenant, until] : active_until_) restore = std::min(restore, until);
   }
-  const absl::Time half_closed_next =
-      half_closed_.empty() ? absl::InfiniteFuture() : std::get<0>(*half_closed_.begin());
+  const SteadyTime half_closed_next =
+      half_closed_.empty() ? SteadyTime::InfiniteFuture() : std::get<0>(*half_closed_.begin());
   return std::min({dmp_.NextDeadline(), configure_next, half_closed_next, restore});
 }
 

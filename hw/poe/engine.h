@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "hw/clock.h"
 #include "hw/poe/session.h"
 #include "hw/poe/wire.h"
 #include "hw/poller.h"
@@ -74,11 +75,11 @@ class EngineHandler {
   }
 
   /// Called after every turn of the loop: expire what is due at `now` and return the
-  /// next time to be called (absl::InfiniteFuture() for none). The loop sleeps until then
+  /// next time to be called (SteadyTime::InfiniteFuture() for none). The loop sleeps until then
   /// unless I/O or a posted task wakes it: a handler whose next time comes earlier outside
   /// OnTimer posts a task (an empty one will do), and a turn that ran tasks always ends
   /// here before the loop sleeps.
-  virtual absl::Time OnTimer(absl::Time now) = 0;
+  virtual SteadyTime OnTimer(SteadyTime now) = 0;
 };
 
 class Engine {

@@ -23,6 +23,7 @@
 #include "cclo/v1/attach.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hw/clock.h"
 #include "tests/client/sessions.h"
 #include "tests/e2e/cluster.h"
 
@@ -102,7 +103,7 @@ TEST(AttachTest, RefusedAttachCarriesTheReason) {
   std::thread refuser([listener = fake.listener] {
     const int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     absl::StatusOr<attach::Received> hello =
-        attach::ReceiveFrame(connection, absl::Now() + absl::Seconds(10));
+        attach::ReceiveFrame(connection, hw::SteadyNow() + absl::Seconds(10));
     ASSERT_TRUE(hello.ok()) << hello.status();
     EXPECT_EQ(hello->frame.type, attach::FrameType::kHello);
     EXPECT_TRUE(attach::SendFrame(connection,
@@ -439,8 +440,8 @@ TEST_F(ClientTest, KilledDaemonIsUnavailable) {
 
   // An MPI_Test-style loop learns it too (bounded here; it would spin forever otherwise).
   absl::StatusOr<bool> test = false;
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (test.ok() && !*test && absl::Now() < give_up) test = tested->Test();
+  const hw::SteadyTime give_up = hw::SteadyNow() + absl::Seconds(30);
+  while (test.ok() && !*test && hw::SteadyNow() < give_up) test = tested->Test();
   EXPECT_EQ(test.status().code(), absl::StatusCode::kUnavailable) << test.status();
   absl::Status status = receive->Wait();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
@@ -473,8 +474,8 @@ TEST_F(ClientTest, RestartedDaemonIsUnavailableToTheOldSession) {
   // The first calls may find the old connection broken; once gRPC reaches the new daemon,
   // that one refuses the token. Every answer is UNAVAILABLE.
   bool refused = false;
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (!refused && absl::Now() < give_up) {
+  const hw::SteadyTime give_up = hw::SteadyNow() + absl::Seconds(30);
+  while (!refused && hw::SteadyNow() < give_up) {
     const absl::Status status = (*client)->AllocBuffer(16).status();
     ASSERT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
     ASSERT_THAT(std::string(status.message()),

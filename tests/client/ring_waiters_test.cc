@@ -18,6 +18,7 @@
 
 #include "client/ring.h"
 #include "daemon/session_ring.h"
+#include "hw/clock.h"
 
 namespace cclo::client {
 namespace {
@@ -58,7 +59,8 @@ struct Rings {
     finished.op_id = cookie;
     finished.kind = static_cast<uint32_t>(ring::CompletionKind::kFinished);
     EXPECT_TRUE(daemon_side->PostQuietly(finished));
-    absl::StatusOr<std::optional<ring::CompletionSlot>> other = client->Finished(1, absl::Now());
+    absl::StatusOr<std::optional<ring::CompletionSlot>> other =
+        client->Finished(1, hw::SteadyNow());
     EXPECT_TRUE(other.ok() && !other->has_value()) << other.status();
   }
 
@@ -72,7 +74,7 @@ struct Waiter {
   Waiter(ClientRing& client, uint64_t cookie)
       : thread([this, &client, cookie] {
           tid = gettid();
-          result = client.Finished(cookie, absl::Now() + absl::Seconds(20));
+          result = client.Finished(cookie, hw::SteadyNow() + absl::Seconds(20));
         }) {}
   ~Waiter() {
     if (thread.joinable()) thread.join();  // its deadline ends its wait
@@ -90,9 +92,9 @@ struct Waiter {
 TEST(ClientRingTest, ACompletionOneThreadConsumesForAnotherWakesIt) {
   Rings rings;
   Waiter waiter(*rings.client, 7);
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  const hw::SteadyTime give_up = hw::SteadyNow() + absl::Seconds(60);
   bool asleep = false;
-  while (!asleep && absl::Now() < give_up) {
+  while (!asleep && hw::SteadyNow() < give_up) {
     absl::SleepFor(absl::Microseconds(100));
     asleep = waiter.tid.load() != 0 && InPpoll(waiter.tid.load());
   }
@@ -110,9 +112,9 @@ TEST(ClientRingTest, TwoWaitersEachWakeForTheResultAnotherThreadConsumed) {
   Rings rings;
   Waiter first(*rings.client, 7);
   Waiter second(*rings.client, 9);
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  const hw::SteadyTime give_up = hw::SteadyNow() + absl::Seconds(60);
   int quiet_looks = 0;  // both seen blocked in this many looks in a row
-  while (quiet_looks < 20 && absl::Now() < give_up) {
+  while (quiet_looks < 20 && hw::SteadyNow() < give_up) {
     absl::SleepFor(absl::Microseconds(200));
     quiet_looks = first.Blocked() && second.Blocked() ? quiet_looks + 1 : 0;
   }

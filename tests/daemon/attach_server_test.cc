@@ -22,6 +22,7 @@
 #include "cclo/v1/attach.h"
 #include "cclo/v1/ring.h"
 #include "daemon/session_ring.h"
+#include "hw/clock.h"
 
 namespace cclo::daemon {
 namespace {
@@ -81,7 +82,7 @@ class AttachServerTest : public ::testing::Test {
         !sent.ok()) {
       return sent;
     }
-    return attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+    return attach::ReceiveFrame(fd, hw::SteadyNow() + absl::Seconds(10));
   }
 
   /// HELLO and the answer to it.
@@ -261,7 +262,7 @@ TEST_F(AttachServerTest, BufferFrameCarriesTheFd) {
   ASSERT_TRUE(session->AddBuffer(*buffer, {}, {}).ok());
   EXPECT_EQ((*buffer)->fd(), -1);  // sent: the daemon keeps only its mapping
   absl::StatusOr<attach::Received> frame =
-      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(fd, hw::SteadyNow() + absl::Seconds(10));
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_EQ(frame->frame.type, attach::FrameType::kBuffer);
   EXPECT_EQ(frame->frame.id, 42u);
@@ -277,7 +278,7 @@ TEST_F(AttachServerTest, BadHelloIsRefusedAndServerKeepsServing) {
   uint8_t garbage[attach::kFrameBytes] = {1, 2, 3};
   ASSERT_EQ(write(fd, garbage, sizeof(garbage)), static_cast<ssize_t>(sizeof(garbage)));
   absl::StatusOr<attach::Received> refused =
-      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(fd, hw::SteadyNow() + absl::Seconds(10));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
   EXPECT_NE(refused->frame.text.find("magic"), std::string::npos) << refused->frame.text;
@@ -301,7 +302,7 @@ TEST_F(AttachServerTest, SilentConnectionDoesNotDelayOthersAndIsRefusedLater) {
   pollfd silent_ready{silent, POLLIN, 0};
   EXPECT_EQ(poll(&silent_ready, 1, 0), 0);
   absl::StatusOr<attach::Received> refused =
-      attach::ReceiveFrame(silent, absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(silent, hw::SteadyNow() + absl::Seconds(10));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
   EXPECT_NE(refused->frame.text.find("no HELLO within 2s"), std::string::npos)
@@ -318,7 +319,7 @@ TEST_F(AttachServerTest, ConnectionsWaitingForTheirHelloAreBounded) {
   int newest = Connect();
   // Opened a moment ago, 2 s before its HELLO deadline: its refusal is the eviction.
   absl::StatusOr<attach::Received> refused =
-      attach::ReceiveFrame(silent.front(), absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(silent.front(), hw::SteadyNow() + absl::Seconds(10));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
   EXPECT_EQ(refused->frame.id, static_cast<uint64_t>(absl::StatusCode::kResourceExhausted));
@@ -347,7 +348,7 @@ TEST_F(AttachServerTest, PartOfAHelloDoesNotDelayOthersAndTheRestMayFollow) {
   ASSERT_EQ(send(slow, hello->data() + half, hello->size() - half, MSG_NOSIGNAL),
             static_cast<ssize_t>(hello->size() - half));
   absl::StatusOr<attach::Received> welcome =
-      attach::ReceiveFrame(slow, absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(slow, hw::SteadyNow() + absl::Seconds(10));
   ASSERT_TRUE(welcome.ok()) << welcome.status();
   EXPECT_EQ(welcome->frame.type, attach::FrameType::kWelcome);
   close(slow);
@@ -379,9 +380,9 @@ TEST_F(AttachServerTest, ASendBlockedOnAClientThatDoesNotReadEndsWithItsSession)
       last = buffer.ok() ? session->AddBuffer(*buffer, {}, {}) : buffer.status();
     }
   });
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  const hw::SteadyTime give_up = hw::SteadyNow() + absl::Seconds(30);
   int blocked_looks = 0;
-  while (blocked_looks < 20 && absl::Now() < give_up) {
+  while (blocked_looks < 20 && hw::SteadyNow() < give_up) {
     absl::SleepFor(absl::Milliseconds(1));
     blocked_looks =
         sender.load() != 0 && SystemCall(sender.load()) == SYS_sendmsg ? blocked_looks + 1 : 0;
@@ -399,7 +400,7 @@ TEST_F(AttachServerTest, WrongFirstFrameTypeIsRefused) {
   int fd = Connect();
   ASSERT_TRUE(attach::SendFrame(fd, {attach::FrameType::kBuffer, 1, 1, ""}).ok());
   absl::StatusOr<attach::Received> refused =
-      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(fd, hw::SteadyNow() + absl::Seconds(10));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
   EXPECT_NE(refused->frame.text.find("expected a HELLO"), std::string::npos);
@@ -433,7 +434,7 @@ TEST_F(AttachServerTest, FdsSmuggledIntoHelloAreRefusedAndClosed) {
   std::memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
   ASSERT_EQ(sendmsg(fd, &msg, 0), static_cast<ssize_t>(encoded->size()));
   absl::StatusOr<attach::Received> refused =
-      attach::ReceiveFrame(fd, absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(fd, hw::SteadyNow() + absl::Seconds(10));
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->frame.type, attach::FrameType::kRefused);
   EXPECT_NE(refused->frame.text.find("must not carry file descriptors"), std::string::npos)
@@ -441,8 +442,8 @@ TEST_F(AttachServerTest, FdsSmuggledIntoHelloAreRefusedAndClosed) {
   close(fd);
   // The server (in this process) kept none of the three received descriptors. It closes
   // its end of the connection after the REFUSED frame, on its own thread: wait for that.
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (OpenFds() != baseline && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  const hw::SteadyTime give_up = hw::SteadyNow() + absl::Seconds(10);
+  while (OpenFds() != baseline && hw::SteadyNow() < give_up) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ(OpenFds(), baseline);
   close(pipe_fds[0]);
   close(pipe_fds[1]);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "hw/clock.h"
 
 namespace cclo::daemon {
 namespace {
@@ -44,15 +45,15 @@ TEST(PeerClientTest, StopEndsAJoinInProgressAndRefusesLaterOnes) {
   PeerClient client(grpc::InsecureChannelCredentials());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
   std::thread joining([&] {
-    joined =
-        client.Join(root.address(), cclo::v1::PeerJoinRequest(), absl::Now() + absl::Seconds(120));
+    joined = client.Join(root.address(), cclo::v1::PeerJoinRequest(),
+                         hw::SteadyNow() + absl::Seconds(120));
   });
   absl::SleepFor(absl::Milliseconds(300));  // the join is on its way or waiting; both end
   client.Stop();
   joining.join();
   EXPECT_EQ(joined.status(), absl::UnavailableError("this daemon is shutting down"));
   EXPECT_EQ(
-      client.Join(root.address(), cclo::v1::PeerJoinRequest(), absl::Now() + absl::Seconds(120))
+      client.Join(root.address(), cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120))
           .status(),
       absl::UnavailableError("this daemon is shutting down"));
 }
@@ -63,7 +64,7 @@ TEST(PeerClientTest, TheChannelCacheKeepsTheMostRecentlyUsed) {
   for (size_t i = 0; i < PeerClient::kMaxChannels + 10; ++i) {
     // Port 1 on loopback refuses at once (or the deadline passes): only the cache matters.
     (void)client.Join(absl::StrCat("127.0.0.", i + 2, ":1"), cclo::v1::PeerJoinRequest(),
-                      absl::Now() + absl::Milliseconds(50));
+                      hw::SteadyNow() + absl::Milliseconds(50));
   }
   EXPECT_EQ(client.channels(), PeerClient::kMaxChannels);
 }

@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "hw/clock.h"
+
 namespace cclo::daemon {
 namespace {
 
@@ -23,16 +25,16 @@ TEST(RingsTest, CompletionsConsumedWhileTheEngineWasAwakeAreLookedAtBeforeItSlee
   ring::RingHeader* header = ring::Header(base);
 
   EXPECT_FALSE((*rings)->Poll());  // takes the new ring in; nothing to do
-  EXPECT_EQ((*rings)->Sleeping(), absl::InfiniteFuture());
+  EXPECT_EQ((*rings)->Sleeping(), hw::SteadyTime::InfiniteFuture());
   (*rings)->Awake();
   // The client consumes while the engine is awake, so it does not ring. (No completion
   // was posted here; what the moved tail releases does not matter to the engine's sleep.)
   header->completion_tail.store(1, std::memory_order_release);
-  EXPECT_EQ((*rings)->Sleeping(), absl::InfinitePast())
+  EXPECT_EQ((*rings)->Sleeping(), hw::SteadyTime::InfinitePast())
       << "the engine would sleep with the client's consumed results unreleased";
   (*rings)->Awake();
   EXPECT_FALSE((*rings)->Poll());  // takes note of the tail
-  EXPECT_EQ((*rings)->Sleeping(), absl::InfiniteFuture());
+  EXPECT_EQ((*rings)->Sleeping(), hw::SteadyTime::InfiniteFuture());
   (*rings)->Awake();
   munmap(base, ring::kRingBytes);
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/token.h"
 #include "firmware/registry.h"
+#include "hw/clock.h"
 
 namespace cclo::daemon {
 namespace {
@@ -49,7 +50,7 @@ TEST_P(RootGatherSelectionTest, ARankOfAnotherSelectionFailsTheJoinNamingBoth) {
   RootGather gather(absl::Minutes(1));
   const CommToken token = NewToken("10.0.0.1:7470");
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(30);
   absl::StatusOr<cclo::v1::PeerJoinResponse> waiting;
   std::thread first(
       [&] { waiting = gather.Join(JoinFrom(token, 0, 2, firmware::kSelectionVersion), deadline); });
@@ -82,7 +83,7 @@ TEST(RootGatherTest, TheAnswerCarriesTheRootsSelection) {
   const CommToken token = NewToken("10.0.0.1:7470");
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined = gather.Join(
-      JoinFrom(token, 0, 1, firmware::kSelectionVersion), absl::Now() + absl::Seconds(30));
+      JoinFrom(token, 0, 1, firmware::kSelectionVersion), hw::SteadyNow() + absl::Seconds(30));
   ASSERT_TRUE(joined.ok()) << joined.status();
   ASSERT_EQ(joined->ranks_size(), 1);
   EXPECT_EQ(joined->policy().selection(), firmware::kSelectionVersion);
@@ -95,7 +96,7 @@ TEST(RootGatherTest, ASizeAboveTheLargestWorldIsRefused) {
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined =
       gather.Join(JoinFrom(token, 0, kMaxWorldSize + 1, firmware::kSelectionVersion),
-                  absl::Now() + absl::Seconds(30));
+                  hw::SteadyNow() + absl::Seconds(30));
   EXPECT_EQ(joined.status(),
             absl::InvalidArgumentError("communicator size 65537 is not in [1, 65536]"));
 }
@@ -108,14 +109,16 @@ TEST(RootGatherTest, AnAddressThatIsNotHostPortIsRefused) {
   cclo::v1::PeerJoinRequest forged = JoinFrom(token, 0, 1, firmware::kSelectionVersion);
   forged.set_data_address("10.0.0.2:7471\n[error] forged line:1");
   forged.set_proof(Proof(token.secret, JoinMessage(forged)));
-  EXPECT_EQ(gather.Join(forged, absl::InfiniteFuture()).status(),
+  EXPECT_EQ(gather.Join(forged, hw::SteadyTime::InfiniteFuture()).status(),
             absl::InvalidArgumentError(
                 "rank 0's daemon gives an unusable address '10.0.0.2:7471\\n[error] forged line:1' "
                 "is not "
                 "host:port (printable characters without spaces, then a port from 1 to 65535)"));
   // The refusal fails nothing: the rank may join with a good address.
-  EXPECT_TRUE(
-      gather.Join(JoinFrom(token, 0, 1, firmware::kSelectionVersion), absl::InfiniteFuture()).ok());
+  EXPECT_TRUE(gather
+                  .Join(JoinFrom(token, 0, 1, firmware::kSelectionVersion),
+                        hw::SteadyTime::InfiniteFuture())
+                  .ok());
 }
 
 // The deadline message names the first missing ranks and counts the rest, and a rank that
@@ -125,15 +128,16 @@ TEST(RootGatherTest, ALateRankLearnsWhyTheGatherFailed) {
   const CommToken token = NewToken("10.0.0.1:7470");
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
   const uint32_t size = kMaxWorldSize;
-  absl::StatusOr<cclo::v1::PeerJoinResponse> first = gather.Join(
-      JoinFrom(token, 0, size, firmware::kSelectionVersion), absl::Now() + absl::Milliseconds(1));
+  absl::StatusOr<cclo::v1::PeerJoinResponse> first =
+      gather.Join(JoinFrom(token, 0, size, firmware::kSelectionVersion),
+                  hw::SteadyNow() + absl::Milliseconds(1));
   const absl::Status expected = absl::DeadlineExceededError(absl::StrCat(
       "communicator ", hw::CommIdHex(token.id),
       ": only 1 of 65536 ranks joined before the "
       "deadline; missing ranks 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 and 65519 more"));
   EXPECT_EQ(first.status(), expected);
   absl::StatusOr<cclo::v1::PeerJoinResponse> late = gather.Join(
-      JoinFrom(token, 1, size, firmware::kSelectionVersion), absl::Now() + absl::Seconds(30));
+      JoinFrom(token, 1, size, firmware::kSelectionVersion), hw::SteadyNow() + absl::Seconds(30));
   EXPECT_EQ(late.status(), expected);
 }
 
@@ -156,10 +160,10 @@ TEST(RootGatherTest, PendingGathersAreLimitedPerTenant) {
                 "joined (its communicators quota); join them, or wait until unused tokens "
                 "expire (after 1h) or failed ones are forgotten (after 1m)"));
   EXPECT_TRUE(gather.Register(third.id, third.secret, beta, 2).ok());
-  ASSERT_TRUE(
-      gather
-          .Join(JoinFrom(first, 0, 1, firmware::kSelectionVersion), absl::Now() + absl::Seconds(30))
-          .ok());
+  ASSERT_TRUE(gather
+                  .Join(JoinFrom(first, 0, 1, firmware::kSelectionVersion),
+                        hw::SteadyNow() + absl::Seconds(30))
+                  .ok());
   const CommToken fourth = NewToken("10.0.0.1:7470");
   EXPECT_TRUE(gather.Register(fourth.id, fourth.secret, alpha, 2).ok());
 }
@@ -173,19 +177,19 @@ TEST(RootGatherTest, TheWaitIsAtLeastOneMillisecondAndAtMostTheRootsJoinTimeout)
   cclo::v1::PeerJoinRequest no_time = JoinFrom(token, 0, 2, firmware::kSelectionVersion);
   no_time.set_timeout_ms(0);
   no_time.set_proof(Proof(token.secret, JoinMessage(no_time)));
-  EXPECT_EQ(gather.Join(no_time, absl::InfiniteFuture()).status(),
+  EXPECT_EQ(gather.Join(no_time, hw::SteadyTime::InfiniteFuture()).status(),
             absl::InvalidArgumentError("rank 0 joins with timeout_ms 0 (at least 1)"));
 
   cclo::v1::PeerJoinRequest long_wait = JoinFrom(token, 0, 2, firmware::kSelectionVersion);
   long_wait.set_timeout_ms(UINT32_MAX);
   long_wait.set_proof(Proof(token.secret, JoinMessage(long_wait)));
-  const absl::Time start = absl::Now();
-  const absl::Status waited = gather.Join(long_wait, absl::InfiniteFuture()).status();
+  const hw::SteadyTime start = hw::SteadyNow();
+  const absl::Status waited = gather.Join(long_wait, hw::SteadyTime::InfiniteFuture()).status();
   EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
   EXPECT_NE(waited.message().find("only 1 of 2 ranks joined before the deadline; missing ranks 1"),
             std::string::npos)
       << waited;
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_LT(hw::SteadyNow() - start, absl::Seconds(10));
 }
 
 // A joining rank gives the root 9/10 of its time, and never 0 ms however little is left.

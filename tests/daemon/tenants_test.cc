@@ -8,6 +8,8 @@
 #include <map>
 #include <thread>
 
+#include "hw/clock.h"
+
 namespace cclo::daemon {
 namespace {
 
@@ -104,7 +106,7 @@ TEST(TenantTest, WaitingAcquireGetsRoomWhenALeaseEnds) {
     held->Release();
   });
   absl::StatusOr<Lease> waited =
-      tenant->Acquire(Resource::kInflightOps, 1, absl::Now() + absl::Seconds(30));
+      tenant->Acquire(Resource::kInflightOps, 1, hw::SteadyNow() + absl::Seconds(30));
   releaser.join();
   EXPECT_TRUE(waited.ok()) << waited.status();
 }
@@ -114,7 +116,7 @@ TEST(TenantTest, WaitingAcquireEndsAtItsDeadline) {
   config.quotas.inflight_ops = 0;
   auto tenant = std::make_shared<Tenant>(0, config);
   absl::StatusOr<Lease> waited =
-      tenant->Acquire(Resource::kInflightOps, 1, absl::Now() + absl::Milliseconds(20));
+      tenant->Acquire(Resource::kInflightOps, 1, hw::SteadyNow() + absl::Milliseconds(20));
   ASSERT_FALSE(waited.ok());
   EXPECT_EQ(waited.status().message(),
             "tenant 'ml' quota inflight_ops: limit 0, in use 0, asked for 1");

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cclo/v1/attach.h"
+#include "hw/clock.h"
 
 namespace cclo::testing {
 
@@ -39,7 +40,7 @@ RawSession::RawSession(const std::string& runtime_dir) {
     std::abort();
   }
   absl::StatusOr<attach::Received> welcome =
-      attach::ReceiveFrame(attach_fd_, absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(attach_fd_, hw::SteadyNow() + absl::Seconds(10));
   if (!welcome.ok() || welcome->frame.type != attach::FrameType::kWelcome || welcome->fd < 0 ||
       welcome->more_fds.size() != 2) {
     // A WELCOME's text is the session token: not printed.
@@ -100,10 +101,10 @@ uint64_t RawSession::TakeDoorbellRings(absl::Duration wait) {
 }
 
 void RawSession::AwaitPosted(uint64_t count) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(30);
   while (ring::Header(rings_)->completion_head.load(std::memory_order_acquire) <
          completion_tail_ + count) {
-    if (absl::Now() >= deadline) {
+    if (hw::SteadyNow() >= deadline) {
       std::fprintf(stderr, "fewer than %" PRIu64 " completions on the ring within 30 s\n", count);
       std::abort();
     }
@@ -112,13 +113,13 @@ void RawSession::AwaitPosted(uint64_t count) {
 }
 
 void RawSession::AwaitDaemonSleeping() {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(30);
   ring::RingHeader* header = ring::Header(rings_);
   // The flag is read after the daemon was seen to take the last command: it is clear
   // whenever the daemon polls, so a set flag then says it went to sleep since.
   while (header->command_tail.load(std::memory_order_seq_cst) < command_head_ ||
          header->daemon_sleeping.load(std::memory_order_seq_cst) == 0) {
-    if (absl::Now() >= deadline) {
+    if (hw::SteadyNow() >= deadline) {
       std::fprintf(stderr, "the daemon did not sleep within 30 s\n");
       std::abort();
     }
@@ -134,9 +135,9 @@ void RawSession::PublishCommandHead(uint64_t head) {
 
 ring::CompletionSlot RawSession::NextCompletion() {
   ring::RingHeader* header = ring::Header(rings_);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(30);
   while (header->completion_head.load(std::memory_order_acquire) == completion_tail_) {
-    if (absl::Now() >= deadline) {
+    if (hw::SteadyNow() >= deadline) {
       std::fprintf(stderr, "no completion on the ring within 30 s\n");
       std::abort();
     }
@@ -196,7 +197,7 @@ uint64_t RawSession::Alloc(uint64_t bytes) {
   grpc::Status status = stub_->AllocBuffer(Context().get(), request, &response);
   if (!status.ok()) std::abort();
   absl::StatusOr<attach::Received> frame =
-      attach::ReceiveFrame(attach_fd_, absl::Now() + absl::Seconds(10));
+      attach::ReceiveFrame(attach_fd_, hw::SteadyNow() + absl::Seconds(10));
   if (!frame.ok() || frame->frame.id != response.buffer_id()) std::abort();
   close(frame->fd);
   return response.buffer_id();

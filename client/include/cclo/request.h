@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "hw/clock.h"
 
 namespace cclo {
 namespace client {
@@ -75,11 +76,11 @@ class Request {
   /// must have reported the op done (its deadline plus a grace); Wait() and Test() give up
   /// with DEADLINE_EXCEEDED after it.
   Request(std::shared_ptr<client::Session> session, uint64_t op_id, uint64_t cookie,
-          absl::Time report_by)
+          hw::SteadyTime report_by)
       : session_(std::move(session)), op_id_(op_id), cookie_(cookie), report_by_(report_by) {}
 
   // Waits at most until `deadline` for the op's completion; records the result when done.
-  absl::Status Poll(absl::Time deadline);
+  absl::Status Poll(hw::SteadyTime deadline);
   // DEADLINE_EXCEEDED: the daemon did not report the op by report_by_.
   absl::Status Unreported() const;
   // FAILED_PRECONDITION: Wait, Test and Cancel on a Request whose op moved to another.
@@ -88,7 +89,7 @@ class Request {
   std::shared_ptr<client::Session> session_;
   uint64_t op_id_ = 0;
   uint64_t cookie_ = 0;
-  absl::Time report_by_;
+  hw::SteadyTime report_by_;
   bool done_ = false;
   absl::Status status_;  // the op's result once done_
   std::string algorithm_;

@@ -40,11 +40,10 @@ constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 /// The first multiple of `period` on the monotonic clock after `now`: sessions with the
 /// same period tick together, so an idle engine wakes once per period, not once per
 /// session.
-std::chrono::steady_clock::time_point NextTick(std::chrono::steady_clock::time_point now,
-                                               absl::Duration period) {
-  const std::chrono::nanoseconds step =
-      std::max(absl::ToChronoNanoseconds(period), std::chrono::nanoseconds(1));
-  return std::chrono::steady_clock::time_point((now.time_since_epoch() / step + 1) * step);
+SteadyTime NextTick(SteadyTime now, absl::Duration period) {
+  const absl::Duration step = std::max(period, absl::Nanoseconds(1));
+  const SteadyTime epoch;
+  return epoch + absl::Floor(now - epoch, step) + step;
 }
 
 std::string Errno(const std::string& what) {
@@ -274,22 +273,21 @@ bool TcpEngine::Poll() {
   return work;
 }
 
-int TcpEngine::SleepMs(absl::Time now, bool spinning) {
+int TcpEngine::SleepMs(SteadyTime now, bool spinning) {
   if (spinning) return 0;
-  absl::Time wake_at = handler_deadline_;
+  SteadyTime wake_at = handler_deadline_;
   if (!handshake_deadlines_.empty()) {
     wake_at = std::min(wake_at, handshake_deadlines_.begin()->first);
   }
-  if (accept_paused_until_ != absl::InfinitePast()) {
+  if (accept_paused_until_ != SteadyTime::InfinitePast()) {
     wake_at = std::min(wake_at, accept_paused_until_);
   }
   if (!heartbeat_ticks_.empty()) {
-    const auto left = heartbeat_ticks_.begin()->first - std::chrono::steady_clock::now();
-    wake_at = std::min(wake_at, now + absl::FromChrono(left));
+    wake_at = std::min(wake_at, heartbeat_ticks_.begin()->first);
   }
   for (Poller* poller : pollers_) wake_at = std::min(wake_at, poller->Sleeping());
   pollers_asleep_ = true;
-  if (wake_at == absl::InfiniteFuture()) return -1;
+  if (wake_at == SteadyTime::InfiniteFuture()) return -1;
   const absl::Duration left = wake_at - now;
   if (left <= absl::ZeroDuration()) return 0;
   return static_cast<int>(std::min<int64_t>(
@@ -300,19 +298,19 @@ void TcpEngine::Loop() {
   loop_thread_ = std::this_thread::get_id();
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
-  absl::Time last_work = absl::Now();
-  absl::Time last_yield = last_work;
+  SteadyTime last_work = SteadyNow();
+  SteadyTime last_yield = last_work;
   while (running_) {
     bool work = Poll();
     if (std::exchange(self_posted_, false)) {
       RunTasks();
       work = true;
     }
-    if (work) last_work = absl::Now();
+    if (work) last_work = SteadyNow();
     // A turn that did work never sleeps: what it did may have queued writes and set the
     // handler's next deadline, which only the rest of this turn flushes and learns.
-    const bool spinning = work || self_posted_ || absl::Now() - last_work < config_.spin;
-    const int timeout_ms = SleepMs(absl::Now(), spinning);
+    const bool spinning = work || self_posted_ || SteadyNow() - last_work < config_.spin;
+    const int timeout_ms = SleepMs(SteadyNow(), spinning);
     const int n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
     if (n < 0 && errno != EINTR) spdlog::error("{}", Errno("epoll_wait"));
     bool poller_ready = false;
@@ -335,16 +333,16 @@ void TcpEngine::Loop() {
       }
       RunDeferred();
       // A session's turn may copy megabytes: give way between sessions too.
-      if (const absl::Time now = absl::Now(); now - last_yield >= kBusyYield) {
+      if (const SteadyTime now = SteadyNow(); now - last_yield >= kBusyYield) {
         sched_yield();
         last_yield = now;
       }
     }
-    const absl::Time now = absl::Now();
+    const SteadyTime now = SteadyNow();
     if (n > 0) last_work = now;
     if (timeout_ms != 0) last_yield = now;  // it slept: the core was given away already
-    if (accept_paused_until_ != absl::InfinitePast() && now >= accept_paused_until_) {
-      accept_paused_until_ = absl::InfinitePast();
+    if (accept_paused_until_ != SteadyTime::InfinitePast() && now >= accept_paused_until_) {
+      accept_paused_until_ = SteadyTime::InfinitePast();
       WatchListener(true);
     }
     ExpireHandshakes(now);
@@ -375,7 +373,7 @@ void TcpEngine::RunDeferred() {
   }
 }
 
-void TcpEngine::ExpireHandshakes(absl::Time now) {
+void TcpEngine::ExpireHandshakes(SteadyTime now) {
   while (!handshake_deadlines_.empty() && handshake_deadlines_.begin()->first <= now) {
     const uint64_t id = handshake_deadlines_.begin()->second;
     HandshakeFinished(id);
@@ -384,12 +382,12 @@ void TcpEngine::ExpireHandshakes(absl::Time now) {
 }
 
 void TcpEngine::ScheduleHeartbeat(uint64_t id, absl::Duration period) {
-  heartbeat_ticks_.insert({NextTick(std::chrono::steady_clock::now(), period), id});
+  heartbeat_ticks_.insert({NextTick(SteadyNow(), period), id});
 }
 
 void TcpEngine::Heartbeats() {
   if (heartbeat_ticks_.empty()) return;
-  const auto now = std::chrono::steady_clock::now();
+  const SteadyTime now = SteadyNow();
   std::vector<TcpSession*> lost;
   while (!heartbeat_ticks_.empty() && heartbeat_ticks_.begin()->first <= now) {
     const uint64_t id = heartbeat_ticks_.begin()->second;
@@ -416,7 +414,7 @@ void TcpEngine::Accept() {
         // The pending connection stays queued and the socket stays readable: back off.
         spdlog::warn("{}; not accepting data sessions for {}", Errno("accept"),
                      absl::FormatDuration(kAcceptBackoff));
-        accept_paused_until_ = absl::Now() + kAcceptBackoff;
+        accept_paused_until_ = SteadyNow() + kAcceptBackoff;
         WatchListener(false);
       } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
         spdlog::warn("{}", Errno("accept"));
@@ -482,7 +480,7 @@ absl::StatusOr<Session*> TcpEngine::Connect(const CommId& comm, const CommSecret
 
 void TcpEngine::Adopt(std::unique_ptr<TcpSession> session, bool outgoing) {
   const uint64_t id = session->id();
-  const absl::Time deadline = absl::Now() + config_.handshake_timeout;
+  const SteadyTime deadline = SteadyNow() + config_.handshake_timeout;
   handshake_deadlines_.insert({deadline, id});
   handshake_of_[id] = {deadline, !outgoing};
   if (!outgoing) ++accepted_handshakes_;

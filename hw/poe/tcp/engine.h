@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "hw/clock.h"
 #include "hw/poe/engine.h"
 #include "hw/poe/tcp/session.h"
 #include "hw/poe/tcp/socket_buffers.h"
@@ -129,7 +129,7 @@ class TcpEngine final : public Engine {
   /// epoll_wait's timeout: 0 while `spinning`, else until the nearest deadline (the
   /// handler's, a handshake's, a heartbeat tick, the pollers'), having told the pollers the
   /// loop sleeps.
-  int SleepMs(absl::Time now, bool spinning);
+  int SleepMs(SteadyTime now, bool spinning);
   /// Runs the tasks posted so far, in posting order.
   void RunTasks();
   void Accept();
@@ -142,7 +142,7 @@ class TcpEngine final : public Engine {
   /// connected (else it accepted).
   void Adopt(std::unique_ptr<TcpSession> session, bool outgoing);
   void RunDeferred();
-  void ExpireHandshakes(absl::Time now);
+  void ExpireHandshakes(SteadyTime now);
   /// Gives every up session whose heartbeat tick is due its tick (TcpSession::Heartbeat)
   /// and closes those found lost.
   void Heartbeats();
@@ -177,18 +177,17 @@ class TcpEngine final : public Engine {
   std::vector<std::unique_ptr<TcpSession>> retired_;
   std::vector<uint64_t> flush_;
   struct Handshake {
-    absl::Time deadline;
+    SteadyTime deadline;
     bool accepted = false;  ///< the peer connected (else this engine did)
   };
-  std::set<std::pair<absl::Time, uint64_t>> handshake_deadlines_;
+  std::set<std::pair<SteadyTime, uint64_t>> handshake_deadlines_;
   absl::flat_hash_map<uint64_t, Handshake> handshake_of_;
   size_t accepted_handshakes_ = 0;  ///< of handshake_of_, those accepted
-  absl::Time handler_deadline_ = absl::InfiniteFuture();
-  /// Heartbeat ticks of the up sessions, on the monotonic clock: a step of the wall clock
-  /// neither stops heartbeats nor hurries losses.
-  std::set<std::pair<std::chrono::steady_clock::time_point, uint64_t>> heartbeat_ticks_;
+  SteadyTime handler_deadline_ = SteadyTime::InfiniteFuture();
+  /// Heartbeat ticks of the up sessions.
+  std::set<std::pair<SteadyTime, uint64_t>> heartbeat_ticks_;
   /// While in the future, accepting is paused (descriptors ran out).
-  absl::Time accept_paused_until_ = absl::InfinitePast();
+  SteadyTime accept_paused_until_ = SteadyTime::InfinitePast();
 };
 
 }  // namespace cclo::hw::poe::tcp

@@ -114,7 +114,7 @@ absl::Status SendFrame(int socket_fd, const Frame& frame, absl::Span<const int> 
   return absl::OkStatus();
 }
 
-absl::StatusOr<Received> ReceiveFrame(int socket_fd, absl::Time deadline) {
+absl::StatusOr<Received> ReceiveFrame(int socket_fd, hw::SteadyTime deadline) {
   std::array<uint8_t, kFrameBytes> bytes{};
   size_t have = 0;
   Received received;
@@ -125,8 +125,7 @@ absl::StatusOr<Received> ReceiveFrame(int socket_fd, absl::Time deadline) {
     return status;
   };
   while (have < kFrameBytes) {
-    int wait_ms = static_cast<int>(
-        absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())));
+    int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(hw::Left(deadline)));
     pollfd pfd{socket_fd, POLLIN, 0};
     int ready = poll(&pfd, 1, wait_ms);
     if (ready < 0 && errno == EINTR) continue;

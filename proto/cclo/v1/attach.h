@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/types/span.h"
-
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "hw/clock.h"
 
 namespace cclo::attach {
 
@@ -65,6 +65,6 @@ struct Received {
 
 /// Receives one whole frame, waiting at most until `deadline`. A closed peer is
 /// UNAVAILABLE; an expired deadline DEADLINE_EXCEEDED; a malformed frame INVALID_ARGUMENT.
-absl::StatusOr<Received> ReceiveFrame(int socket_fd, absl::Time deadline);
+absl::StatusOr<Received> ReceiveFrame(int socket_fd, hw::SteadyTime deadline);
 
 }  // namespace cclo::attach

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "gtest/gtest.h"
+#include "hw/clock.h"
 
 namespace cclo::hw::emu::testing {
 
@@ -47,7 +48,7 @@ std::vector<absl::Status> Configure(
   for (const auto& [device, config] : hosts) {
     auto promise = std::make_shared<std::promise<absl::Status>>();
     results.push_back(promise->get_future());
-    device->ConfigureCommunicator(config, absl::Now() + deadline,
+    device->ConfigureCommunicator(config, hw::SteadyNow() + deadline,
                                   [promise](absl::Status status) { promise->set_value(status); });
   }
   std::vector<absl::Status> statuses;
@@ -86,7 +87,7 @@ std::future<Completion> Submit(Device& device, const CallDescriptor& call, CallB
                                absl::Duration deadline) {
   auto promise = std::make_shared<std::promise<Completion>>();
   std::future<Completion> future = promise->get_future();
-  device.Call(call, std::move(buffers), absl::Now() + deadline,
+  device.Call(call, std::move(buffers), hw::SteadyNow() + deadline,
               [promise](Completion completion) { promise->set_value(std::move(completion)); });
   return future;
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hw/clock.h"
 #include "hw/emu/dmp.h"
 
 namespace cclo::hw::emu {
@@ -77,7 +78,7 @@ class DmpDepartureTest : public ::testing::Test {
     call->program.moves = std::move(moves);
     if (op0 != nullptr) call->buffers.views[0] = {Bytes(*op0), op0->size() * 4};
     if (result != nullptr) call->buffers.views[2] = {Bytes(*result), result->size() * 4};
-    call->deadline = absl::InfiniteFuture();
+    call->deadline = hw::SteadyTime::InfiniteFuture();
     const size_t index = done_.size();
     done_.emplace_back();
     call->done = [this, index](Completion completion) { done_[index] = std::move(completion); };

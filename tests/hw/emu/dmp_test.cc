@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "hw/clock.h"
 
 namespace cclo::hw::emu {
 namespace {
@@ -27,7 +28,7 @@ class DmpTest : public ::testing::Test {
 
   /// Submits `program` for `rank` of a call with int32 elements; returns its slot in done_.
   size_t Submit(uint32_t rank, std::vector<Move> moves, std::array<std::vector<int32_t>*, 3> slots,
-                absl::Time deadline = absl::InfiniteFuture(),
+                hw::SteadyTime deadline = hw::SteadyTime::InfiniteFuture(),
                 Collective collective = Collective::kNop) {
     auto call = std::make_unique<CallState>();
     call->id = next_id_++;
@@ -159,7 +160,7 @@ TEST_F(DmpTest, LocalRendezvousReducesStraightIntoTheResult) {
 TEST_F(DmpTest, FailCallsEndsRunningAndQueuedCalls) {
   std::vector<int32_t> out(4);
   const Move wait = Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), 4);
-  const absl::Time soon = absl::FromUnixSeconds(1000);
+  const hw::SteadyTime soon = hw::SteadyTime() + absl::Seconds(1000);
   const size_t first = Submit(1, {wait}, {nullptr, nullptr, &out}, soon);
   const size_t second = Submit(1, {wait}, {nullptr, nullptr, &out});
   EXPECT_FALSE(done_[first] || done_[second]);
@@ -172,7 +173,7 @@ TEST_F(DmpTest, FailCallsEndsRunningAndQueuedCalls) {
   ASSERT_TRUE(done_[first] && done_[second]);
   EXPECT_EQ(done_[first]->status, absl::DeadlineExceededError("late"));
   EXPECT_EQ(done_[second]->status, absl::UnavailableError("broken"));
-  EXPECT_EQ(dmp_.NextDeadline(), absl::InfiniteFuture());
+  EXPECT_EQ(dmp_.NextDeadline(), hw::SteadyTime::InfiniteFuture());
   EXPECT_EQ(counters_.calls_failed.load(), 2u);
 }
 
@@ -197,11 +198,11 @@ TEST_F(DmpTest, RunningSaysWhatEachStartedCallWaitsFor) {
   // receives side by side, each into its own buffer, for messages nobody sends.
   std::vector<int32_t> large(3 * kSegment / 4, 3);
   Submit(0, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 2), large.size())},
-         {&large, nullptr, nullptr}, absl::InfiniteFuture(), Collective::kSend);
+         {&large, nullptr, nullptr}, hw::SteadyTime::InfiniteFuture(), Collective::kSend);
   std::vector<std::vector<int32_t>> outs(10, std::vector<int32_t>(1));
   for (std::vector<int32_t>& out : outs) {
     Submit(1, {Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), 1)},
-           {nullptr, nullptr, &out}, absl::InfiniteFuture(), Collective::kRecv);
+           {nullptr, nullptr, &out}, hw::SteadyTime::InfiniteFuture(), Collective::kRecv);
   }
   std::string expected =
       "send on rank 0: 0 of 1 moves done; move 0: send to rank 1 (tag 2, "
@@ -215,7 +216,7 @@ TEST_F(DmpTest, RunningSaysWhatEachStartedCallWaitsFor) {
   EXPECT_EQ(dmp_.Running(comm_), expected + " | and 3 more");
   // A collective of rank 1 waits behind its ten receives, and says so past its deadline.
   std::vector<int32_t> in = {1}, out(1);
-  const absl::Time soon = absl::Now() + absl::Seconds(1);
+  const hw::SteadyTime soon = hw::SteadyNow() + absl::Seconds(1);
   Submit(1, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Memory(Slot::kResult, 0), 1)},
          {&in, nullptr, &out}, soon, Collective::kAllreduce);
   const CallState* late = dmp_.Expired(soon);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "hw/clock.h"
 #include "tests/loopback/loopback.h"
 
 namespace cclo::hw::emu::testing {
@@ -260,7 +261,7 @@ void FakePeerTest::Start(const EmuConfig& config) {
 std::future<absl::Status> FakePeerTest::Configure() {
   auto promise = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> configured = promise->get_future();
-  device_->ConfigureCommunicator(comm_.config, absl::Now() + kWait,
+  device_->ConfigureCommunicator(comm_.config, hw::SteadyNow() + kWait,
                                  [promise](absl::Status s) { promise->set_value(s); });
   return configured;
 }

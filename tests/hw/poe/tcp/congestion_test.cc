@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "hw/clock.h"
 #include "hw/poe/tcp/engine.h"
 
 namespace cclo::hw::poe::tcp {
@@ -35,7 +36,7 @@ class RecordingHandler : public EngineHandler {
     return absl::InternalError("no segments expected");
   }
   absl::Status OnPayload(Session&, const SegmentHeader&) override { return absl::OkStatus(); }
-  absl::Time OnTimer(absl::Time) override { return absl::InfiniteFuture(); }
+  hw::SteadyTime OnTimer(hw::SteadyTime) override { return hw::SteadyTime::InfiniteFuture(); }
 
   std::future<std::string> Up() { return up_.get_future(); }
 

@@ -26,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "hw/clock.h"
 #include "hw/poe/handshake.h"
 #include "hw/poe/wire.h"
 #include "tests/loopback/loopback.h"
@@ -46,7 +47,7 @@ class IdleHandler : public EngineHandler {
     return absl::InternalError("no segments expected");
   }
   absl::Status OnPayload(Session&, const SegmentHeader&) override { return absl::OkStatus(); }
-  absl::Time OnTimer(absl::Time) override { return absl::InfiniteFuture(); }
+  hw::SteadyTime OnTimer(hw::SteadyTime) override { return hw::SteadyTime::InfiniteFuture(); }
 };
 
 /// Work arrives as a count written to an eventfd (the doorbell) and is taken by Poll.
@@ -69,11 +70,11 @@ class CountingPoller : public Poller {
     }
     return true;
   }
-  absl::Time Sleeping() override {
+  hw::SteadyTime Sleeping() override {
     Record('s');
     sleeps_.fetch_add(1);
-    return wake_after_ == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                   : absl::Now() + wake_after_;
+    return wake_after_ == absl::InfiniteDuration() ? hw::SteadyTime::InfiniteFuture()
+                                                   : hw::SteadyNow() + wake_after_;
   }
   void Awake() override {
     Record('a');
@@ -133,18 +134,18 @@ class CountingPoller : public Poller {
 /// OnTimer ran at or past it.
 class DeadlineHandler : public IdleHandler {
  public:
-  absl::Time OnTimer(absl::Time now) override {
+  hw::SteadyTime OnTimer(hw::SteadyTime now) override {
     if (now >= deadline_) {
-      deadline_ = absl::InfiniteFuture();
+      deadline_ = hw::SteadyTime::InfiniteFuture();
       expired_ = true;
     }
     return deadline_;
   }
-  void Arm(absl::Time at) { deadline_ = at; }
+  void Arm(hw::SteadyTime at) { deadline_ = at; }
   bool expired() const { return expired_.load(); }
 
  private:
-  absl::Time deadline_ = absl::InfiniteFuture();  // engine thread only
+  hw::SteadyTime deadline_ = hw::SteadyTime::InfiniteFuture();  // engine thread only
   std::atomic<bool> expired_{false};
 };
 
@@ -237,7 +238,7 @@ TEST(EngineSleepTest, DeadlineATaskSetsIsKeptWhenTheEngineSleepsRightAfterIt) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   CountingPoller poller;
   poller.engine_ = engine->get();
-  poller.on_task_ = [&] { handler.Arm(absl::Now() + absl::Milliseconds(1)); };
+  poller.on_task_ = [&] { handler.Arm(hw::SteadyNow() + absl::Milliseconds(1)); };
   (*engine)->AddPoller(&poller);
   (*engine)->Start();
   ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() > 0; }));
@@ -274,11 +275,11 @@ TEST(EngineAddressTest, AnnouncesNumericAddressesAndConnectsOnlyToThem) {
 /// listener at `port`.
 class AcceptQueueHandler : public IdleHandler {
  public:
-  absl::Time OnTimer(absl::Time) override {
+  hw::SteadyTime OnTimer(hw::SteadyTime) override {
     const int64_t queued = cclo::testing::UnreadAt(port);
     std::lock_guard<std::mutex> lock(mu_);
     queued_.push_back(queued);
-    return absl::InfiniteFuture();
+    return hw::SteadyTime::InfiniteFuture();
   }
   std::vector<int64_t> queued() {
     std::lock_guard<std::mutex> lock(mu_);

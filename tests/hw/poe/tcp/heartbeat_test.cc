@@ -19,6 +19,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "hw/clock.h"
 #include "hw/poe/tcp/engine.h"
 #include "tests/hw/emu/fake_peer.h"
 
@@ -49,7 +50,7 @@ class ReportingHandler : public EngineHandler {
     if (payloads_++ == 0) payload_.set_value(landing_);
     return absl::OkStatus();
   }
-  absl::Time OnTimer(absl::Time) override { return absl::InfiniteFuture(); }
+  hw::SteadyTime OnTimer(hw::SteadyTime) override { return hw::SteadyTime::InfiniteFuture(); }
 
   std::future<absl::Status> Closed() { return closed_first_.get_future(); }
   std::future<std::vector<std::byte>> Payload() { return payload_.get_future(); }
@@ -191,9 +192,9 @@ class SleepCounter : public Poller {
   ~SleepCounter() override { close(fd_); }
   int wake_fd() const override { return fd_; }
   bool Poll() override { return false; }
-  absl::Time Sleeping() override {
+  hw::SteadyTime Sleeping() override {
     sleeps_.fetch_add(1);
-    return absl::InfiniteFuture();
+    return hw::SteadyTime::InfiniteFuture();
   }
   void Awake() override {}
 

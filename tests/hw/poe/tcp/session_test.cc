@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "hw/clock.h"
 #include "hw/poe/tcp/engine.h"
 #include "tests/hw/emu/fake_peer.h"
 
@@ -48,9 +49,9 @@ class RecordingHandler : public EngineHandler {
     if (turns_at_payload_.size() == expected_) all_in_.set_value();
     return absl::OkStatus();
   }
-  absl::Time OnTimer(absl::Time) override {
+  hw::SteadyTime OnTimer(hw::SteadyTime) override {
     ++turns_;
-    return absl::InfiniteFuture();
+    return hw::SteadyTime::InfiniteFuture();
   }
 
   std::future<void> AllIn() { return all_in_.get_future(); }
