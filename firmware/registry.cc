@@ -109,10 +109,6 @@ absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " peer ", call.peer, " out of range for world size ", world_size));
     }
-    if (call.peer == call.rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " peer ", call.peer, " is the calling rank itself"));
-    }
     if (call.tag == hw::kCollectiveTag) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " tag ", call.tag, " is reserved for collectives; use another tag"));

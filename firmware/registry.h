@@ -40,7 +40,7 @@ const Algorithm& DefaultFor(hw::Collective collective, uint64_t bytes, uint32_t 
 /// world_size, a known collective, datatype and reduce op; rooted collectives (hw::HasRoot):
 /// root < world_size; in_place only where hw::HasInPlace holds, and for rooted
 /// collectives only at the root;
-/// send/recv: peer < world_size, peer != rank, tag != hw::kCollectiveTag. INVALID_ARGUMENT
+/// send/recv: peer < world_size, tag != hw::kCollectiveTag. INVALID_ARGUMENT
 /// naming the field and its value otherwise.
 absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size);
 

@@ -9,11 +9,11 @@ namespace {
 
 constexpr std::array kAlgorithms = {
     Algorithm{"direct", hw::Collective::kSend,
-              "One message of count elements from op0 to the peer.", "peer != rank",
+              "One message of count elements from op0 to the peer (the rank itself too).", "none",
               &GenerateSendDirect},
     Algorithm{"direct", hw::Collective::kRecv,
-              "One message of count elements from the peer into result.", "peer != rank",
-              &GenerateRecvDirect},
+              "One message of count elements from the peer (the rank itself too) into result.",
+              "none", &GenerateRecvDirect},
 };
 
 }  // namespace

@@ -63,9 +63,42 @@ class PointToPointTest : public ::testing::Test {
     }
   }
 
+  /// Rank 0 sends `count` floats to itself and receives them, the receive posted first
+  /// or the send.
+  void SendToItself(uint64_t count, bool receive_first) {
+    RankBuffers received, sent;
+    CallDescriptor recv = Describe(comm_, Collective::kRecv, 0, count);
+    recv.peer = 0;
+    received.slots[2].assign(count * sizeof(float), std::byte{0});
+    CallDescriptor send = Describe(comm_, Collective::kSend, 0, count);
+    send.peer = 0;
+    sent.slots[0] = Pattern(count * sizeof(float), 3);
+    std::future<Completion> receive, sending;
+    if (receive_first) receive = Submit(*comm_.host[0], recv, received.Views(), kDeadline);
+    sending = Submit(*comm_.host[0], send, sent.Views(), kDeadline);
+    if (!receive_first) receive = Submit(*comm_.host[0], recv, received.Views(), kDeadline);
+    const Completion sent_done = Wait(sending);
+    const Completion received_done = Wait(receive);
+    EXPECT_TRUE(sent_done.status.ok()) << sent_done.status;
+    EXPECT_TRUE(received_done.status.ok()) << received_done.status;
+    EXPECT_TRUE(received.slots[2] == sent.slots[0]);
+  }
+
   std::vector<DevicePtr> devices_;
   TestComm comm_;
 };
+
+// A rank may send to itself, as in MPI and NCCL: the engine delivers it as to any rank of
+// its own, eagerly or once the receive is posted.
+TEST_F(PointToPointTest, ARankSendsToItselfEager) {
+  SendToItself(kSmall, true);
+  SendToItself(kSmall, false);
+}
+
+TEST_F(PointToPointTest, ARankSendsToItselfRendezvous) {
+  SendToItself(kLarge, true);
+  SendToItself(kLarge, false);
+}
 
 TEST_F(PointToPointTest, ReceiveFirstOnBothRanksEager) { ExchangeReceivingFirst(kSmall); }
 
