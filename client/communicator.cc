@@ -79,7 +79,7 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
           absl::StrCat("after: op ", dependency->op_id_, " belongs to another Client"));
     }
     // The daemon forgets an op once its result was collected; this process knows it.
-    if (!dependency->done_) {
+    if (!dependency->done()) {
       after.push_back({dependency->cookie_, dependency->op_id_});
     } else if (!dependency->status_.ok()) {
       return absl::AbortedError(absl::StrCat(

@@ -9,12 +9,13 @@ namespace cclo {
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this == &other) return *this;
-  if (session_ && !done_) session_->ring().Forget(cookie_);
+  if (session_) session_->ring().Forget(cookie_);
   session_ = std::move(other.session_);
   op_id_ = other.op_id_;
   cookie_ = other.cookie_;
   report_by_ = other.report_by_;
-  done_ = other.done_;
+  record_mu_ = std::move(other.record_mu_);
+  done_.store(other.done_.load(std::memory_order_acquire), std::memory_order_release);
   status_ = std::move(other.status_);
   algorithm_ = std::move(other.algorithm_);
   elapsed_ = other.elapsed_;
@@ -26,7 +27,8 @@ Request& Request::operator=(Request&& other) noexcept {
 }
 
 Request::~Request() {
-  if (session_ && !done_) session_->ring().Forget(cookie_);
+  // Also once done: the ring keeps a collected result for this request's other waiters.
+  if (session_) session_->ring().Forget(cookie_);
 }
 
 absl::Status Request::Poll(hw::SteadyTime deadline) {
@@ -37,8 +39,9 @@ absl::Status Request::Poll(hw::SteadyTime deadline) {
                         absl::StrCat("Wait: ", response.status().message()));
   }
   if (response->has_value()) {
+    absl::MutexLock lock(record_mu_.get());
+    if (done_.load(std::memory_order_relaxed)) return absl::OkStatus();  // another waiter did
     const ring::CompletionSlot& result = **response;
-    done_ = true;
     status_ = absl::Status(static_cast<absl::StatusCode>(result.code),
                            ring::GetText(result.message, ring::kMessageBytes));
     algorithm_ = ring::GetText(result.algorithm, ring::kAlgorithmBytes);
@@ -47,6 +50,7 @@ absl::Status Request::Poll(hw::SteadyTime deadline) {
     segment_bytes_ = result.segment_bytes;
     chosen_by_ = ring::GetText(result.chosen_by, ring::kChosenByBytes);
     policy_version_ = result.policy_version;
+    done_.store(true, std::memory_order_release);
   }
   return absl::OkStatus();
 }
@@ -66,9 +70,9 @@ absl::Status Request::MovedFrom() const {
 absl::Status Request::Wait(absl::Duration timeout) {
   if (!session_) return MovedFrom();
   const hw::SteadyTime deadline = hw::SteadyNow() + timeout;
-  while (!done_) {
+  while (!done()) {
     if (absl::Status polled = Poll(std::min(deadline, report_by_)); !polled.ok()) return polled;
-    if (done_) break;
+    if (done()) break;
     if (hw::SteadyNow() >= report_by_) return Unreported();
     if (hw::SteadyNow() >= deadline) {
       return absl::DeadlineExceededError(
@@ -80,10 +84,10 @@ absl::Status Request::Wait(absl::Duration timeout) {
 
 absl::StatusOr<bool> Request::Test() {
   if (!session_) return MovedFrom();
-  if (!done_) {
+  if (!done()) {
     if (absl::Status polled = Poll(hw::SteadyTime::InfinitePast()); !polled.ok()) return polled;
   }
-  if (!done_) {
+  if (!done()) {
     if (hw::SteadyNow() >= report_by_) return Unreported();
     return false;
   }
@@ -93,7 +97,8 @@ absl::StatusOr<bool> Request::Test() {
 
 absl::Status Request::Cancel() {
   if (!session_) return MovedFrom();
-  if (done_) return absl::FailedPreconditionError(absl::StrCat("op ", op_id_, " already finished"));
+  if (done())
+    return absl::FailedPreconditionError(absl::StrCat("op ", op_id_, " already finished"));
   v1::CancelRequest request;
   request.set_op_id(op_id_);
   v1::CancelResponse response;

@@ -251,6 +251,16 @@ absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
       // (until released) and ends this op ABORTED for it, as the Submit RPC would.
       auto done = finished_.find(dependency.cookie);
       if (done == finished_.end() || done->second.code != 0) {
+        // One collected (by another thread's Wait since the caller looked) is known here: the
+        // daemon forgot it if OK and is releasing it if failed.
+        if (auto collected = collected_.find(dependency.cookie); collected != collected_.end()) {
+          if (collected->second.code == 0) continue;
+          posted = absl::AbortedError(absl::StrCat(
+              "op ", dependency.op_id, " that this op waits for failed: ",
+              absl::StatusCodeToString(static_cast<absl::StatusCode>(collected->second.code)), ": ",
+              ring::GetText(collected->second.message, ring::kMessageBytes)));
+          return true;
+        }
         request.add_after(dependency.op_id);
       }
     }
@@ -290,10 +300,15 @@ absl::StatusOr<std::optional<ring::CompletionSlot>> ClientRing::Finished(uint64_
   std::optional<ring::CompletionSlot> result;
   absl::Status waited = Await(
       [&] {
+        if (auto collected = collected_.find(cookie); collected != collected_.end()) {
+          result = collected->second;  // another waiter of this cookie took it first
+          return true;
+        }
         auto found = finished_.find(cookie);
         if (found == finished_.end()) return false;
         result = found->second;
         if (result->code != 0) to_release_.push_back(result->op_id);
+        collected_.emplace(cookie, found->second);
         finished_.erase(found);
         ReleaseLocked();
         return true;
@@ -307,6 +322,7 @@ absl::StatusOr<std::optional<ring::CompletionSlot>> ClientRing::Finished(uint64_
 void ClientRing::Forget(uint64_t cookie) {
   absl::MutexLock lock(&mu_);
   answers_.erase(cookie);
+  if (collected_.erase(cookie) > 0) return;  // released when it was collected
   auto found = finished_.find(cookie);
   if (found == finished_.end()) {
     forgotten_.insert(cookie);

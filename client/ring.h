@@ -60,12 +60,13 @@ class ClientRing {
   absl::StatusOr<std::pair<uint64_t, Accepted>> Submit(v1::SubmitRequest request,
                                                        const std::vector<Dependency>& after,
                                                        hw::SteadyTime deadline);
-  /// The result of the op of `cookie`, waiting until `deadline` (nullopt then); once
-  /// returned, the ring forgets it (and has the daemon release a failed one).
-  /// The result is the op's FINISHED completion slot.
+  /// The result of the op of `cookie`, waiting until `deadline` (nullopt then). The first
+  /// call that finds it has the daemon release a failed one; the ring keeps it for every
+  /// other caller waiting on the same cookie (threads waiting on one Request) until
+  /// Forget(cookie). The result is the op's FINISHED completion slot.
   absl::StatusOr<std::optional<ring::CompletionSlot>> Finished(uint64_t cookie,
                                                                hw::SteadyTime deadline);
-  /// Drops what arrives for `cookie` (its request is gone without waiting).
+  /// Drops what the ring holds or will receive for `cookie` (its request is gone).
   void Forget(uint64_t cookie);
 
  private:
@@ -116,6 +117,9 @@ class ClientRing {
   std::map<uint64_t, absl::StatusOr<Accepted>> answers_ ABSL_GUARDED_BY(mu_);
   /// FINISHED completions by cookie.
   std::map<uint64_t, ring::CompletionSlot> finished_ ABSL_GUARDED_BY(mu_);
+  /// FINISHED completions already returned by Finished, kept for the other waiters of
+  /// their cookie until Forget.
+  std::map<uint64_t, ring::CompletionSlot> collected_ ABSL_GUARDED_BY(mu_);
   /// Failed ops whose results this process collected or dropped, for the daemon to
   /// release (ring.h); posted as room allows.
   std::vector<uint64_t> to_release_ ABSL_GUARDED_BY(mu_);

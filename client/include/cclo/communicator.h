@@ -46,8 +46,8 @@ struct OpOptions {
   /// hands it to the engine only once all of them finished OK, and ops submitted after it
   /// on this communicator wait behind it. If one of them failed or was cancelled, this op
   /// ends with ABORTED naming it (at submission already when this process knows the
-  /// failure). The pointers are read during the call only; do not Wait on those requests
-  /// from another thread meanwhile.
+  /// failure). The pointers are read during the call only; other threads may Wait on those
+  /// requests meanwhile.
   std::vector<const Request*> after;
   /// When the tenant already has as many ops in flight as its quota allows: false fails
   /// the submission at once with RESOURCE_EXHAUSTED (naming the quota and a retry hint);
@@ -69,8 +69,8 @@ struct OpOptions {
 /// send or receive whose buffer range overlaps what an earlier one under way writes (or
 /// that writes what it reads) waits for it, and so does every op after it: forwarding
 /// what a receive fills works, but two ranks that each receive into a buffer and then
-/// send from it wait on each other (use a second buffer, as MPI requires). A rank does
-/// not send to itself. Every op comes in two forms: blocking (returns the op's result)
+/// send from it wait on each other (use a second buffer, as MPI requires). A rank may
+/// send to itself. Every op comes in two forms: blocking (returns the op's result)
 /// and *Async (returns a Request once the daemon queued the op).
 /// Collectives take whole buffers from their start, sized per rank as in MPI (count is
 /// what one rank contributes or receives; docs/collectives.md lists every layout); send,

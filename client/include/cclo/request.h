@@ -1,6 +1,7 @@
 // An op submitted to cclod and not yet waited for.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "hw/clock.h"
 
@@ -18,8 +20,11 @@ class Session;
 
 /// Handle of one submitted op (returned by the Communicator's *Async methods).
 ///
-/// Move-only and not thread-safe: one thread waits on a request. Once the op has finished,
-/// its result is kept and every further Wait/Test returns it without asking the daemon.
+/// Move-only. Wait, Test, Cancel and the accessors may be called from several threads at
+/// once (progress threads waiting on one request): every waiter learns the op's result.
+/// Moving, assigning or destroying a request while another thread uses it is not allowed.
+/// Once the op has finished, its result is kept and every further Wait/Test returns it
+/// without asking the daemon.
 class Request {
  public:
   /// How long past an op's deadline Wait() still waits for the daemon's report.
@@ -57,7 +62,7 @@ class Request {
   /// The daemon's id of the op.
   uint64_t op_id() const { return op_id_; }
   /// True once the op's result is known.
-  bool done() const { return done_; }
+  bool done() const { return done_.load(std::memory_order_acquire); }
   /// Algorithm the daemon ran; empty until done().
   const std::string& algorithm() const { return algorithm_; }
   /// Time from submission to completion as measured by the daemon; zero until done().
@@ -77,7 +82,11 @@ class Request {
   /// with DEADLINE_EXCEEDED after it.
   Request(std::shared_ptr<client::Session> session, uint64_t op_id, uint64_t cookie,
           hw::SteadyTime report_by)
-      : session_(std::move(session)), op_id_(op_id), cookie_(cookie), report_by_(report_by) {}
+      : session_(std::move(session)),
+        op_id_(op_id),
+        cookie_(cookie),
+        report_by_(report_by),
+        record_mu_(std::make_unique<absl::Mutex>()) {}
 
   // Waits at most until `deadline` for the op's completion; records the result when done.
   absl::Status Poll(hw::SteadyTime deadline);
@@ -90,7 +99,10 @@ class Request {
   uint64_t op_id_ = 0;
   uint64_t cookie_ = 0;
   hw::SteadyTime report_by_;
-  bool done_ = false;
+  // Serialises recording the result: threads waiting at once all get it from the ring.
+  std::unique_ptr<absl::Mutex> record_mu_;
+  // Set (release) once the fields below hold the op's result; they do not change after.
+  std::atomic<bool> done_ = false;
   absl::Status status_;  // the op's result once done_
   std::string algorithm_;
   absl::Duration elapsed_;
