@@ -64,6 +64,7 @@ absl::StatusOr<Buffer> AllocateAndMap(client::Session& session, uint64_t bytes) 
 }  // namespace
 
 absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
+  if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
   const uint64_t allocation = session_->BeginAllocation();
   absl::StatusOr<Buffer> buffer = AllocateAndMap(*session_, bytes);
   // Buffers whose answers were lost (their callers' RPCs failed) are given back.
@@ -74,12 +75,14 @@ absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
 }
 
 absl::Status Client::FreeBuffer(Buffer&& buffer) {
+  if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
   absl::Status freed = FreeBufferId(*session_, buffer.id());
   if (freed.ok()) buffer = Buffer();  // unmaps it
   return freed;
 }
 
 absl::StatusOr<std::string> Client::CreateCommunicatorId(const std::string& label) {
+  if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
   v1::CreateCommunicatorIdRequest request;
   request.set_label(label);
   v1::CreateCommunicatorIdResponse response;
@@ -92,6 +95,7 @@ absl::StatusOr<std::string> Client::CreateCommunicatorId(const std::string& labe
 
 absl::StatusOr<std::unique_ptr<Communicator>> Client::Join(const std::string& token, uint32_t rank,
                                                            uint32_t size, absl::Duration timeout) {
+  if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
   v1::JoinCommunicatorRequest request;
   request.set_token(token);
   request.set_rank(rank);

@@ -97,8 +97,10 @@ absl::StatusOr<bool> Request::Test() {
 
 absl::Status Request::Cancel() {
   if (!session_) return MovedFrom();
-  if (done())
+  if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
+  if (done()) {
     return absl::FailedPreconditionError(absl::StrCat("op ", op_id_, " already finished"));
+  }
   v1::CancelRequest request;
   request.set_op_id(op_id_);
   v1::CancelResponse response;

@@ -60,7 +60,8 @@ absl::StatusOr<std::unique_ptr<ClientRing>> ClientRing::Map(int memfd, uint64_t 
 
 ClientRing::ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell,
                        AliveFn alive, absl::Duration alive_check)
-    : memfd_(memfd),
+    : attaching_process_(getpid()),
+      memfd_(memfd),
       base_(base),
       header_(ring::Header(base)),
       command_doorbell_(command_doorbell),
@@ -235,8 +236,17 @@ absl::Status ClientRing::Await(absl::FunctionRef<bool()> ready, hw::SteadyTime d
   }
 }
 
+absl::Status ClientRing::InAttachingProcess() const {
+  const pid_t here = getpid();
+  if (here == attaching_process_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("this libcclo session was attached by process ",
+                                                    attaching_process_, "; process ", here,
+                                                    " is a forked child: attach its own Client"));
+}
+
 absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
     v1::SubmitRequest request, const std::vector<Dependency>& after, hw::SteadyTime deadline) {
+  if (absl::Status here = InAttachingProcess(); !here.ok()) return here;
   // Refused before waiting for room (the dependencies left out below only shorten the list).
   if (absl::Status fits = ring::CheckFits(request, after.size()); !fits.ok()) return fits;
   uint64_t cookie = 0;
@@ -297,6 +307,7 @@ absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
 
 absl::StatusOr<std::optional<ring::CompletionSlot>> ClientRing::Finished(uint64_t cookie,
                                                                          hw::SteadyTime deadline) {
+  if (absl::Status here = InAttachingProcess(); !here.ok()) return here;
   std::optional<ring::CompletionSlot> result;
   absl::Status waited = Await(
       [&] {
@@ -320,6 +331,7 @@ absl::StatusOr<std::optional<ring::CompletionSlot>> ClientRing::Finished(uint64_
 }
 
 void ClientRing::Forget(uint64_t cookie) {
+  if (!InAttachingProcess().ok()) return;  // the parent's ring, and maybe a lock held at fork
   absl::MutexLock lock(&mu_);
   answers_.erase(cookie);
   if (collected_.erase(cookie) > 0) return;  // released when it was collected

@@ -3,6 +3,8 @@
 // spins briefly, then sleeps on the completion doorbell.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -67,7 +69,13 @@ class ClientRing {
   absl::StatusOr<std::optional<ring::CompletionSlot>> Finished(uint64_t cookie,
                                                                hw::SteadyTime deadline);
   /// Drops what the ring holds or will receive for `cookie` (its request is gone).
+  /// Does nothing in a forked child.
   void Forget(uint64_t cookie);
+
+  /// OK in the process that attached. In a forked child FAILED_PRECONDITION: the rings are
+  /// shared memory the child inherited, and its posts or consumption would corrupt the
+  /// parent's session (and a lock held at the fork stays held). Submit and Finished check it.
+  absl::Status InAttachingProcess() const;
 
  private:
   ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell, AliveFn alive,
@@ -95,6 +103,7 @@ class ClientRing {
   /// The session's liveness, asked at most every alive_check_ (OK in between).
   absl::Status AliveNow();
 
+  const pid_t attaching_process_;
   const int memfd_;
   void* const base_;
   ring::RingHeader* const header_;

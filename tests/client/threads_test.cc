@@ -1,6 +1,7 @@
 // libcclo used as MPI_THREAD_MULTIPLE programs use it, against a real cclod: several threads
 // on one Request, Requests outliving their Communicator or Client, a forked child, and
 // signals arriving during waits.
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,6 +65,80 @@ TEST(ThreadsTest, SeveralThreadsWaitOnOneRequest) {
     EXPECT_EQ(receive->algorithm(), "direct");
     EXPECT_EQ(in->span<int32_t>()[0], round);
   }
+}
+
+// A Request outlives its Communicator and its Client: its Wait ends with an error naming
+// the closed session rather than waiting for the op's deadline.
+TEST(ThreadsTest, RequestOutlivingItsClientEnds) {
+  testing::Daemon daemon;
+  Pair pair = JoinPair(daemon.runtime_dir());
+  absl::StatusOr<Buffer> in = pair.clients[0]->AllocBuffer(16);
+  ASSERT_TRUE(in.ok()) << in.status();
+  absl::StatusOr<Request> receive =
+      pair.comms[0]->RecvAsync(*in, 0, 4, DataType::kInt32, 1, 1, {.timeout = absl::Hours(1)});
+  ASSERT_TRUE(receive.ok()) << receive.status();
+  pair.comms[0].reset();
+  pair.clients[0].reset();
+  absl::Status status = receive->Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_EQ(status.message(), "Wait: the session is closed");
+}
+
+void Ignore(int) {}
+
+// Signals arriving at a thread waiting on a Request (EINTR in its sleeps) do not end the
+// wait: it returns the op's result.
+TEST(ThreadsTest, SignalsDoNotEndAWait) {
+  testing::Daemon daemon;
+  Pair pair = JoinPair(daemon.runtime_dir());
+  absl::StatusOr<Buffer> in = pair.clients[0]->AllocBuffer(16);
+  absl::StatusOr<Buffer> out = pair.clients[1]->AllocBuffer(16);
+  ASSERT_TRUE(in.ok() && out.ok());
+  struct sigaction action {};
+  action.sa_handler = Ignore;  // no SA_RESTART: sleeping calls fail with EINTR
+  struct sigaction previous {};
+  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
+  absl::StatusOr<Request> receive = pair.comms[0]->RecvAsync(*in, 0, 4, DataType::kInt32, 1, 1);
+  ASSERT_TRUE(receive.ok()) << receive.status();
+  std::atomic<bool> returned = false;
+  absl::Status waited;
+  std::thread waiter([&] {
+    waited = receive->Wait();
+    returned = true;
+  });
+  for (int i = 0; i < 2000; ++i) pthread_kill(waiter.native_handle(), SIGUSR1);
+  EXPECT_FALSE(returned.load());
+  out->span<int32_t>()[0] = 7;
+  EXPECT_TRUE(pair.comms[1]->Send(*out, 0, 4, DataType::kInt32, 0, 1).ok());
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+  EXPECT_EQ(in->span<int32_t>()[0], 7);
+  sigaction(SIGUSR1, &previous, nullptr);
+}
+
+// A forked child shares its parent's rings (shared memory) and attach socket: libcclo
+// refuses to use them there, and the parent's session goes on undisturbed.
+TEST(ThreadsTest, AForkedChildCannotUseItsParentsSession) {
+  testing::Daemon daemon;
+  std::unique_ptr<Client> client = AttachOrDie(daemon.runtime_dir());
+  std::unique_ptr<Communicator> comm = JoinAlone(*client);
+  absl::StatusOr<Request> pending = comm->NopAsync();
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit codes: which call was not refused with FAILED_PRECONDITION.
+    if (comm->Nop().code() != absl::StatusCode::kFailedPrecondition) _exit(1);
+    if (pending->Wait().code() != absl::StatusCode::kFailedPrecondition) _exit(2);
+    { Request dropped = std::move(*pending); }  // touches nothing of the parent's
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child's Nop ran; 2: the child's Wait ran";
+  EXPECT_TRUE(pending->Wait().ok());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(comm->Nop().ok()) << i;
 }
 
 }  // namespace

@@ -25,6 +25,14 @@ namespace cclo {
 /// daemon then cancels the session's ops, frees its buffers and leaves its communicators.
 /// Communicators and Requests keep the connection state alive but fail once the session is
 /// gone. Methods are thread-safe. Errors carry the daemon's message.
+///
+/// fork(): a Client, its Communicators, Requests and Buffers belong to the process that
+/// attached. In a forked child every call on them fails with FAILED_PRECONDITION (the
+/// command and completion rings are shared memory the child inherited; using them would
+/// corrupt the parent's session), and destroying them there touches nothing of the
+/// parent's. A child attaches its own Client. The child keeps a copy of the attach socket
+/// while it lives, so the daemon ends the session when both have closed it (the parent
+/// exited and the child exited, exec'd, or destroyed its copy of the Client).
 class Client {
  public:
   Client(const Client&) = delete;
