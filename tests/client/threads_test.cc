@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cclo/client.h"
 #include "gtest/gtest.h"
@@ -82,6 +83,24 @@ TEST(ThreadsTest, RequestOutlivingItsClientEnds) {
   absl::Status status = receive->Wait();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_EQ(status.message(), "Wait: the session is closed");
+}
+
+// A communicator destroyed with an op in flight (its only rank on this daemon): the op ends
+// with UNAVAILABLE naming the destruction, and its Request stays usable.
+TEST(ThreadsTest, DestroyedCommunicatorEndsItsOpsInFlight) {
+  testing::Daemon daemon;
+  std::unique_ptr<Client> client = AttachOrDie(daemon.runtime_dir());
+  std::unique_ptr<Communicator> comm = JoinAlone(*client);
+  absl::StatusOr<Buffer> in = client->AllocBuffer(16);
+  ASSERT_TRUE(in.ok()) << in.status();
+  absl::StatusOr<Request> receive =
+      comm->RecvAsync(*in, 0, 4, DataType::kInt32, 0, 1, {.timeout = absl::Hours(1)});
+  ASSERT_TRUE(receive.ok()) << receive.status();
+  ASSERT_TRUE(comm->Destroy().ok());
+  absl::Status status = receive->Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "rank 0 destroyed the communicator")) << status;
+  EXPECT_EQ(receive->Test().status(), status);
 }
 
 void Ignore(int) {}

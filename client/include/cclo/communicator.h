@@ -186,6 +186,9 @@ class Communicator {
   absl::StatusOr<Request> NopAsync(const OpOptions& options = {});
 
   /// Leaves the communicator at the daemon; later ops on it fail with FAILED_PRECONDITION.
+  /// Ops of this rank still in flight end with UNAVAILABLE ("rank R destroyed the
+  /// communicator") when no other rank of it is on this daemon; while one is, they run on
+  /// until they finish or reach their deadline. Their Requests stay valid either way.
   absl::Status Destroy();
 
  private:
