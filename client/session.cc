@@ -148,14 +148,24 @@ Session::Session(int attach_fd, uint64_t id, std::string token, absl::Duration r
       stub_(std::move(stub)),
       attach_fd_(attach_fd) {}
 
-Session::~Session() { Close(); }
+Session::~Session() {
+  Close();
+  // gRPC's objects are not destroyed in a forked child: their threads stayed in the parent,
+  // and destroying the channel there waits for them forever.
+  if (Forked()) (void)stub_.release();
+}
 
-void Session::Close() {
-  absl::MutexLock lock(&attach_mutex_);
+void Session::CloseFds() {
   if (attach_fd_ >= 0) close(attach_fd_);
   attach_fd_ = -1;
   for (auto& [id, unclaimed] : unclaimed_) close(unclaimed.received.fd);
   unclaimed_.clear();
+}
+
+void Session::Close() {
+  if (Forked()) return CloseFds();  // one thread there; the lock may be held since the fork
+  absl::MutexLock lock(&attach_mutex_);
+  CloseFds();
 }
 
 void Session::Prepare(grpc::ClientContext& context, absl::Duration timeout) const {

@@ -33,7 +33,9 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  /// Closes the attach socket, which ends the session at the daemon. Idempotent.
+  /// Closes the attach socket, which ends the session at the daemon. Idempotent. In a
+  /// forked child it closes the child's copies only (the daemon ends the session once the
+  /// parent closed its own), without waiting for a lock another thread held at the fork.
   void Close();
 
   /// The daemon's session id.
@@ -77,11 +79,16 @@ class Session {
           std::unique_ptr<v1::Client::Stub> stub);
   /// OK while the daemon holds the session (the attach socket is open at both ends).
   absl::Status Alive();
+  /// Closes the attach socket and the unclaimed fds. Under attach_mutex_, except in a
+  /// forked child: one thread runs there, and the mutex may have been held at the fork.
+  void CloseFds() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  /// Whether this is a forked child of the process that attached.
+  bool Forked() const { return ring_ != nullptr && !ring_->InAttachingProcess().ok(); }
 
   const uint64_t id_;
   const std::string token_;
   const absl::Duration rpc_timeout_;
-  const std::unique_ptr<v1::Client::Stub> stub_;
+  std::unique_ptr<v1::Client::Stub> stub_;  // leaked in a forked child (see ~Session)
   std::unique_ptr<ClientRing> ring_;  // set once by Open
 
   absl::Mutex attach_mutex_;                      // serialises readers of the attach socket

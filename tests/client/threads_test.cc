@@ -150,12 +150,16 @@ TEST(ThreadsTest, AForkedChildCannotUseItsParentsSession) {
     if (comm->Nop().code() != absl::StatusCode::kFailedPrecondition) _exit(1);
     if (pending->Wait().code() != absl::StatusCode::kFailedPrecondition) _exit(2);
     { Request dropped = std::move(*pending); }  // touches nothing of the parent's
+    if (comm->Destroy().code() != absl::StatusCode::kFailedPrecondition) _exit(3);
+    comm.reset();
+    client.reset();  // the session's last reference here: closes the child's copies
     _exit(0);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child's Nop ran; 2: the child's Wait ran";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: the child's Nop ran; 2: the child's Wait ran; 3: the child's Destroy ran";
   EXPECT_TRUE(pending->Wait().ok());
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(comm->Nop().ok()) << i;
 }
