@@ -20,8 +20,9 @@ class Session;
 
 /// Handle of one submitted op (returned by the Communicator's *Async methods).
 ///
-/// Move-only. Wait, Test, Cancel and the accessors may be called from several threads at
+/// Move-only. Wait, Test, Cancel, op_id() and done() may be called from several threads at
 /// once (progress threads waiting on one request): every waiter learns the op's result.
+/// The other accessors are read once done() is true (they do not change after that).
 /// Moving, assigning or destroying a request while another thread uses it is not allowed.
 /// Once the op has finished, its result is kept and every further Wait/Test returns it
 /// without asking the daemon.
