@@ -104,6 +104,7 @@ class ClientRing {
   absl::Status AliveNow();
 
   const pid_t attaching_process_;
+  const uint64_t attaching_forks_;  ///< forks (ring.cc) when it was mapped
   const int memfd_;
   void* const base_;
   ring::RingHeader* const header_;
