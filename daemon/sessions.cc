@@ -19,7 +19,16 @@ absl::Status Session::AddBuffer(SharedBufferPtr buffer, Lease bytes, Lease count
   if (!sent.ok()) return sent;
   absl::MutexLock lock(&mu_);
   const uint64_t id = buffer->id();
-  buffers_.emplace(id, HeldBuffer{std::move(buffer), std::move(bytes), std::move(count)});
+  // The tenant's charge goes with the memory, not with the table entry: an op that still
+  // uses a freed buffer keeps it, and its charge, until it ends.
+  struct Charged {
+    SharedBufferPtr buffer;
+    Lease bytes;
+    Lease count;
+  };
+  auto charged =
+      std::make_shared<Charged>(Charged{std::move(buffer), std::move(bytes), std::move(count)});
+  buffers_.emplace(id, SharedBufferPtr(charged, charged->buffer.get()));
   return absl::OkStatus();
 }
 
@@ -37,20 +46,20 @@ absl::StatusOr<SharedBufferPtr> Session::FindBuffer(uint64_t buffer_id) const {
   if (found == buffers_.end()) {
     return absl::NotFoundError(absl::StrCat("no buffer ", buffer_id, " in this session"));
   }
-  return found->second.buffer;
+  return found->second;
 }
 
 uint64_t Session::BufferBytes() const {
   absl::MutexLock lock(&mu_);
   uint64_t total = 0;
-  for (const auto& [id, held] : buffers_) total += held.buffer->bytes();
+  for (const auto& [id, buffer] : buffers_) total += buffer->bytes();
   return total;
 }
 
 std::map<uint64_t, uint64_t> Session::BufferSizes() const {
   absl::MutexLock lock(&mu_);
   std::map<uint64_t, uint64_t> sizes;
-  for (const auto& [id, held] : buffers_) sizes[id] = held.buffer->bytes();
+  for (const auto& [id, buffer] : buffers_) sizes[id] = buffer->bytes();
   return sizes;
 }
 

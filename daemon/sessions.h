@@ -117,7 +117,8 @@ class Session {
   /// bounded by the attach socket's send timeout, so a client that stops reading fails
   /// its own AllocBuffer and stalls no one else. The daemon closes its fd once sent (its
   /// mapping stays). `bytes` and `count` (the buffer's charges to the tenant's buffer_bytes
-  /// and buffers quotas) are held until the buffer is removed or the session ends.
+  /// and buffers quotas) are held until the buffer is removed or the session ends and no
+  /// op uses it any more.
   absl::Status AddBuffer(SharedBufferPtr buffer, Lease bytes, Lease count);
   absl::Status RemoveBuffer(uint64_t buffer_id);
   /// The buffer if this session owns it, else NOT_FOUND (never says whose it is).
@@ -179,11 +180,6 @@ class Session {
   const TenantPtr tenant_;
   const absl::Time attached_ = absl::Now();
 
-  struct HeldBuffer {
-    SharedBufferPtr buffer;
-    Lease bytes;
-    Lease count;
-  };
   enum class OpState { kWaiting, kStarted, kDone };
   struct Op {
     OpState state = OpState::kWaiting;
@@ -223,7 +219,8 @@ class Session {
   /// the engine in submission order.
   absl::Mutex launch_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
-  std::map<uint64_t, HeldBuffer> buffers_ ABSL_GUARDED_BY(mu_);
+  /// Each owns its charges to the tenant (AddBuffer), shared with the ops that use it.
+  std::map<uint64_t, SharedBufferPtr> buffers_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> comm_handles_ ABSL_GUARDED_BY(mu_);
   /// Every op not collected yet, by id.
   std::map<uint64_t, Op> ops_ ABSL_GUARDED_BY(mu_);

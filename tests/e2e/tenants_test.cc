@@ -478,6 +478,46 @@ uint64_t AddressSpace() {
   return kib << 10;
 }
 
+/// Attaches a client to `daemon` and joins it alone to a new communicator.
+void AttachAlone(const Daemon& daemon, std::unique_ptr<Client>* client,
+                 std::unique_ptr<Communicator>* comm) {
+  absl::StatusOr<std::unique_ptr<Client>> attached = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  absl::StatusOr<std::string> token = (*attached)->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> joined = (*attached)->Join(*token, 0, 1);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  *client = *std::move(attached);
+  *comm = *std::move(joined);
+}
+
+// A buffer freed while an op still uses it stays on the tenant's buffer quota until the
+// op ends: the daemon holds its memory until then.
+TEST(TenantsTest, AFreedBufferStaysChargedWhileAnOpUsesIt) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {buffer_bytes: 8192}\n");
+  std::unique_ptr<Client> client;
+  std::unique_ptr<Communicator> comm;
+  ASSERT_NO_FATAL_FAILURE(AttachAlone(daemon, &client, &comm));
+  absl::StatusOr<Buffer> buffer = client->AllocBuffer(8192);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  // A receive from the rank itself waits until its deadline: nothing is sent.
+  absl::StatusOr<Request> receive =
+      comm->RecvAsync(*buffer, 0, 8, DataType::kInt32, 0, 7, {.timeout = absl::Seconds(3)});
+  ASSERT_TRUE(receive.ok()) << receive.status();
+  ASSERT_TRUE(client->FreeBuffer(*std::move(buffer)).ok());
+  absl::StatusOr<Buffer> over = client->AllocBuffer(4096);
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
+  EXPECT_TRUE(absl::StrContains(over.status().message(),
+                                "quota buffer_bytes: limit 8192, in use 8192, asked for 4096"))
+      << over.status();
+  EXPECT_EQ(Used(daemon, "default", "buffer_bytes"), 8192u);
+  // Once the receive ends, its memory and its charge go.
+  EXPECT_EQ(receive->Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(
+      WaitUntil([&] { return Used(daemon, "default", "buffer_bytes") == 0; }, absl::Seconds(10)));
+  EXPECT_TRUE(client->AllocBuffer(8192).ok());
+}
+
 // A buffer the client cannot map is given back to the daemon, and its quota with it.
 TEST(TenantsTest, ABufferTheClientCannotMapIsGivenBack) {
   Daemon daemon("tenants:\n  - name: default\n    quotas: {buffer_bytes: 1073741824}\n");
@@ -502,16 +542,13 @@ TEST(TenantsTest, ABufferTheClientCannotMapIsGivenBack) {
 // posted before the consumption, never count against it.
 TEST(TenantsTest, ACollectingClientIsNeverRefusedForUncollectedResults) {
   Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 1}\n");
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
-  ASSERT_TRUE(client.ok()) << client.status();
-  absl::StatusOr<std::string> token = (*client)->CreateCommunicatorId();
-  ASSERT_TRUE(token.ok()) << token.status();
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = (*client)->Join(*token, 0, 1);
-  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::unique_ptr<Client> client;
+  std::unique_ptr<Communicator> comm;
+  ASSERT_NO_FATAL_FAILURE(AttachAlone(daemon, &client, &comm));
   int refused = 0;
   absl::Status first_refusal;
   for (int i = 0; i < 5000; ++i) {
-    absl::Status status = (*comm)->Nop();
+    absl::Status status = comm->Nop();
     if (!status.ok() && refused++ == 0) first_refusal = status;
   }
   EXPECT_EQ(refused, 0) << first_refusal;

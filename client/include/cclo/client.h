@@ -55,6 +55,8 @@ class Client {
 
   /// Releases `buffer` at the daemon and unmaps it here, leaving it empty. When the daemon
   /// does not release it (the error says why), `buffer` is left as it was, still mapped.
+  /// Ops in flight that use it go on; the daemon keeps its memory, charged to the tenant,
+  /// until they end.
   absl::Status FreeBuffer(Buffer&& buffer);
 
   /// Makes a new communicator token with this daemon as root; hand it to every rank. Its
