@@ -9,15 +9,17 @@
 namespace cclo::hw::emu {
 
 absl::StatusOr<ScratchPool::Buffer> ScratchPool::Take(uint64_t bytes) {
-  const uint64_t used = used_bytes_.load();
-  if (bytes > limit_bytes_ - used) {
+  const uint64_t used = used_bytes_.load();  // never above the limit: see `room`
+  const uint64_t room = limit_bytes_ - used;
+  if (bytes > room) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the engine's scratch in use would exceed scratch_max_bytes = ", limit_bytes_,
                      " (", used, " bytes in use by other calls)"));
   }
+  // A kept buffer may be up to twice the request: only one within the room will do.
   auto best = kept_.end();
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-    if (it->bytes >= bytes && it->bytes / 2 <= bytes &&
+    if (it->bytes >= bytes && it->bytes / 2 <= bytes && it->bytes <= room &&
         (best == kept_.end() || it->bytes < best->bytes)) {
       best = it;
     }

@@ -67,6 +67,18 @@ TEST(ScratchPoolTest, HandsOutAtMostItsLimitAtOnce) {
   EXPECT_EQ(pool.used_bytes(), 5 * kMiB);
 }
 
+TEST(ScratchPoolTest, AKeptBufferBeyondTheRoomIsLeft) {
+  ScratchPool pool(8 * kMiB, 8 * kMiB);
+  pool.Give(Taken(pool, 2 * kMiB));
+  ScratchPool::Buffer seven = Taken(pool, 7 * kMiB);
+  // The kept 2 MiB would fit 1 MiB but take the engine past its limit: a new 1 MiB.
+  ScratchPool::Buffer one = Taken(pool, kMiB);
+  EXPECT_EQ(one.bytes, kMiB);
+  EXPECT_EQ(pool.used_bytes(), 8 * kMiB);
+  EXPECT_EQ(pool.kept_bytes(), 2 * kMiB);
+  EXPECT_EQ(pool.Take(1).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST(ScratchPoolTest, AllocatesWhenNoKeptBufferFits) {
   ScratchPool pool(kLimit, 16 * kMiB);
   pool.Give(Taken(pool, 4 * kMiB));
