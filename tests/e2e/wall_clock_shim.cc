@@ -60,15 +60,22 @@ int64_t OffsetNanos() {
   return __atomic_load_n(offset, __ATOMIC_RELAXED);
 }
 
-ClockGettime RealClockGettime() {
-  static const auto real = reinterpret_cast<ClockGettime>(dlsym(RTLD_NEXT, "clock_gettime"));
+// The next definition of `name` (libc's), looked up on first use. Not a function-local
+// static: its initialisation guard makes a contending thread wait through syscall(), which
+// this shim defines, and that wait would recurse until the stack overflowed. Threads that
+// race here all store the same pointer.
+template <typename Function>
+Function Real(std::atomic<Function>& slot, const char* name) {
+  Function real = slot.load(std::memory_order_acquire);
+  if (real == nullptr) {
+    real = reinterpret_cast<Function>(dlsym(RTLD_NEXT, name));
+    slot.store(real, std::memory_order_release);
+  }
   return real;
 }
 
-Syscall RealSyscall() {
-  static const auto real = reinterpret_cast<Syscall>(dlsym(RTLD_NEXT, "syscall"));
-  return real;
-}
+std::atomic<ClockGettime> real_clock_gettime{nullptr};
+std::atomic<Syscall> real_syscall{nullptr};
 
 void Shift(timespec* ts, int64_t offset) {
   int64_t nanos = ts->tv_nsec + offset % kNanosPerSecond;
@@ -87,7 +94,7 @@ void Shift(timespec* ts, int64_t offset) {
 extern "C" {
 
 int clock_gettime(clockid_t clock, timespec* ts) {
-  const int result = RealClockGettime()(clock, ts);
+  const int result = Real(real_clock_gettime, "clock_gettime")(clock, ts);
   if (result == 0 && (clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE)) {
     Shift(ts, OffsetNanos());
   }
@@ -118,7 +125,8 @@ long syscall(long number, ...) {
     Shift(&until, -OffsetNanos());
     args[3] = reinterpret_cast<long>(&until);  // NOLINT(runtime/int)
   }
-  return RealSyscall()(number, args[0], args[1], args[2], args[3], args[4], args[5]);
+  return Real(real_syscall, "syscall")(number, args[0], args[1], args[2], args[3], args[4],
+                                       args[5]);
 }
 
 time_t time(time_t* out) {
