@@ -76,6 +76,7 @@ cclo::v1::ListTenantsResponse AdminService::Tenants() const {
     sum.queued += counts.queued;
     sum.running += counts.running;
   }
+  const std::map<uint32_t, hw::TenantScratch> scratch = device_->Stats().tenant_scratch;
   cclo::v1::ListTenantsResponse response;
   for (const TenantPtr& tenant : tenants_->All()) {
     cclo::v1::TenantInfo& info = *response.add_tenants();
@@ -92,6 +93,14 @@ cclo::v1::ListTenantsResponse AdminService::Tenants() const {
       quota.set_refusals(refusals[slot]);
       info.set_refusals(info.refusals() + refusals[slot]);
     }
+    const auto engine = scratch.find(tenant->index());
+    const hw::TenantScratch held = engine == scratch.end() ? hw::TenantScratch{} : engine->second;
+    cclo::v1::QuotaUse& quota = *info.add_quotas();
+    quota.set_name("scratch_bytes");
+    quota.set_limit(tenant->scratch_bytes());
+    quota.set_used(held.used_bytes);
+    quota.set_refusals(held.refusals);
+    info.set_refusals(info.refusals() + held.refusals);
     info.set_ops_queued(ops[tenant->name()].queued);
     info.set_ops_running(ops[tenant->name()].running);
   }

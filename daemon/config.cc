@@ -126,10 +126,12 @@ absl::Status ParseQuotas(const YAML::Node& node, TenantQuotas& quotas) {
       status = Bounded(entry.second, key, 0, 1u << 20, quotas.sessions);
     } else if (key == "buffers") {
       status = Bounded(entry.second, key, 0, 1u << 20, quotas.buffers);
+    } else if (key == "scratch_bytes") {
+      status = Bounded(entry.second, key, 0, 1ull << 48, quotas.scratch_bytes);
     } else {
-      status = absl::InvalidArgumentError(
-          absl::StrCat("unknown quota '", key,
-                       "'; valid: buffer_bytes, buffers, communicators, inflight_ops, sessions"));
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "unknown quota '", key,
+          "'; valid: buffer_bytes, buffers, communicators, inflight_ops, scratch_bytes, sessions"));
     }
     if (!status.ok()) return status;
   }

@@ -226,10 +226,12 @@ absl::Status Daemon::StartServers(int peer_port) {
 }
 
 void Daemon::ApplyScheduling() {
-  // The engine shares itself between the tenants by their weights (DESIGN 9).
+  // The engine shares itself between the tenants by their weights (DESIGN 9), and holds
+  // each to its scratch quota.
   hw::Scheduling scheduling{.fair = config_.scheduler != "fifo"};
   for (const TenantPtr& tenant : tenants_.All()) {
     scheduling.weights[tenant->index()] = tenant->weight();
+    scheduling.scratch_bytes[tenant->index()] = tenant->scratch_bytes();
   }
   device_->SetScheduling(scheduling);
 }

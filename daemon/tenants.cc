@@ -189,6 +189,11 @@ std::array<uint64_t, kResourceCount> Tenant::Refusals() const {
   return refused_;
 }
 
+uint64_t Tenant::scratch_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return config_.quotas.scratch_bytes;
+}
+
 std::array<uint64_t, kResourceCount> Tenant::Limits() const {
   absl::MutexLock lock(&mu_);
   std::array<uint64_t, kResourceCount> limits;

@@ -83,6 +83,8 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   std::array<uint64_t, kResourceCount> Refusals() const;
   /// The quota limit of each resource, by Resource.
   std::array<uint64_t, kResourceCount> Limits() const;
+  /// The scratch_bytes quota, which the engine enforces.
+  uint64_t scratch_bytes() const;
 
   /// Records how long an op of this tenant took, for the retry hint.
   void RecordOpTime(absl::Duration elapsed);

@@ -36,6 +36,12 @@ struct Completion {
   uint64_t bytes_sent = 0;  ///< bytes this rank put on the network or copied to a local rank
 };
 
+/// One tenant's use of the engine's scratch memory.
+struct TenantScratch {
+  uint64_t used_bytes = 0;  ///< held by its running calls
+  uint64_t refusals = 0;    ///< calls refused because it would have held more than its limit
+};
+
 /// Engine-wide counters, for telemetry and `ccloctl status`.
 struct DeviceStats {
   uint64_t calls_completed = 0;
@@ -69,6 +75,10 @@ struct DeviceStats {
   uint64_t scratch_bytes_used = 0;
   uint64_t scratch_bytes_kept = 0;
   uint64_t scratch_allocations = 0;
+  /// Tenant index -> scratch its running calls hold, and its calls refused for their
+  /// tenant's scratch limit (Scheduling::scratch_bytes) since the start; tenants whose
+  /// calls never took scratch are absent.
+  std::map<uint32_t, TenantScratch> tenant_scratch;
   /// Payload bytes each data session reads and writes per engine turn now: less while
   /// tenants share the engine.
   uint64_t turn_bytes = 0;
@@ -82,6 +92,9 @@ struct Scheduling {
   /// Tenant index -> weight, its share relative to the others' while they all have work;
   /// tenants not listed (and weights of 0) count as 1.
   std::map<uint32_t, uint32_t> weights;
+  /// Tenant index -> scratch memory its running calls may hold at most, within the
+  /// engine's own limit; tenants not listed have only the engine's limit.
+  std::map<uint32_t, uint64_t> scratch_bytes;
 };
 
 using CompletionFn = std::function<void(Completion)>;

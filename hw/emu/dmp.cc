@@ -93,7 +93,7 @@ void Dmp::Start(CallState& call) {
   const uint64_t scratch_bytes = call.program.scratch_elements * DataTypeSize(call.desc.datatype);
   absl::Status scratch;
   if (scratch_bytes > 0) {
-    absl::StatusOr<ScratchPool::Buffer> taken = scratch_pool_.Take(scratch_bytes);
+    absl::StatusOr<ScratchPool::Buffer> taken = scratch_pool_.Take(scratch_bytes, call.desc.tenant);
     if (taken.ok()) {
       call.scratch = *std::move(taken);
       call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {call.scratch.data.get(),

@@ -128,8 +128,11 @@ class Dmp {
   Dmp(Rbm& rbm, uint64_t eager_bytes, uint64_t unit_bytes, uint64_t scratch_max_bytes,
       Counters& counters, Hooks hooks);
 
-  /// Replaces how units are shared between tenants.
-  void SetScheduling(const Scheduling& scheduling) { scheduler_.Configure(scheduling); }
+  /// Replaces how units are shared between tenants, and their scratch limits.
+  void SetScheduling(const Scheduling& scheduling) {
+    scheduler_.Configure(scheduling);
+    scratch_pool_.SetTenantLimits(scheduling.scratch_bytes);
+  }
 
   /// Memory moves started from now on run in units of `unit_bytes` (> 0), which is also
   /// the scheduler's quantum from its next turn on.

@@ -184,6 +184,7 @@ DeviceStats EmuDevice::Stats() const {
   stats.scratch_bytes_used = dmp_.scratch_pool().used_bytes();
   stats.scratch_bytes_kept = dmp_.scratch_pool().kept_bytes();
   stats.scratch_allocations = dmp_.scratch_pool().allocations();
+  stats.tenant_scratch = dmp_.scratch_pool().tenants();
   stats.turn_bytes = counters_.turn_bytes.load();
   auto links = [this](LinkState state) {
     return counters_.links[static_cast<size_t>(state)].load();

@@ -1,5 +1,6 @@
 #include "hw/emu/scratch_pool.h"
 
+#include <algorithm>
 #include <new>
 #include <utility>
 
@@ -8,13 +9,26 @@
 
 namespace cclo::hw::emu {
 
-absl::StatusOr<ScratchPool::Buffer> ScratchPool::Take(uint64_t bytes) {
+absl::StatusOr<ScratchPool::Buffer> ScratchPool::Take(uint64_t bytes, uint32_t tenant) {
   const uint64_t used = used_bytes_.load();  // never above the limit: see `room`
-  const uint64_t room = limit_bytes_ - used;
+  uint64_t room = limit_bytes_ - used;
   if (bytes > room) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the engine's scratch in use would exceed scratch_max_bytes = ", limit_bytes_,
                      " (", used, " bytes in use by other calls)"));
+  }
+  if (auto limit = tenant_limits_.find(tenant); limit != tenant_limits_.end()) {
+    absl::MutexLock lock(&tenants_mu_);
+    TenantScratch& use = tenants_[tenant];
+    // A reload may have lowered the limit below what the tenant holds.
+    const uint64_t tenant_room = limit->second - std::min(use.used_bytes, limit->second);
+    if (bytes > tenant_room) {
+      ++use.refusals;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this tenant's scratch in use would exceed its scratch_bytes quota = ", limit->second,
+          " (", use.used_bytes, " bytes in use by its other calls)"));
+    }
+    room = std::min(room, tenant_room);
   }
   // A kept buffer may be up to twice the request: only one within the room will do.
   auto best = kept_.end();
@@ -40,12 +54,19 @@ absl::StatusOr<ScratchPool::Buffer> ScratchPool::Take(uint64_t bytes) {
     kept_bytes_.fetch_sub(buffer.bytes);
   }
   used_bytes_.fetch_add(buffer.bytes);
+  buffer.tenant = tenant;
+  absl::MutexLock lock(&tenants_mu_);
+  tenants_[tenant].used_bytes += buffer.bytes;
   return buffer;
 }
 
 void ScratchPool::Give(Buffer buffer) {
   if (buffer.data == nullptr) return;
   used_bytes_.fetch_sub(buffer.bytes);
+  {
+    absl::MutexLock lock(&tenants_mu_);
+    tenants_[buffer.tenant].used_bytes -= buffer.bytes;
+  }
   if (buffer.bytes < kMinKeptBytes || buffer.bytes > keep_bytes_) return;
   while (kept_bytes_.load() + buffer.bytes > keep_bytes_) {
     kept_bytes_.fetch_sub(kept_.front().bytes);
@@ -53,6 +74,15 @@ void ScratchPool::Give(Buffer buffer) {
   }
   kept_bytes_.fetch_add(buffer.bytes);
   kept_.push_back(std::move(buffer));
+}
+
+void ScratchPool::SetTenantLimits(std::map<uint32_t, uint64_t> limits) {
+  tenant_limits_ = std::move(limits);
+}
+
+std::map<uint32_t, TenantScratch> ScratchPool::tenants() const {
+  absl::MutexLock lock(&tenants_mu_);
+  return tenants_;
 }
 
 }  // namespace cclo::hw::emu

@@ -8,7 +8,8 @@
 // The buffers handed out and not yet given back hold at most limit_bytes in all: Take
 // refuses a buffer beyond it, so the calls' scratch, which tenants' quotas do not count
 // and which some algorithms need more of than their buffers (a reduce all_to_one root:
-// (P-2)·n), cannot take the daemon's memory.
+// (P-2)·n), cannot take the daemon's memory. Each tenant's buffers may also be held to a
+// limit of its own (SetTenantLimits), so that one tenant's calls cannot hold all of it.
 //
 // Given back, a buffer of at least kMinKeptBytes is kept, up to keep_bytes in all (the
 // least recently given back go first to make room); smaller ones (malloc recycles those
@@ -19,17 +20,22 @@
 // programs write their scratch before they read it (the firmware verifier runs them on
 // poisoned scratch), and scratch reaches a client only through the program's moves.
 //
-// Not thread-safe (the engine thread's), but the counts may be read from any thread. Cost: O(kept
-// buffers) per Take and Give, at most keep_bytes / kMinKeptBytes of them.
+// Not thread-safe (the engine thread's), but the counts may be read from any thread. Cost:
+// O(kept buffers) per Take and Give, at most keep_bytes / kMinKeptBytes of them, and a lock
+// the readers of the tenants' counts share.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "hw/device.h"
 
 namespace cclo::hw::emu {
 
@@ -38,7 +44,8 @@ class ScratchPool {
   /// Scratch memory of one call; its contents are unspecified.
   struct Buffer {
     std::unique_ptr<std::byte[]> data;
-    uint64_t bytes = 0;  ///< its size: at least what was asked for
+    uint64_t bytes = 0;   ///< its size: at least what was asked for
+    uint32_t tenant = 0;  ///< whose call holds it
   };
 
   /// Smaller buffers are freed when given back.
@@ -54,13 +61,18 @@ class ScratchPool {
                        uint64_t keep_bytes = kDefaultKeepBytes)
       : limit_bytes_(limit_bytes), keep_bytes_(keep_bytes) {}
 
-  /// A buffer of at least `bytes`: a kept one if one fits, else a new one.
-  /// RESOURCE_EXHAUSTED, saying why, when the buffers handed out would then hold more than
-  /// the limit, or when the memory cannot be allocated.
-  absl::StatusOr<Buffer> Take(uint64_t bytes);
+  /// A buffer of at least `bytes` for a call of `tenant`: a kept one if one fits, else a
+  /// new one. RESOURCE_EXHAUSTED, saying why, when the buffers handed out (or those of the
+  /// tenant) would then hold more than the limit (or the tenant's), or when the memory
+  /// cannot be allocated.
+  absl::StatusOr<Buffer> Take(uint64_t bytes, uint32_t tenant);
 
   /// Gives back a buffer nothing reads or writes any more (an empty one is ignored).
   void Give(Buffer buffer);
+
+  /// Tenant index -> the most its buffers handed out may hold, from the next Take on;
+  /// tenants not listed have only the pool's limit. What tenants hold stays held.
+  void SetTenantLimits(std::map<uint32_t, uint64_t> limits);
 
   uint64_t limit_bytes() const { return limit_bytes_; }
   /// Thread-safe: bytes of the buffers handed out and not yet given back.
@@ -69,6 +81,8 @@ class ScratchPool {
   uint64_t kept_bytes() const { return kept_bytes_.load(); }
   /// Thread-safe: buffers Take allocated because none kept fitted.
   uint64_t allocations() const { return allocations_.load(); }
+  /// Thread-safe: what each tenant that took scratch holds, and its refusals.
+  std::map<uint32_t, TenantScratch> tenants() const;
 
  private:
   const uint64_t limit_bytes_;
@@ -77,6 +91,9 @@ class ScratchPool {
   std::atomic<uint64_t> used_bytes_{0};
   std::atomic<uint64_t> kept_bytes_{0};
   std::atomic<uint64_t> allocations_{0};
+  std::map<uint32_t, uint64_t> tenant_limits_;
+  mutable absl::Mutex tenants_mu_;
+  std::map<uint32_t, TenantScratch> tenants_ ABSL_GUARDED_BY(tenants_mu_);
 };
 
 }  // namespace cclo::hw::emu

@@ -96,7 +96,8 @@ tenants:
     users: [alice]
     groups: [ml]
     weight: 3
-    quotas: {buffer_bytes: 1073741824, communicators: 8, inflight_ops: 64, sessions: 4}
+    quotas: {buffer_bytes: 1073741824, communicators: 8, inflight_ops: 64, sessions: 4,
+             scratch_bytes: 2097152}
   - name: batch
     uids: [1001, 1002]
 )");
@@ -114,10 +115,12 @@ tenants:
   EXPECT_EQ(training.quotas.communicators, 8u);
   EXPECT_EQ(training.quotas.inflight_ops, 64u);
   EXPECT_EQ(training.quotas.sessions, 4u);
+  EXPECT_EQ(training.quotas.scratch_bytes, 2u << 20);
   const TenantConfig& batch = config->tenants[1];
   EXPECT_EQ(batch.uids, (std::vector<uint32_t>{1001, 1002}));
   EXPECT_EQ(batch.weight, 1u);
   EXPECT_EQ(batch.quotas.sessions, TenantQuotas{}.sessions);
+  EXPECT_EQ(batch.quotas.scratch_bytes, TenantQuotas{}.scratch_bytes);
 }
 
 // Other daemons dial `host`: a name, an IPv4 address or an IPv6 one (without brackets).
@@ -236,7 +239,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{
             "tenants: [{name: a, quotas: {memory: 1}}]",
             "unknown quota 'memory'; valid: buffer_bytes, buffers, communicators, inflight_ops, "
-            "sessions"},
+            "scratch_bytes, sessions"},
+        BadConfig{"tenants: [{name: a, quotas: {scratch_bytes: 1e9}}]",
+                  "tenant 0: 'scratch_bytes': '1e9' is not a whole number in [0, "
+                  "281474976710656] written in decimal digits"},
         BadConfig{"tenants: [{name: a, quotas: {sessions: -1}}]", "'sessions': '-1' is not"},
         BadConfig{"tenants: [{name: a, uids: 5}]", "'uids' must be a list"},
         BadConfig{"tenants: [{name: a, users: [bob]}, {name: b, users: [bob]}]",

@@ -53,6 +53,7 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(tenant.quotas.inflight_ops, expected.quotas.inflight_ops);
   EXPECT_EQ(tenant.quotas.sessions, expected.quotas.sessions);
   EXPECT_EQ(tenant.quotas.buffers, expected.quotas.buffers);
+  EXPECT_EQ(tenant.quotas.scratch_bytes, expected.quotas.scratch_bytes);
   EXPECT_EQ(shipped->peer_tls_cert_file, defaults.peer_tls_cert_file);
   EXPECT_EQ(shipped->peer_tls_key_file, defaults.peer_tls_key_file);
   EXPECT_EQ(shipped->peer_tls_ca_file, defaults.peer_tls_ca_file);

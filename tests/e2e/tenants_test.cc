@@ -4,12 +4,15 @@
 // is hit and reported.
 #include <dirent.h>
 #include <grp.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -18,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "cclo/client.h"
 #include "cclo/v1/admin.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -516,6 +520,91 @@ TEST(TenantsTest, AFreedBufferStaysChargedWhileAnOpUsesIt) {
   EXPECT_TRUE(
       WaitUntil([&] { return Used(daemon, "default", "buffer_bytes") == 0; }, absl::Seconds(10)));
   EXPECT_TRUE(client->AllocBuffer(8192).ok());
+}
+
+/// Joins two clients of `daemon` as the ranks of a new 2-rank communicator.
+void JoinPair(const Daemon& daemon, std::unique_ptr<Client> clients[2],
+              std::unique_ptr<Communicator> comms[2]) {
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<std::unique_ptr<Client>> attached = Client::Attach(daemon.runtime_dir());
+    ASSERT_TRUE(attached.ok()) << attached.status();
+    clients[rank] = *std::move(attached);
+  }
+  absl::StatusOr<std::string> token = clients[0]->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> second;
+  std::thread joiner([&] { second = clients[1]->Join(*token, 1, 2); });
+  absl::StatusOr<std::unique_ptr<Communicator>> first = clients[0]->Join(*token, 0, 2);
+  joiner.join();
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status() << second.status();
+  comms[0] = *std::move(first);
+  comms[1] = *std::move(second);
+}
+
+// The engine holds a tenant's running calls to its scratch_bytes quota: an in-place
+// recursive doubling allreduce needs its buffer's size in scratch on each rank, so at
+// 2 MiB both ranks are refused under a 1 MiB quota, naming it, and at 256 KiB they run;
+// the quota and its refusals are reported, and a reload raises it for the next calls.
+TEST(TenantsTest, TheScratchQuotaRefusesCallsThatWouldHoldMore) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {scratch_bytes: 1048576}\n");
+  std::unique_ptr<Client> clients[2];
+  std::unique_ptr<Communicator> comms[2];
+  ASSERT_NO_FATAL_FAILURE(JoinPair(daemon, clients, comms));
+  constexpr uint64_t kCount = (2u << 20) / sizeof(float);
+  Buffer buffers[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<Buffer> buffer = clients[rank]->AllocBuffer(kCount * sizeof(float));
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    buffers[rank] = *std::move(buffer);
+  }
+  // Every rank runs an in-place allreduce of the first `count` floats: rank r holds r + 1.
+  auto allreduce = [&](uint64_t count) {
+    std::vector<absl::StatusOr<Request>> requests;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::span<float> data = buffers[rank].span<float>();
+      std::fill(data.begin(), data.begin() + count, static_cast<float>(rank + 1));
+      requests.push_back(comms[rank]->AllreduceAsync(
+          buffers[rank], buffers[rank], count, DataType::kFloat32, ReduceOp::kSum,
+          {.algorithm = "recursive_doubling", .timeout = absl::Seconds(20), .in_place = true}));
+    }
+    std::vector<absl::Status> results;
+    for (absl::StatusOr<Request>& request : requests) {
+      results.push_back(request.ok() ? request->Wait() : request.status());
+    }
+    return results;
+  };
+  for (const absl::Status& refused : allreduce(kCount)) {
+    EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+    EXPECT_TRUE(absl::StrContains(refused.message(),
+                                  "recursive_doubling needs 2097152 bytes of scratch here, but "
+                                  "this tenant's scratch in use would exceed its scratch_bytes "
+                                  "quota = 1048576"))
+        << refused;
+  }
+  for (const absl::Status& ran : allreduce(kCount / 8)) EXPECT_TRUE(ran.ok()) << ran;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(buffers[rank].span<float>()[0], 3.0f);
+    EXPECT_EQ(buffers[rank].span<float>()[kCount / 8 - 1], 3.0f);
+  }
+  EXPECT_TRUE(
+      WaitUntil([&] { return Used(daemon, "default", "scratch_bytes") == 0; }, absl::Seconds(10)));
+  const std::string metrics = Scrape(daemon);
+  for (const char* line :
+       {"cclod_tenant_quota_limit{tenant=\"default\",quota=\"scratch_bytes\"} 1048576",
+        "cclod_admission_rejections_total{tenant=\"default\",quota=\"scratch_bytes\"} 2"}) {
+    EXPECT_TRUE(absl::StrContains(metrics, line)) << line << " not in:\n" << metrics;
+  }
+
+  const std::string path = daemon.runtime_dir() + "/../cclod.yaml";
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  std::ofstream(path) << absl::StrReplaceAll(text.str(), {{"1048576", "4194304"}});
+  daemon.process().Signal(SIGHUP);
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(daemon.process().Output(), "reloaded "); },
+                        absl::Seconds(10)))
+      << daemon.process().Output();
+  for (const absl::Status& ran : allreduce(kCount)) EXPECT_TRUE(ran.ok()) << ran;
+  EXPECT_EQ(buffers[0].span<float>()[kCount - 1], 3.0f);
 }
 
 // A buffer the client cannot map is given back to the daemon, and its quota with it.
