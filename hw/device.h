@@ -130,6 +130,16 @@ class Device {
   virtual void Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
                     CompletionFn done) = 0;
 
+  /// A call that was submitted but withdrawn before it reached Call (cancelled, or its
+  /// dependency failed), with `why`. A collective still takes its place in the order of
+  /// its (communicator, rank), so the collectives after it meet the other ranks' ones they
+  /// are meant to, not the other ranks' part of this one: what those send to it is
+  /// received into nothing, and their receives from it get nothing (until their
+  /// deadline). A send or receive withdrawn is as if it never was (as MPI_Cancel leaves it:
+  /// it matches nothing). Nothing is reported. It has no deadline of its own: it ends as
+  /// soon as the calls before it did, which have theirs.
+  virtual void Withdraw(const CallDescriptor& call, absl::Status why) = 0;
+
   /// Replaces how the engine shares itself between tenants; applies to work already
   /// queued from the engine's next turn on.
   virtual void SetScheduling(const Scheduling& scheduling) = 0;

@@ -91,15 +91,15 @@ void Dmp::Start(CallState& call) {
   const uint32_t rank = call.desc.rank;
   call.moves.resize(call.program.moves.size());
   const uint64_t scratch_bytes = call.program.scratch_elements * DataTypeSize(call.desc.datatype);
-  absl::Status scratch;
-  if (scratch_bytes > 0) {
+  absl::Status refused = call.withdrawn;  // not OK: it fails before any move starts
+  if (scratch_bytes > 0 && refused.ok()) {
     absl::StatusOr<ScratchPool::Buffer> taken = scratch_pool_.Take(scratch_bytes, call.desc.tenant);
     if (taken.ok()) {
       call.scratch = *std::move(taken);
       call.buffers.views[static_cast<size_t>(Slot::kScratch)] = {call.scratch.data.get(),
                                                                  scratch_bytes};
     } else {
-      scratch = absl::ResourceExhaustedError(absl::StrCat(
+      refused = absl::ResourceExhaustedError(absl::StrCat(
           call.program.algorithm, " needs ", scratch_bytes, " bytes of scratch here, but ",
           taken.status().message(), "; choose another algorithm or a smaller count"));
     }
@@ -114,9 +114,9 @@ void Dmp::Start(CallState& call) {
     }
   }
   call.running = true;
-  // A call without its scratch fails before any move starts; its messages take their
-  // sequence numbers above, so the calls after it still meet theirs.
-  if (!scratch.ok()) return Doom(call, scratch);
+  // A call without its scratch (or withdrawn) fails before any move starts; its messages
+  // take their sequence numbers above, so the calls after it still meet theirs.
+  if (!refused.ok()) return Doom(call, refused);
   if (absl::Status status = Unreachable(call); !status.ok()) return Doom(call, status);
   MarkReady(call.id);
 }
@@ -285,7 +285,9 @@ void Dmp::Finish(CallState& call, const absl::Status& status) {
   queue.erase(std::find(queue.begin(), queue.end(), call.id));
   auto node = calls_.extract(call.id);
   finished_.push_back(std::move(node.mapped()));
-  (status.ok() ? counters_.calls_completed : counters_.calls_failed).fetch_add(1);
+  if (call.withdrawn.ok()) {
+    (status.ok() ? counters_.calls_completed : counters_.calls_failed).fetch_add(1);
+  }
   CompletionFn done = std::move(call.done);
   done(Completion{status, call.program.algorithm, call.bytes_sent});
   StartQueued(queue);

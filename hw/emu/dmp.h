@@ -107,6 +107,9 @@ struct CallState {
   uint64_t bytes_sent = 0;
   bool running = false;
   absl::Status failure;  ///< not OK: the call fails with it once nothing is in flight
+  /// Not OK: withdrawn before it reached the engine (Device::Withdraw). It takes its
+  /// sequence numbers and ends at once with this, moving nothing, and is not counted.
+  absl::Status withdrawn;
 };
 
 class Dmp {

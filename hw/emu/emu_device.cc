@@ -162,6 +162,15 @@ void EmuDevice::Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime
       });
 }
 
+void EmuDevice::Withdraw(const CallDescriptor& call, absl::Status why) {
+  if (call.collective == Collective::kSend || call.collective == Collective::kRecv) return;
+  engine_->Post([this, call, why = std::move(why)]() mutable {
+    RunCall(
+        call, {}, SteadyTime::InfiniteFuture(), [](const Completion&) {}, std::move(why));
+    dmp_.Progress();
+  });
+}
+
 void EmuDevice::SetScheduling(const Scheduling& scheduling) {
   engine_->Post([this, scheduling] { dmp_.SetScheduling(scheduling); });
 }
@@ -302,15 +311,16 @@ absl::Status EmuDevice::CheckCall(const CallDescriptor& call, Communicator** out
 }
 
 void EmuDevice::RunCall(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
-                        CompletionFn done) {
+                        CompletionFn done, absl::Status withdrawn) {
   Communicator* comm = nullptr;
   absl::Status status = CheckCall(call, &comm);
   absl::StatusOr<Program> program =
       status.ok() ? firmware::Generate(call, comm->size()) : absl::StatusOr<Program>(status);
-  if (program.ok()) status = CheckProgram(*program, call, buffers, comm->size());
+  if (program.ok() && withdrawn.ok()) status = CheckProgram(*program, call, buffers, comm->size());
   if (!program.ok()) status = program.status();
   if (!status.ok()) {
-    counters_.calls_failed.fetch_add(1);
+    // A withdrawn call that cannot take its place was never counted as a call.
+    if (withdrawn.ok()) counters_.calls_failed.fetch_add(1);
     return done(Completion{status, program.ok() ? program->algorithm : ""});
   }
   auto state = std::make_unique<CallState>();
@@ -321,6 +331,7 @@ void EmuDevice::RunCall(const CallDescriptor& call, CallBuffers buffers, SteadyT
   state->deadline = deadline;
   state->done = std::move(done);
   state->comm = comm;
+  state->withdrawn = std::move(withdrawn);
   dmp_.Submit(std::move(state));
 }
 

@@ -132,6 +132,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void RemoveCommunicator(const CommId& id, absl::Status reason) override;
   void Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
             CompletionFn done) override;
+  void Withdraw(const CallDescriptor& call, absl::Status why) override;
   void SetScheduling(const Scheduling& scheduling) override;
   DeviceStats Stats() const override;
   void AddPoller(Poller* poller) override;
@@ -155,8 +156,10 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   uint64_t CurrentUnitBytes() const;
   void Configure(const CommunicatorConfig& config, SteadyTime deadline, StatusFn done);
   void Remove(const CommId& id, absl::Status reason);
+  /// Hands the call to the DMP, or fails it; a `withdrawn` one (not OK) has no buffers and
+  /// only takes its place (Withdraw).
   void RunCall(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
-               CompletionFn done);
+               CompletionFn done, absl::Status withdrawn = absl::OkStatus());
   absl::Status CheckCall(const CallDescriptor& call, Communicator** comm) const;
   void Shutdown();
 

@@ -104,9 +104,11 @@ TEST_F(DependenciesTest, FailedDependencyAbortsTheOpsWaitingForIt) {
   absl::StatusOr<Request> failing =
       comm.BcastAsync(buffer, 0, 1, kInt32, 0, {.algorithm = "no_such_algorithm"});
   ASSERT_TRUE(failing.ok()) << failing.status();
-  absl::StatusOr<Request> dependent = pair_.y[0]->BarrierAsync({.after = {&*failing}});
+  absl::StatusOr<Request> dependent =
+      pair_.y[0]->SendAsync(buffer, 0, 1, kInt32, 1, 20, {.after = {&*failing}});
   ASSERT_TRUE(dependent.ok()) << dependent.status();
-  absl::StatusOr<Request> transitive = pair_.y[0]->BarrierAsync({.after = {&*dependent}});
+  absl::StatusOr<Request> transitive =
+      pair_.y[0]->SendAsync(buffer, 0, 1, kInt32, 1, 21, {.after = {&*dependent}});
   ASSERT_TRUE(transitive.ok()) << transitive.status();
 
   const absl::Status failed = failing->Wait();
@@ -125,7 +127,7 @@ TEST_F(DependenciesTest, FailedDependencyAbortsTheOpsWaitingForIt) {
   absl::StatusOr<Request> late = pair_.y[0]->BarrierAsync({.after = {&*failing}});
   EXPECT_EQ(late.status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(late.status().message(), first);
-  // Aborted ops never reached the engine: the communicators still work.
+  // The aborted sends are as if never submitted: the communicators still work.
   std::thread peer([&] { EXPECT_TRUE(pair_.y[1]->Barrier().ok()); });
   EXPECT_TRUE(pair_.y[0]->Barrier().ok());
   peer.join();
@@ -137,7 +139,8 @@ TEST_F(DependenciesTest, CancelWithdrawsOnlyAWaitingOp) {
   absl::StatusOr<Request> waiting =
       pair_.y[0]->SendAsync(pair_.buffers[0], 0, 1, kInt32, 1, 4, {.after = {&*receive}});
   ASSERT_TRUE(waiting.ok()) << waiting.status();
-  absl::StatusOr<Request> dependent = pair_.y[0]->BarrierAsync({.after = {&*waiting}});
+  absl::StatusOr<Request> dependent =
+      pair_.y[0]->SendAsync(pair_.buffers[0], 0, 1, kInt32, 1, 5, {.after = {&*waiting}});
   ASSERT_TRUE(dependent.ok()) << dependent.status();
 
   ASSERT_TRUE(waiting->Cancel().ok());
@@ -160,10 +163,65 @@ TEST_F(DependenciesTest, CancelWithdrawsOnlyAWaitingOp) {
   EXPECT_EQ(Element(0, 0), 7);
   EXPECT_EQ(receive->Cancel().message(),
             absl::StrCat("op ", receive->op_id(), " already finished"));
-  // The cancelled send never went out: communicator y still pairs ops as before.
+  // The cancelled and the aborted send never went out: communicator y still pairs ops as
+  // before.
   std::thread peer([&] { EXPECT_TRUE(pair_.y[1]->Barrier().ok()); });
   EXPECT_TRUE(pair_.y[0]->Barrier().ok());
   peer.join();
+}
+
+// A collective withdrawn on every rank (here cancelled while it waited for a receive on
+// the other communicator) keeps its place: the collectives after it pair as before.
+TEST_F(DependenciesTest, ACollectiveWithdrawnOnEveryRankLeavesTheNextOnesPaired) {
+  std::vector<Request> receives, held;
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<Request> receive =
+        pair_.x[rank]->RecvAsync(pair_.buffers[rank], 0, 1, kInt32, 1 - rank, 11);
+    ASSERT_TRUE(receive.ok()) << receive.status();
+    absl::StatusOr<Request> bcast =
+        pair_.y[rank]->BcastAsync(pair_.buffers[rank], 4, 1, kInt32, 0, {.after = {&*receive}});
+    ASSERT_TRUE(bcast.ok()) << bcast.status();
+    ASSERT_TRUE(bcast->Cancel().ok());
+    EXPECT_EQ(bcast->Wait().code(), absl::StatusCode::kCancelled);
+    receives.push_back(*std::move(receive));
+  }
+  Element(0, 1) = 42;
+  std::thread peer([&] { EXPECT_TRUE(pair_.y[1]->Bcast(pair_.buffers[1], 4, 1, kInt32, 0).ok()); });
+  EXPECT_TRUE(pair_.y[0]->Bcast(pair_.buffers[0], 4, 1, kInt32, 0).ok());
+  peer.join();
+  EXPECT_EQ(Element(1, 1), 42);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(pair_.x[rank]->Send(pair_.buffers[rank], 8, 1, kInt32, 1 - rank, 11).ok());
+  }
+  for (Request& receive : receives) EXPECT_TRUE(receive.Wait().ok());
+}
+
+// A collective withdrawn on one rank only still keeps its place there: the other rank's
+// part of it gets nothing from that rank (and ends at its deadline) instead of meeting
+// the next collective, whose data would land in the wrong op.
+TEST_F(DependenciesTest, ACollectiveWithdrawnOnOneRankIsNotMetByTheNextOne) {
+  absl::StatusOr<Request> receive = pair_.x[0]->RecvAsync(pair_.buffers[0], 0, 1, kInt32, 1, 12);
+  ASSERT_TRUE(receive.ok()) << receive.status();
+  absl::StatusOr<Request> withdrawn =
+      pair_.y[0]->BcastAsync(pair_.buffers[0], 4, 1, kInt32, 0, {.after = {&*receive}});
+  ASSERT_TRUE(withdrawn.ok()) << withdrawn.status();
+  ASSERT_TRUE(withdrawn->Cancel().ok());
+  EXPECT_EQ(withdrawn->Wait().code(), absl::StatusCode::kCancelled);
+
+  Element(1, 1) = -1;
+  absl::StatusOr<Request> first =
+      pair_.y[1]->BcastAsync(pair_.buffers[1], 4, 1, kInt32, 0, {.timeout = absl::Seconds(2)});
+  ASSERT_TRUE(first.ok()) << first.status();
+  Element(0, 1) = 42;
+  absl::StatusOr<Request> next =
+      pair_.y[0]->BcastAsync(pair_.buffers[0], 4, 1, kInt32, 0, {.timeout = absl::Seconds(2)});
+  ASSERT_TRUE(next.ok()) << next.status();
+  const absl::Status status = first->Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_EQ(Element(1, 1), -1);
+  next->Wait().IgnoreError();  // it may have gone out eagerly, or ended with the communicator
+  EXPECT_TRUE(pair_.x[1]->Send(pair_.buffers[1], 8, 1, kInt32, 0, 12).ok());
+  EXPECT_TRUE(receive->Wait().ok());
 }
 
 TEST_F(DependenciesTest, WaitingOpEndsAtItsOwnDeadline) {

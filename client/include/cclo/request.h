@@ -55,9 +55,10 @@ class Request {
   /// the requests in its OpOptions::after: it then ends with CANCELLED (Wait returns that)
   /// and the ops waiting for it end with ABORTED. Once the engine has it, the other ranks
   /// may already be running their part, so it goes on and this is FAILED_PRECONDITION
-  /// saying so (also when it has finished). Cancelling withdraws this rank's part only: a
-  /// collective must be withdrawn (or never submitted) on every rank, or theirs runs into
-  /// its deadline.
+  /// saying so (also when it has finished). Cancelling withdraws this rank's part only. A
+  /// withdrawn collective keeps its place in the communicator's order (the next one does
+  /// not meet the other ranks' part of it), so withdraw it on every rank, or theirs runs
+  /// into its deadline; a withdrawn send or receive is as if never submitted.
   absl::Status Cancel();
 
   /// The daemon's id of the op.
