@@ -34,11 +34,6 @@ bool Conflict(const CallState& a, const CallState& b) {
   return x.bytes > 0 && y.bytes > 0 && x.data < y.data + y.bytes && y.data < x.data + x.bytes;
 }
 
-/// The byte ranges [a, a + bytes) and [b, b + bytes) overlap without being the same.
-bool PartlyOverlap(const std::byte* a, const std::byte* b, uint64_t bytes) {
-  return a != b && a < b + bytes && b < a + bytes;
-}
-
 /// "(tag 9, message 3)", or "(collective, message 3)" for the collectives' tag.
 std::string Numbered(const MessageKey& key) {
   return absl::StrCat("(", key.tag == kCollectiveTag ? "collective" : absl::StrCat("tag ", key.tag),
@@ -146,10 +141,23 @@ bool Dmp::Serve(uint64_t budget) {
   return !scheduler_.empty();
 }
 
-void Dmp::Schedule(const CallState& call, uint64_t bytes, std::function<void(CallState&)> work) {
+void Dmp::Activate(uint32_t tenant) {
   if (scheduler_.empty() && !serving_) hooks_.wake();
-  const uint32_t tenant = call.desc.tenant;
   active_tenants_.insert(tenant);
+}
+
+void Dmp::Defer(uint32_t tenant, std::function<void()> piece) {
+  Activate(tenant);
+  scheduler_.Push(tenant, unit_bytes_, [this, tenant, piece = std::move(piece)] {
+    active_tenants_.insert(tenant);  // a long backlog keeps its tenant active
+    piece();
+    Progress();
+  });
+}
+
+void Dmp::Schedule(const CallState& call, uint64_t bytes, std::function<void(CallState&)> work) {
+  const uint32_t tenant = call.desc.tenant;
+  Activate(tenant);
   scheduler_.Push(tenant, bytes, [this, tenant, id = call.id, work = std::move(work)] {
     active_tenants_.insert(tenant);  // a long backlog keeps its tenant active
     auto it = calls_.find(id);

@@ -143,6 +143,10 @@ class Dmp {
 
   bool fair() const { return scheduler_.fair(); }
 
+  /// Runs `piece` (then Progress) as one unit of `tenant` in the scheduler's turns: the
+  /// RBM's pieces of local messages (Rbm::DeferFn).
+  void Defer(uint32_t tenant, std::function<void()> piece);
+
   /// `tenant` had engine work that is not scheduled: data of its call arrived.
   void NoteActive(uint32_t tenant) { active_tenants_.insert(tenant); }
 
@@ -205,6 +209,8 @@ class Dmp {
   /// Schedules `work` for `call` as one unit of `bytes`; it runs (then Progress) if the
   /// call is still running, failing or not: a started move's units still finish.
   void Schedule(const CallState& call, uint64_t bytes, std::function<void(CallState&)> work);
+  /// `tenant` has work for the scheduler: wakes the engine if it has none yet.
+  void Activate(uint32_t tenant);
   /// Schedules handing one segment of a network send of `call` to the session that reaches
   /// its destination (none once that peer left); on_written completes the move once all
   /// its segments are written.

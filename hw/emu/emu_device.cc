@@ -60,9 +60,16 @@ absl::StatusOr<DevicePtr> CreateEmuDevice(const EmuConfig& config) {
 
 EmuDevice::EmuDevice(const EmuConfig& config)
     : config_(config),
-      rbm_(config.rx_pool_bytes, config.eager_max_bytes, config.segment_bytes,
-           config.rendezvous_waiting_per_peer,
-           [this](const MessageKey& key, uint64_t total) { SendClearToSend(key, total); }),
+      rbm_(
+          config.rx_pool_bytes, config.eager_max_bytes, config.segment_bytes,
+          config.rendezvous_waiting_per_peer,
+          [this](const MessageKey& key, uint64_t total) { SendClearToSend(key, total); },
+          [this](const CommId& id, std::function<void()> piece) {
+            // A local message comes from a call here, which set the tenant.
+            if (const Communicator* comm = Find(id)) {
+              dmp_.Defer(comm->tenant.value_or(0), std::move(piece));
+            }
+          }),
       dmp_(rbm_, config.eager_max_bytes, UnitBytes(config), config.scratch_max_bytes, counters_,
            Dmp::Hooks{
                .link_for = [](Communicator& comm, uint32_t rank) -> PeerLink* {

@@ -16,13 +16,14 @@ std::string DescribeMessage(const MessageKey& key) {
 }
 
 Rbm::Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
-         uint64_t max_waiting_requests, ClearToSendFn clear_to_send)
+         uint64_t max_waiting_requests, ClearToSendFn clear_to_send, DeferFn defer)
     : eager_bytes_(eager_bytes),
       segment_bytes_(segment_bytes),
       max_waiting_(max_waiting_requests),
       buffer_bytes_(std::max(eager_bytes, kMinBufferBytes)),
       buffer_count_(pool_bytes / buffer_bytes_),
       clear_to_send_(std::move(clear_to_send)),
+      defer_(std::move(defer)),
       pool_(new std::byte[buffer_count_ * buffer_bytes_]) {
   free_.reserve(buffer_count_);
   for (uint64_t i = buffer_count_; i > 0; --i) free_.push_back(static_cast<uint32_t>(i - 1));
@@ -49,7 +50,7 @@ absl::Status Rbm::Apply(Stream& stream, uint64_t offset, const std::byte* data, 
   }
   const std::byte* memory = target.memory_operand + offset;
   // The reduce kernel allows out == a or out == b but no other overlap.
-  if (data != out && data < out + length && out < data + length) {
+  if (PartlyOverlap(data, out, length)) {
     bounce_.assign(data, data + length);
     data = bounce_.data();
   }
@@ -57,9 +58,29 @@ absl::Status Rbm::Apply(Stream& stream, uint64_t offset, const std::byte* data, 
                 target.network_is_op0 ? memory : data, out, length / element);
 }
 
-absl::Status Rbm::ApplyLocal(Stream& stream) {
+absl::Status Rbm::ApplyLocal(const MessageKey& key, Stream& stream) {
   stream.arrived = stream.total;
-  absl::Status status = Apply(stream, 0, stream.source, stream.total);
+  const RxTarget& target = stream.target;
+  const uint64_t element = DataTypeSize(target.datatype);
+  uint64_t length = stream.total - stream.applied;
+  // In pieces only where every piece is whole elements and none reads what an earlier one
+  // wrote; the first piece checks the op and datatype, so the later ones cannot fail.
+  if (target.result != nullptr && stream.total % element == 0 &&
+      !PartlyOverlap(target.result, stream.source, stream.total) &&
+      !(target.function == Function::kReduce &&
+        PartlyOverlap(target.result, target.memory_operand, stream.total))) {
+    length = std::min(length, std::max(element, piece_bytes_ / element * element));
+  }
+  absl::Status status = Apply(stream, stream.applied, stream.source + stream.applied, length);
+  if (status.ok() && stream.applied < stream.total) {
+    defer_(key.comm, [this, key] {
+      auto it = streams_.find(key);
+      if (it == streams_.end()) return;  // dropped with its communicator
+      (void)ApplyLocal(key, it->second);
+      MaybeComplete(key);
+    });
+    return status;
+  }
   stream.source = nullptr;
   stream.detached = {};
   if (std::function<void()> sent = std::exchange(stream.on_sent, nullptr)) sent();
@@ -107,7 +128,7 @@ absl::Status Rbm::Post(const MessageKey& key, RxTarget target) {
       Clear(key, stream);
       break;
     case Protocol::kLocal:
-      status = ApplyLocal(stream);
+      status = ApplyLocal(key, stream);
       break;
   }
   if (status.ok()) MaybeComplete(key);
@@ -289,14 +310,17 @@ absl::StatusOr<bool> Rbm::Deliver(const MessageKey& key, const std::byte* data, 
   stream.source = data;
   stream.on_sent = std::move(on_sent);
   if (!stream.posted) return false;
-  if (absl::Status status = ApplyLocal(stream); !status.ok()) return status;
+  if (absl::Status status = ApplyLocal(key, stream); !status.ok()) return status;
   MaybeComplete(key);
   return eager;
 }
 
 void Rbm::Detach(const MessageKey& key) {
   auto it = streams_.find(key);
-  if (it == streams_.end() || it->second.protocol != Protocol::kLocal || it->second.posted) return;
+  // Not once its source went (every byte applied) or was copied already.
+  if (it == streams_.end() || it->second.protocol != Protocol::kLocal || !it->second.on_sent) {
+    return;
+  }
   Stream& stream = it->second;
   stream.detached.assign(stream.source, stream.source + stream.total);
   stream.source = stream.detached.data();

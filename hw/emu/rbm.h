@@ -17,7 +17,9 @@
 //  - Local (from a rank on this engine): staged in a pool buffer that no credit claims
 //    when small enough and one is free (eager); otherwise its source is kept and copied
 //    (or reduced) straight into the destination when the receive is posted (local
-//    rendezvous). on_sent says when the source is no longer read.
+//    rendezvous). on_sent says when the source is no longer read. While tenants share the
+//    engine, a local rendezvous message of more than a piece is applied a piece at a time
+//    in the engine's turns (DeferFn), so that a big one takes its share, not all of it.
 //
 // Credits: the pool is cut into buffers of max(eager_bytes, 4 KiB). A credit account per
 // peer link reserves some of them (OpenAccount): its peer may have that many eager
@@ -84,6 +86,9 @@ class Rbm {
   /// Runs when a rendezvous message may come: its request arrived and its receive is
   /// posted. The caller sends the clear-to-send for `key` (a message of `total` bytes).
   using ClearToSendFn = std::function<void(const MessageKey& key, uint64_t total)>;
+  /// Runs `piece` later, in a turn of the engine's scheduler charged to `comm`'s tenant
+  /// (or never, once `comm` is gone).
+  using DeferFn = std::function<void(const CommId& comm, std::function<void()> piece)>;
 
   /// Smallest pool buffer, whatever the eager limit.
   static constexpr uint64_t kMinBufferBytes = 4096;
@@ -91,9 +96,15 @@ class Rbm {
   /// A pool of pool_bytes cut into buffers of max(eager_bytes, kMinBufferBytes); eager
   /// messages of at most eager_bytes and rendezvous segments of at most segment_bytes
   /// are accepted, and per peer link at most max_waiting_requests rendezvous requests
-  /// whose receive is not posted.
+  /// whose receive is not posted. Local rendezvous messages are applied whole until
+  /// SetPieceBytes sets a piece.
   Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
-      uint64_t max_waiting_requests, ClearToSendFn clear_to_send);
+      uint64_t max_waiting_requests, ClearToSendFn clear_to_send, DeferFn defer);
+
+  /// Local rendezvous messages applied from now on go in pieces of at most `bytes` (> 0;
+  /// rounded down to whole elements), or whole (kWhole).
+  void SetPieceBytes(uint64_t bytes) { piece_bytes_ = bytes; }
+  static constexpr uint64_t kWhole = UINT64_MAX;
 
   uint64_t pool_bytes() const { return buffer_count_ * buffer_bytes_; }
   /// Thread-safe: bytes of the buffers holding staged messages.
@@ -139,15 +150,16 @@ class Rbm {
   /// LandedPart has not applied.
   absl::Status Landed(const poe::SegmentHeader& header);
 
-  /// A message of `bytes` from a rank on this engine, read from `data`: applied at once
-  /// if its receive is posted, else staged when `eager` and a buffer is free, else kept
-  /// until the receive is posted. on_sent runs (maybe inside) once `data` is no longer
-  /// read. Returns whether it went eagerly (at once) rather than by rendezvous.
+  /// A message of `bytes` from a rank on this engine, read from `data`: applied if its
+  /// receive is posted (at once, or in pieces when bigger than a piece), else staged when
+  /// `eager` and a buffer is free, else kept until the receive is posted. on_sent runs
+  /// (maybe inside) once `data` is no longer read. Returns whether it went eagerly (at
+  /// once) rather than by rendezvous.
   absl::StatusOr<bool> Deliver(const MessageKey& key, const std::byte* data, uint64_t bytes,
                                bool eager, std::function<void()> on_sent);
 
-  /// The local message of `key` waiting for its receive no longer has its source: the
-  /// RBM copies it now, and its on_sent does not run.
+  /// The local message of `key` no longer has its source: the RBM copies what it has not
+  /// applied yet now, and its on_sent does not run.
   void Detach(const MessageKey& key);
 
   /// True when the whole message of `key` arrived and waits: a receive posted for it now
@@ -209,8 +221,9 @@ class Rbm {
   absl::Status AcceptData(const MessageKey& key, const Stream& stream,
                           const poe::SegmentHeader& header) const;
   absl::Status Apply(Stream& stream, uint64_t offset, const std::byte* data, uint64_t length);
-  /// Applies a local rendezvous message from its source and lets the source go.
-  absl::Status ApplyLocal(Stream& stream);
+  /// Applies a local rendezvous message from its source, at once or a piece now and the
+  /// rest deferred, and lets the source go once every byte is applied.
+  absl::Status ApplyLocal(const MessageKey& key, Stream& stream);
   /// The rendezvous message may come: asks for the clear-to-send.
   void Clear(const MessageKey& key, Stream& stream);
   /// Every byte of the message landed or was delivered.
@@ -237,6 +250,8 @@ class Rbm {
   const uint64_t buffer_bytes_;
   const uint64_t buffer_count_;
   ClearToSendFn clear_to_send_;
+  DeferFn defer_;
+  uint64_t piece_bytes_ = kWhole;
   std::unique_ptr<std::byte[]> pool_;  ///< untouched until used, so idle pools cost no RAM
   std::vector<uint32_t> free_;
   std::atomic<uint64_t> used_bytes_{0};

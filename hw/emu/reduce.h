@@ -19,6 +19,12 @@ namespace cclo::hw::emu {
 absl::Status Reduce(ReduceOp op, DataType type, const std::byte* a, const std::byte* b,
                     std::byte* out, uint64_t count);
 
+/// Whether `bytes` at `a` and at `b` overlap without being the same memory: what Reduce
+/// does not allow, and where copying in pieces could read what an earlier piece wrote.
+inline bool PartlyOverlap(const std::byte* a, const std::byte* b, uint64_t bytes) {
+  return a != b && a < b + bytes && b < a + bytes;
+}
+
 /// Reduce without float16's F16C kernel: float16 through the portable conversions, in the
 /// best build of them this CPU has. For tests, which run where Reduce takes the F16C
 /// kernel.

@@ -138,8 +138,12 @@ class DmpDepartureTest : public ::testing::Test {
   uint64_t account_ = 0;  ///< the credits ranks 1 and 2 send eager messages on
   std::vector<MessageKey> cleared_;
   std::vector<std::pair<uint32_t, absl::Status>> invalid_;  ///< hooks.invalid: source, problem
-  Rbm rbm_{4 * kSegment, kSegment, kSegment, /*max_waiting_requests=*/4,
-           [this](const MessageKey& key, uint64_t) { cleared_.push_back(key); }};
+  Rbm rbm_{4 * kSegment,
+           kSegment,
+           kSegment,
+           /*max_waiting_requests=*/4,
+           [this](const MessageKey& key, uint64_t) { cleared_.push_back(key); },
+           [this](const CommId&, std::function<void()> piece) { dmp_.Defer(0, std::move(piece)); }};
   Dmp dmp_{rbm_,
            kSegment,
            kSegment,

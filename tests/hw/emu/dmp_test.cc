@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -26,12 +27,22 @@ class DmpTest : public ::testing::Test {
     comm_.ready = true;
   }
 
-  /// Submits `program` for `rank` of a call with int32 elements; returns its slot in done_.
+  /// Submits `program` for `rank` of a call with int32 elements and serves every unit it
+  /// schedules; returns its slot in done_.
   size_t Submit(uint32_t rank, std::vector<Move> moves, std::array<std::vector<int32_t>*, 3> slots,
                 hw::SteadyTime deadline = hw::SteadyTime::InfiniteFuture(),
                 Collective collective = Collective::kNop) {
+    const size_t index = Queue(rank, std::move(moves), slots, deadline, collective);
+    dmp_.Serve(UINT64_MAX);  // every scheduled unit
+    return index;
+  }
+
+  /// Submit without serving, for `tenant`.
+  size_t Queue(uint32_t rank, std::vector<Move> moves, std::array<std::vector<int32_t>*, 3> slots,
+               hw::SteadyTime deadline, Collective collective, uint32_t tenant = 0) {
     auto call = std::make_unique<CallState>();
     call->id = next_id_++;
+    call->desc.tenant = tenant;
     call->desc.collective = collective;
     call->desc.rank = rank;
     call->desc.datatype = DataType::kInt32;
@@ -49,7 +60,6 @@ class DmpTest : public ::testing::Test {
     call->done = [this, index](Completion completion) { done_[index] = std::move(completion); };
     call->comm = &comm_;
     dmp_.Submit(std::move(call));
-    dmp_.Serve(UINT64_MAX);  // every scheduled unit
     return index;
   }
 
@@ -62,8 +72,12 @@ class DmpTest : public ::testing::Test {
   uint64_t next_id_ = 1;
   std::vector<std::optional<Completion>> done_;
   // A single rx buffer; no peers, so no clear-to-sends.
-  Rbm rbm_{kSegment, kSegment, kSegment, /*max_waiting_requests=*/1,
-           [](const MessageKey&, uint64_t) {}};
+  Rbm rbm_{kSegment,
+           kSegment,
+           kSegment,
+           /*max_waiting_requests=*/1,
+           [](const MessageKey&, uint64_t) {},
+           [this](const CommId&, std::function<void()> piece) { dmp_.Defer(0, std::move(piece)); }};
   Dmp dmp_{rbm_,
            kSegment,
            kSegment,
@@ -155,6 +169,32 @@ TEST_F(DmpTest, LocalRendezvousReducesStraightIntoTheResult) {
   ASSERT_TRUE(done_[sender] && done_[receiver]);
   for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<int32_t>(8 * i)) << i;
   EXPECT_EQ(rbm_.used_bytes(), 0u);
+}
+
+// While tenants share the engine, a local message of four units is applied a unit per
+// turn of its tenant: another tenant's unit queued after it runs before it is whole.
+TEST_F(DmpTest, ALocalMessageTakesTurnsWithOtherTenants) {
+  rbm_.SetPieceBytes(kSegment);  // as the engine does while tenants share it
+  std::vector<int32_t> data(kSegment), out(kSegment), mine(kSegment / 4, 5), copied(kSegment / 4);
+  std::iota(data.begin(), data.end(), 1);
+  const uint64_t count = data.size();
+  const size_t receiver =
+      Queue(1, {Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), count)},
+            {nullptr, nullptr, &out}, hw::SteadyTime::InfiniteFuture(), Collective::kRecv);
+  const size_t sender =
+      Queue(0, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 1), count)},
+            {&data, nullptr, nullptr}, hw::SteadyTime::InfiniteFuture(), Collective::kSend);
+  EXPECT_FALSE(done_[receiver] || done_[sender]);  // one unit applied of four
+  const size_t other = Queue(
+      0, {Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Memory(Slot::kResult, 0), mine.size())},
+      {&mine, nullptr, &copied}, hw::SteadyTime::InfiniteFuture(), Collective::kSend, 1);
+  dmp_.Serve(2 * kSegment);  // a unit of each tenant
+  EXPECT_TRUE(done_[other]);
+  EXPECT_EQ(copied, mine);
+  EXPECT_FALSE(done_[receiver]);
+  dmp_.Serve(UINT64_MAX);
+  ASSERT_TRUE(done_[receiver] && done_[sender]);
+  EXPECT_EQ(out, data);
 }
 
 TEST_F(DmpTest, FailCallsEndsRunningAndQueuedCalls) {

@@ -1,6 +1,8 @@
 #include "hw/emu/rbm.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -42,7 +44,10 @@ std::vector<std::byte> Pattern(size_t size) {
 
 class RbmTest : public ::testing::Test {
  protected:
-  RbmTest() { account_ = rbm_.OpenAccount(2).account; }
+  RbmTest() {
+    account_ = rbm_.OpenAccount(2).account;
+    rbm_.SetPieceBytes(kSegment);
+  }
 
   /// Lands `segment`, its payload read from `data` at the segment's offset.
   absl::Status Arrive(const poe::SegmentHeader& segment, const std::byte* data) {
@@ -54,6 +59,16 @@ class RbmTest : public ::testing::Test {
   absl::Status Eager(const std::vector<std::byte>& data, uint64_t sequence = 0) {
     return Arrive(Segment(SegmentType::kEagerData, 0, data.size(), data.size(), sequence),
                   data.data());
+  }
+
+  /// Runs the deferred pieces of local messages, and those they defer in turn.
+  void RunDeferred() {
+    while (!deferred_.empty()) RunOnePiece();
+  }
+  void RunOnePiece() {
+    std::function<void()> piece = std::move(deferred_.front());
+    deferred_.erase(deferred_.begin());
+    piece();
   }
 
   RxTarget CopyInto(std::vector<std::byte>& out) {
@@ -71,10 +86,17 @@ class RbmTest : public ::testing::Test {
 
   int completed_ = 0;
   std::vector<std::pair<MessageKey, uint64_t>> cleared_;
+  std::vector<std::function<void()>> deferred_;  ///< pieces of local messages, not yet run
   std::vector<std::byte> scratch_ = std::vector<std::byte>(kSegment);
-  Rbm rbm_{kBuffers * kEager, kEager, kSegment, kWaiting,
+  Rbm rbm_{kBuffers * kEager,
+           kEager,
+           kSegment,
+           kWaiting,
            [this](const MessageKey& key, uint64_t total) {
              cleared_.push_back({key, total});
+           },
+           [this](const CommId&, std::function<void()> piece) {
+             deferred_.push_back(std::move(piece));
            }};
   uint64_t account_ = 0;
 };
@@ -110,7 +132,9 @@ TEST_F(RbmTest, EarlyEagerMessageIsStagedAndItsCreditReturnsWhenApplied) {
 }
 
 TEST_F(RbmTest, CreditsGoBackInBatchesOfHalfOrAtOnceWhenThePeerRunsShort) {
-  Rbm rbm(16 * kEager, kEager, kSegment, kWaiting, [](const MessageKey&, uint64_t) {});
+  Rbm rbm(
+      16 * kEager, kEager, kSegment, kWaiting, [](const MessageKey&, uint64_t) {},
+      [](const CommId&, std::function<void()>) {});
   const Rbm::Grant grant = rbm.OpenAccount(8);
   ASSERT_EQ(grant.credits, 8u);
   std::vector<std::byte> out(10);
@@ -398,15 +422,17 @@ TEST_F(RbmTest, LocalMessagesGoEagerWhenSmallElseWaitForTheReceive) {
   EXPECT_FALSE(*eager);
   EXPECT_EQ(sent, 1);
   ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(large_out)).ok());
+  RunDeferred();
   EXPECT_EQ(sent, 2);
   EXPECT_EQ(large_out, large);
   ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(small_out)).ok());
   EXPECT_EQ(small_out, small);
   EXPECT_EQ(completed_, 2);
-  // Receive first: applied at once, whatever the size.
+  // Receive first: applied as the message comes.
   ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(large_out)).ok());
   eager = rbm_.Deliver(Key(2), small.data(), large.size(), false, [&] { ++sent; });
   ASSERT_TRUE(eager.ok());
+  RunDeferred();
   EXPECT_EQ(sent, 3);
   EXPECT_EQ(completed_, 3);
   EXPECT_EQ(rbm_.used_bytes(), 0u);
@@ -422,9 +448,91 @@ TEST_F(RbmTest, DetachedLocalMessageIsCopiedAndStillDelivered) {
   source.assign(source.size(), std::byte{0});  // the sender's memory is free again
   std::vector<std::byte> out(source.size());
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
+  RunDeferred();
   EXPECT_EQ(out, expected);
   EXPECT_EQ(sent, 0);
   EXPECT_EQ(completed_, 1);
+}
+
+// A local message bigger than a piece is applied a piece now and one per deferred run, so
+// the engine's other work goes between; its sender is done, and its receive complete,
+// only with the last piece.
+TEST_F(RbmTest, LargeLocalMessageIsAppliedAPieceAtATime) {
+  const std::vector<std::byte> data = Pattern(2 * kSegment + 100);
+  std::vector<std::byte> out(data.size(), std::byte{0});
+  int sent = 0;
+  ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
+  ASSERT_TRUE(rbm_.Deliver(Key(), data.data(), data.size(), false, [&] { ++sent; }).ok());
+  const auto applied = [&] {
+    return std::mismatch(out.begin(), out.end(), data.begin()).first - out.begin();
+  };
+  EXPECT_EQ(applied(), kSegment);
+  ASSERT_EQ(deferred_.size(), 1u);
+  RunOnePiece();
+  EXPECT_EQ(applied(), 2 * kSegment);
+  EXPECT_EQ(sent, 0);
+  EXPECT_EQ(completed_, 0);
+  RunOnePiece();
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(sent, 1);
+  EXPECT_EQ(completed_, 1);
+  EXPECT_TRUE(deferred_.empty());
+}
+
+TEST_F(RbmTest, LocalReduceInPiecesOfTheSetSize) {
+  rbm_.SetPieceBytes(4000);  // 1000 int32 elements a piece
+  std::vector<int32_t> incoming(2500), mine(2500), result(2500, 0);
+  std::iota(incoming.begin(), incoming.end(), 100);
+  std::iota(mine.begin(), mine.end(), 1);
+  ASSERT_TRUE(rbm_.Post(Key(), SumInto(result, mine)).ok());
+  int sent = 0;
+  ASSERT_TRUE(rbm_.Deliver(Key(), reinterpret_cast<const std::byte*>(incoming.data()),
+                           incoming.size() * sizeof(int32_t), false, [&] { ++sent; })
+                  .ok());
+  EXPECT_EQ(result[999], incoming[999] + mine[999]);
+  EXPECT_EQ(result[1000], 0);
+  EXPECT_EQ(deferred_.size(), 1u);
+  RunDeferred();
+  for (size_t i = 0; i < result.size(); ++i) {
+    ASSERT_EQ(result[i], incoming[i] + mine[i]) << "element " << i;
+  }
+  EXPECT_EQ(sent, 1);
+  EXPECT_EQ(completed_, 1);
+}
+
+// The sender of a message half applied lets go of it (its call failed): the rest comes
+// from the RBM's copy, and the sender is not told again.
+TEST_F(RbmTest, ALocalMessageDetachedHalfAppliedIsStillDeliveredWhole) {
+  std::vector<std::byte> source = Pattern(3 * kSegment);
+  const std::vector<std::byte> expected = source;
+  std::vector<std::byte> out(source.size());
+  int sent = 0;
+  ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
+  ASSERT_TRUE(rbm_.Deliver(Key(), source.data(), source.size(), false, [&] { ++sent; }).ok());
+  rbm_.Detach(Key());
+  source.assign(source.size(), std::byte{0});
+  RunDeferred();
+  EXPECT_EQ(out, expected);
+  EXPECT_EQ(sent, 0);
+  EXPECT_EQ(completed_, 1);
+}
+
+// A receive given up while its local message is applied in pieces: its memory is not
+// touched again, and the sender is done.
+TEST_F(RbmTest, ALocalMessageAbandonedHalfAppliedTouchesNothingMore) {
+  const std::vector<std::byte> data = Pattern(3 * kSegment);
+  std::vector<std::byte> out(data.size(), std::byte{0});
+  int sent = 0;
+  ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
+  ASSERT_TRUE(rbm_.Deliver(Key(), data.data(), data.size(), false, [&] { ++sent; }).ok());
+  EXPECT_TRUE(rbm_.Abandon(Key()));
+  RunDeferred();
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + kSegment, data.begin()));
+  EXPECT_TRUE(std::all_of(out.begin() + kSegment, out.end(),
+                          [](std::byte b) { return b == std::byte{0}; }));
+  EXPECT_EQ(sent, 1);
+  EXPECT_EQ(completed_, 0);
+  EXPECT_TRUE(rbm_.Abandon(Key()));  // forgotten once whole
 }
 
 TEST_F(RbmTest, DropForgetsACommunicator) {
