@@ -24,7 +24,20 @@ Communicators::Communicators(hw::Device* device, PeerClient* peers, RootGather* 
       peers_(peers),
       root_gather_(root_gather),
       policies_(policies),
-      self_address_(std::move(self_address)) {}
+      self_address_(std::move(self_address)) {
+  device_->SetEventHandler([this](const hw::CommunicatorEvent& event) { EngineEvent(event); });
+}
+
+void Communicators::EngineEvent(const hw::CommunicatorEvent& event) {
+  absl::MutexLock lock(&mu_);
+  auto found = comms_.find(event.comm);
+  // A joining communicator's failures end its join, which says why.
+  if (found == comms_.end() || found->second.state != State::kReady) return;
+  Comm& comm = found->second;
+  const std::string reason(event.reason.message());
+  if (event.departed.empty()) return BreakLocked(event.comm, comm, reason);
+  for (uint32_t rank : event.departed) comm.departed[rank] = reason;
+}
 
 absl::StatusOr<std::string> Communicators::CreateId(const SessionPtr& session,
                                                     const std::string& label) {

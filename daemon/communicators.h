@@ -122,7 +122,8 @@ class Communicators {
     std::optional<absl::Status> configured;
     bool device_removed = false;
     absl::Time created;  ///< on the wall clock: shown as a date
-    /// Local ranks that left while others stayed, with the reason.
+    /// Ranks that left while this daemon's stayed, with the reason: local ones, and ones
+    /// on other daemons that left or were lost with their daemon (the engine tells).
     std::map<uint32_t, std::string> departed;
     uint64_t ops_completed = 0;
     uint64_t ops_failed = 0;
@@ -138,6 +139,10 @@ class Communicators {
   };
 
   static const char* StateName(State state);
+  /// The engine's news of a ready communicator (Device::SetEventHandler): departed ranks
+  /// are recorded, and a break marks it broken with the engine's reason unless an op's end
+  /// already did.
+  void EngineEvent(const hw::CommunicatorEvent& event);
   /// The communicator `id_prefix` names, or why none does.
   absl::StatusOr<std::map<hw::CommId, Comm>::const_iterator> FindByPrefix(
       const std::string& id_prefix) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

@@ -97,7 +97,17 @@ struct Scheduling {
   std::map<uint32_t, uint64_t> scratch_bytes;
 };
 
+/// What the engine learned about a communicator on its own, not as the end of a call.
+struct CommunicatorEvent {
+  CommId comm{};
+  /// Ranks on another engine that left, or were lost with it, for `reason`. Empty: the
+  /// engine broke the communicator for `reason`, and no call of it can run any more.
+  std::vector<uint32_t> departed;
+  absl::Status reason;
+};
+
 using CompletionFn = std::function<void(Completion)>;
+using EventFn = std::function<void(const CommunicatorEvent&)>;
 using StatusFn = std::function<void(absl::Status)>;
 
 /// A collective offload engine. Thread-safe: every method may be called from any thread;
@@ -143,6 +153,10 @@ class Device {
   /// Replaces how the engine shares itself between tenants; applies to work already
   /// queued from the engine's next turn on.
   virtual void SetScheduling(const Scheduling& scheduling) = 0;
+
+  /// From the engine's next turn on, `events` hears when ranks on other engines depart and
+  /// when the engine breaks a communicator (after failing its calls).
+  virtual void SetEventHandler(EventFn events) = 0;
 
   /// A snapshot of the engine's counters.
   virtual DeviceStats Stats() const = 0;

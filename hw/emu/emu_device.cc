@@ -178,6 +178,10 @@ void EmuDevice::Withdraw(const CallDescriptor& call, absl::Status why) {
   });
 }
 
+void EmuDevice::SetEventHandler(EventFn events) {
+  engine_->Post([this, events = std::move(events)]() mutable { events_ = std::move(events); });
+}
+
 void EmuDevice::SetScheduling(const Scheduling& scheduling) {
   engine_->Post([this, scheduling] { dmp_.SetScheduling(scheduling); });
 }

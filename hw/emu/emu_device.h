@@ -133,6 +133,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
             CompletionFn done) override;
   void Withdraw(const CallDescriptor& call, absl::Status why) override;
+  void SetEventHandler(EventFn events) override;
   void SetScheduling(const Scheduling& scheduling) override;
   DeviceStats Stats() const override;
   void AddPoller(Poller* poller) override;
@@ -212,6 +213,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   absl::flat_hash_map<CommId, CommSecret> prepared_ ABSL_GUARDED_BY(prepared_mu_);
 
   // Engine thread only.
+  EventFn events_ = [](const CommunicatorEvent&) {};
   Rbm rbm_;
   Dmp dmp_;
   uint64_t next_call_id_ = 1;

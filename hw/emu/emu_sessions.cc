@@ -229,6 +229,7 @@ void EmuDevice::Depart(Communicator& comm, PeerLink& link, const absl::Status& r
   for (uint32_t rank : link.ranks) comm.departed[rank] = reason;
   rbm_.DropUnfinished(comm.id, link.ranks);
   dmp_.Depart(comm);
+  events_({comm.id, link.ranks, reason});
 }
 
 void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t expired,
@@ -243,6 +244,7 @@ void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t e
   dmp_.FailCalls(comm, status, expired, expired_status);
   configure_deadlines_.erase({comm.configure_deadline, comm.id});
   if (comm.configured) std::exchange(comm.configured, nullptr)(status);
+  events_({comm.id, {}, status});
 }
 
 void EmuDevice::CloseSessions(Communicator& comm, const absl::Status& reason) {

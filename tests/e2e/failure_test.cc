@@ -256,6 +256,36 @@ TEST(FailureTest, HungPeerDaemonIsLostOnceSilentForThePeerTimeout) {
       << status.error_message();
 }
 
+// A peer daemon killed while its communicator is idle: the survivor's `ccloctl comms show`
+// lists the peer's rank as departed, lost with its daemon, without an op to find out.
+TEST(FailureTest, AnIdleCommunicatorShowsAKilledPeersRankAsDeparted) {
+  Daemon a;
+  auto b = std::make_unique<Daemon>();
+  const std::string lost = "lost peer daemon " + b->data_address() + " (rank 1)";
+  RawSession rank0(a.runtime_dir()), rank1(b->runtime_dir());
+  auto [handle0, handle1] = JoinPair(rank0, rank1);
+  const auto comms = AdminJson<cclo::v1::ListCommunicatorsResponse>(a, {"comms"});
+  ASSERT_EQ(comms.communicators_size(), 1);
+  const std::string id = comms.communicators(0).comm_id();
+
+  b->process().Signal(SIGKILL);
+  EXPECT_EQ(b->process().Wait(absl::Seconds(10)).exit_code, -1);
+  cclo::v1::ShowCommunicatorResponse shown;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        shown = AdminJson<cclo::v1::ShowCommunicatorResponse>(a, {"comms", "show", id});
+        return shown.departed_size() > 0;
+      },
+      absl::Seconds(20)))
+      << shown.DebugString();
+  ASSERT_EQ(shown.departed_size(), 1);
+  EXPECT_EQ(shown.departed(0).rank(), 1u);
+  EXPECT_TRUE(absl::StrContains(shown.departed(0).reason(), lost)) << shown.departed(0).reason();
+  EXPECT_EQ(shown.ops_failed(), 0u);
+  ProcessResult table = Ccloctl(a, {"comms", "show", id});
+  EXPECT_TRUE(absl::StrContains(table.output, lost)) << table.output;
+}
+
 TEST(FailureTest, OpThatCannotCompleteEndsAtItsDeadline) {
   Daemon a, b;
   RawSession rank0(a.runtime_dir());

@@ -5,6 +5,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -428,6 +429,27 @@ TEST_F(EmuWireTest, GarbageHeaderBreaksTheCommunicator) {
   ASSERT_TRUE(bye.ok()) << bye.status();
   EXPECT_EQ(bye->kind, ControlKind::kBye);
   EXPECT_THAT(bye->reason, HasSubstr("invalid data from peer daemon"));
+}
+
+// Broken with no call to fail, the communicator is still reported: the event handler hears
+// of the break and why.
+TEST_F(EmuWireTest, GarbageOnAnIdleCommunicatorIsReportedAsABreak) {
+  // Shared with the handler, which the engine may call after the test body (at teardown).
+  auto heard = std::make_shared<std::promise<CommunicatorEvent>>();
+  std::future<CommunicatorEvent> event = heard->get_future();
+  device_->SetEventHandler([heard, once = true](const CommunicatorEvent& event) mutable {
+    if (std::exchange(once, false)) heard->set_value(event);
+  });
+  FakePeer peer(device_->DataAddress(), comm_);
+  Connect(peer);
+  const std::vector<uint8_t> garbage(poe::kHeaderBytes, 0xFF);
+  peer.Write(garbage.data(), garbage.size());
+  ASSERT_EQ(event.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const CommunicatorEvent broken = event.get();
+  EXPECT_EQ(broken.comm, comm_.config.id);
+  EXPECT_TRUE(broken.departed.empty());
+  EXPECT_EQ(broken.reason.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(broken.reason.message(), HasSubstr("invalid data from peer daemon"));
 }
 
 TEST_F(EmuWireTest, PeerSpeakingWireVersion2IsTurnedAway) {
