@@ -12,6 +12,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/grpc_log.h"
+#include "daemon/log_format.h"
 #include "daemon/notify.h"
 #include "spdlog/spdlog.h"
 
@@ -32,8 +33,9 @@ void Reload(cclo::daemon::Daemon& daemon, const std::string& config_path) {
                   std::string(kept.status().message()));
     return;
   }
-  spdlog::info("reloaded {}: log level, policy, tenant identities, weights and quotas applied",
-               config_path);
+  spdlog::info(
+      "reloaded {}: log level and format, policy, tenant identities, weights and quotas applied",
+      config_path);
   if (!kept->empty()) {
     spdlog::warn("reload of {}: changed keys that apply only at restart: {}", config_path,
                  absl::StrJoin(*kept, ", "));
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
+  cclo::daemon::SetLogFormat(config->log_format);
   cclo::daemon::ForwardGrpcLogs();
   RaiseDescriptorLimit();
 

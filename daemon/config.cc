@@ -241,6 +241,7 @@ const std::map<std::string, Setter>& Setters() {
       {"op_deadline_ms", Millis(&Config::op_deadline)},
       {"join_timeout_ms", Millis(&Config::join_timeout)},
       {"log_level", String(&Config::log_level)},
+      {"log_format", String(&Config::log_format)},
       {"admin_group", String(&Config::admin_group)},
       {"tenants", ParseTenants},
       {"default_tenant", String(&Config::default_tenant)},
@@ -377,6 +378,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
       !level.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("config key 'log_level': ", level.status().message()));
+  }
+  if (config.log_format != "plain" && config.log_format != "json") {
+    return absl::InvalidArgumentError(absl::StrCat("config key 'log_format': '", config.log_format,
+                                                   "' is not one of plain, json"));
   }
   if (config.segment_bytes % 8 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

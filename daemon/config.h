@@ -85,6 +85,8 @@ struct Config {
   absl::Duration join_timeout = absl::Seconds(60);
   /// spdlog level name: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  /// How log lines look: "plain" (spdlog's lines) or "json" (one JSON object a line).
+  std::string log_format = "plain";
   /// Group owning admin.sock (mode 0660); empty keeps the daemon's own group.
   std::string admin_group;
   /// Tenants in matching order: a caller belongs to the first tenant that lists it.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/log_format.h"
 #include "daemon/version.h"
 #include "hw/clock.h"
 #include "hw/emu/emu_device.h"
@@ -240,6 +241,7 @@ absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
   if (absl::Status applied = tenants_.Reload(config); !applied.ok()) return applied;
   ApplyScheduling();
   spdlog::set_level(spdlog::level::from_str(config.log_level));
+  SetLogFormat(config.log_format);
   spdlog::info("policy version {} in force ({} rules)", policies_.Replace(config.policy),
                config.policy.rules_size());
   std::vector<std::string> kept;

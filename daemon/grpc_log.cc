@@ -1,5 +1,6 @@
 #include "daemon/grpc_log.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpc/support/log.h>
 
 #include <string>
@@ -8,6 +9,9 @@
 
 namespace cclo::daemon {
 namespace {
+
+/// The file name in a source path, for the log.
+std::string BaseName(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
 
 void Forward(gpr_log_func_args* args) {
   const std::string file = args->file;
@@ -26,20 +30,34 @@ void Forward(gpr_log_func_args* args) {
       args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
       : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::debug
                                                 : spdlog::level::trace;
-  spdlog::log(level, "grpc: {}:{}: {}", file.substr(file.find_last_of('/') + 1), args->line,
-              message);
+  spdlog::log(level, "grpc: {}:{}: {}", BaseName(file), args->line, message);
 }
+
+/// Protobuf logs what it refuses to parse, e.g. a string field that is not UTF-8 in a
+/// request from another process.
+void ForwardProtobuf(google::protobuf::LogLevel level, const char* file, int line,
+                     const std::string& message) {
+  spdlog::log(level == google::protobuf::LOGLEVEL_INFO      ? spdlog::level::info
+              : level == google::protobuf::LOGLEVEL_WARNING ? spdlog::level::warn
+                                                            : spdlog::level::err,
+              "protobuf: {}:{}: {}", BaseName(file), line, message);
+}
+
+/// Protobuf's own handler (its stderr lines), given back at the end.
+google::protobuf::LogHandler* protobuf_handler = nullptr;
 
 }  // namespace
 
 void ForwardGrpcLogs() {
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_DEBUG);
   gpr_set_log_function(Forward);
+  protobuf_handler = google::protobuf::SetLogHandler(ForwardProtobuf);
 }
 
 void StopForwardingGrpcLogs() {
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
   gpr_set_log_function(nullptr);
+  google::protobuf::SetLogHandler(protobuf_handler);
 }
 
 }  // namespace cclo::daemon

@@ -1,4 +1,5 @@
-// gRPC's own log lines in cclod's log: same sink, format and levels as the rest.
+// gRPC's and protobuf's own log lines in cclod's log: same sink, format and levels as the
+// rest.
 #pragma once
 
 namespace cclo::daemon {
@@ -7,11 +8,12 @@ namespace cclo::daemon {
 /// as errors, its info and debug lines as debug and trace). A failed handshake on a
 /// server port, which gRPC reports only at debug level and without the peer's address,
 /// becomes a warning: only the TLS peer port has handshakes that fail, and the line is
-/// the only trace on this side of a peer daemon refused or refusing. Call once, before
-/// gRPC starts.
+/// the only trace on this side of a peer daemon refused or refusing. Protobuf's lines
+/// (what it cannot parse or serialize) come as "protobuf: <file>:<line>: <message>". Call
+/// once, before gRPC starts.
 void ForwardGrpcLogs();
 
-/// Gives gRPC back its own stderr logger (before spdlog goes away at exit).
+/// Gives gRPC and protobuf back their own stderr loggers (before spdlog goes away at exit).
 void StopForwardingGrpcLogs();
 
 }  // namespace cclo::daemon

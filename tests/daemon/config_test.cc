@@ -53,6 +53,7 @@ max_buffer_bytes: 8192
 op_deadline_ms: 1500
 join_timeout_ms: 2000
 log_level: debug
+log_format: json
 peer_tls_cert_file: /etc/tls/node.pem
 peer_tls_key_file: /etc/tls/node.key
 peer_tls_ca_file: /etc/tls/ca.pem
@@ -79,6 +80,7 @@ policy:
   EXPECT_EQ(config->op_deadline, absl::Milliseconds(1500));
   EXPECT_EQ(config->join_timeout, absl::Seconds(2));
   EXPECT_EQ(config->log_level, "debug");
+  EXPECT_EQ(config->log_format, "json");
   EXPECT_EQ(config->peer_tls_cert_file, "/etc/tls/node.pem");
   EXPECT_EQ(config->peer_tls_key_file, "/etc/tls/node.key");
   EXPECT_EQ(config->peer_tls_ca_file, "/etc/tls/ca.pem");
@@ -164,6 +166,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"data_port: abc", "'abc' is not a whole number in [0, 65535]"},
         BadConfig{"op_deadline_ms: 0", "'op_deadline_ms': '0' is not a duration"},
         BadConfig{"log_level: loud", "'loud' is not one of"},
+        BadConfig{"log_format: JSON", "config key 'log_format': 'JSON' is not one of plain, json"},
+        BadConfig{"log_format: [json]", "config key 'log_format': expected a string"},
         BadConfig{"runtime_dir: [a, b]", "'runtime_dir': expected a string"},
         BadConfig{"- a\n- b", "must be a YAML mapping"}, BadConfig{"a: [", "not valid YAML"},
         BadConfig{"segment_bytes: 33554432",

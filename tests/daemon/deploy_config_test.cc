@@ -37,6 +37,7 @@ TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   EXPECT_EQ(shipped->op_deadline, defaults.op_deadline);
   EXPECT_EQ(shipped->join_timeout, defaults.join_timeout);
   EXPECT_EQ(shipped->log_level, defaults.log_level);
+  EXPECT_EQ(shipped->log_format, defaults.log_format);
   EXPECT_EQ(shipped->admin_group, defaults.admin_group);
   EXPECT_EQ(shipped->default_tenant, defaults.default_tenant);
   EXPECT_EQ(shipped->scheduler, defaults.scheduler);

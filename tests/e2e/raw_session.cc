@@ -32,6 +32,21 @@ int ConnectUnix(const std::string& path) {
   return -1;
 }
 
+grpc::Status ForeignPeerJoin(const std::string& peer_address, const std::string& daemon_address) {
+  std::unique_ptr<cclo::v1::Peer::Stub> stub = cclo::v1::Peer::NewStub(
+      grpc::CreateChannel(peer_address, grpc::InsecureChannelCredentials()));
+  cclo::v1::PeerJoinRequest request;
+  request.set_version(1);
+  request.set_comm_id(std::string(16, '\x01'));
+  request.set_size(2);
+  request.set_timeout_ms(1000);
+  request.set_daemon_address(daemon_address);
+  cclo::v1::PeerJoinResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return stub->Join(&context, request, &response);
+}
+
 RawSession::RawSession(const std::string& runtime_dir) {
   attach_fd_ = ConnectUnix(runtime_dir + "/attach.sock");
   if (attach_fd_ < 0 ||

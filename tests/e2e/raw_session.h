@@ -10,12 +10,18 @@
 
 #include "absl/time/time.h"
 #include "cclo/v1/client.grpc.pb.h"
+#include "cclo/v1/peer.grpc.pb.h"
 #include "cclo/v1/ring.h"
 
 namespace cclo::testing {
 
 /// A Unix stream socket connected to `path`, or -1 with errno set.
 int ConnectUnix(const std::string& path);
+
+/// A Peer Join at the daemon whose Peer service is at `peer_address`, for a communicator
+/// it does not know, giving `daemon_address` as the joining daemon's: what anyone who
+/// reaches the peer port can send. The daemon refuses it (NOT_FOUND) and logs the refusal.
+grpc::Status ForeignPeerJoin(const std::string& peer_address, const std::string& daemon_address);
 
 /// An in-place float32 sum allreduce of `count` elements on `buffer`.
 cclo::v1::SubmitRequest AllreduceRequest(uint64_t comm_handle, uint64_t buffer, uint64_t count);

@@ -1,6 +1,6 @@
-// SIGHUP reloads the config file: tenant weights and quotas change for a running daemon,
-// a bad file or a change that needs a restart is rejected with the reason and the running
-// config stays, and keys that apply only at restart are named.
+// SIGHUP reloads the config file: tenant weights and quotas and the log format change for a
+// running daemon, a bad file or a change that needs a restart is rejected with the reason
+// and the running config stays, and keys that apply only at restart are named.
 #include <signal.h>
 
 #include <fstream>
@@ -13,6 +13,7 @@
 #include "cclo/v1/admin.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/daemon/json_line.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo::testing {
@@ -94,6 +95,22 @@ TEST_F(ReloadTest, BadFileIsRejectedWithTheReasonAndTheRunningConfigStays) {
   EXPECT_EQ(tenant.quotas(3).limit(), 1u);
   // The daemon still serves.
   EXPECT_TRUE(Client::Attach(daemon_.runtime_dir()).ok());
+}
+
+TEST_F(ReloadTest, LogFormatChangesAtOnce) {
+  // The line that reports the reload, the last one in the output.
+  auto reloaded_line = [this] {
+    const std::string output = daemon_.process().Output();
+    const size_t start = output.rfind('\n', output.rfind("reloaded ")) + 1;
+    return output.substr(start, output.find('\n', start) - start);
+  };
+  Reload("log_level: debug", "log_level: debug\nlog_format: json", "reloaded ");
+  const std::string json = reloaded_line();
+  EXPECT_TRUE(ParseJsonLine(json).ok()) << ParseJsonLine(json).status();
+  EXPECT_FALSE(absl::StrContains(daemon_.process().Output(), "apply only at restart"))
+      << daemon_.process().Output();
+  Reload("log_level: debug", "log_level: debug", "reloaded ");
+  EXPECT_EQ(reloaded_line()[0], '[') << daemon_.process().Output();
 }
 
 TEST_F(ReloadTest, KeysThatApplyAtRestartAreNamed) {
