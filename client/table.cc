@@ -11,7 +11,10 @@ std::string RenderTable(const std::vector<std::string>& header,
   std::vector<std::vector<std::string>> rows;
   for (const std::vector<std::string>& row : raw_rows) {
     std::vector<std::string>& cells = rows.emplace_back();
-    for (const std::string& cell : row) cells.push_back(hw::EscapeControl(cell));
+    // A table shows what the operator asked for in full.
+    for (const std::string& cell : row) {
+      cells.push_back(hw::EscapeControl(cell, std::string_view::npos));
+    }
   }
   std::vector<size_t> widths(header.size());
   for (size_t column = 0; column < header.size(); ++column) widths[column] = header[column].size();

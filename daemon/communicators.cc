@@ -9,6 +9,9 @@
 namespace cclo::daemon {
 namespace {
 
+/// How much of a root daemon's error a failed join keeps.
+constexpr size_t kMaxRootErrorBytes = 1024;
+
 std::string IdBytes(const hw::CommId& id) { return std::string(id.begin(), id.end()); }
 
 std::string ClientExited(const Session& session, uint32_t rank) {
@@ -128,9 +131,13 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   absl::StatusOr<cclo::v1::PeerJoinResponse> response =
       peers_->Join(token->root_address, request, deadline);
   if (!response.ok()) {
-    return fail(absl::Status(response.status().code(),
-                             absl::StrCat("join at root daemon ", token->root_address,
-                                          " failed: ", response.status().message())));
+    // The root's own words (or gRPC's), whatever the daemon the token names sends: a whole
+    // message, which gets more room than one name (gRPC's TLS errors run to 200 bytes).
+    return fail(absl::Status(
+        response.status().code(),
+        absl::StrCat(
+            "join at root daemon ", token->root_address, " failed: ",
+            hw::EscapeControl(std::string(response.status().message()), kMaxRootErrorBytes))));
   }
   if (response->ranks_size() != static_cast<int>(size)) {
     return fail(absl::InternalError(

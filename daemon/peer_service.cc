@@ -15,7 +15,8 @@ std::string CertificateName(const grpc::ServerContext& context) {
   if (!auth) return "";
   std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
   if (names.empty()) return "";
-  return absl::StrCat(", certificate CN=", std::string(names[0].data(), names[0].size()));
+  return absl::StrCat(", certificate CN=",
+                      hw::EscapeControl(std::string_view(names[0].data(), names[0].size())));
 }
 
 }  // namespace

@@ -1,14 +1,15 @@
 #include "daemon/policy.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <algorithm>
 #include <set>
-
-#include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "firmware/registry.h"
 #include "hw/poe/wire.h"
+#include "hw/types.h"
 
 namespace cclo::daemon {
 namespace {
@@ -42,7 +43,7 @@ std::string Describe(const Range& range) {
 std::string Label(const cclo::v1::Policy& policy, int index) {
   const std::string& name = policy.rules(index).name();
   return name.empty() ? absl::StrCat("rule ", index + 1)
-                      : absl::StrCat("rule ", index + 1, " ('", name, "')");
+                      : absl::StrCat("rule ", index + 1, " ('", hw::EscapeControl(name), "')");
 }
 
 /// True when every op `inner` matches on its non-range fields `outer` matches too.
@@ -78,18 +79,18 @@ absl::Status CheckRule(const PolicyRule& rule) {
       valid.emplace_back(algorithm->name);
     }
     return absl::InvalidArgumentError(absl::StrCat(
-        "algorithm '", rule.algorithm(), "' cannot serve ", std::string(hw::CollectiveName(which)),
-        "; valid: ", absl::StrJoin(valid, ", ")));
+        "algorithm '", hw::EscapeControl(rule.algorithm()), "' cannot serve ",
+        std::string(hw::CollectiveName(which)), "; valid: ", absl::StrJoin(valid, ", ")));
   }
   if (!rule.protocol().empty() && rule.protocol() != hw::ProtocolName(hw::Protocol::kEager) &&
       rule.protocol() != hw::ProtocolName(hw::Protocol::kRendezvous)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("protocol '", rule.protocol(), "' is not one of eager, rendezvous"));
+    return absl::InvalidArgumentError(absl::StrCat("protocol '", hw::EscapeControl(rule.protocol()),
+                                                   "' is not one of eager, rendezvous"));
   }
   if (!rule.transport().empty() && rule.transport() != kLocalTransport &&
       rule.transport() != kTcpTransport) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("transport '", rule.transport(), "' is not one of local, tcp"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transport '", hw::EscapeControl(rule.transport()), "' is not one of local, tcp"));
   }
   if (rule.has_datatype() && (rule.datatype() < 0 ||
                               rule.datatype() > static_cast<int>(hw::DataType::kFloat64))) {
@@ -117,17 +118,20 @@ absl::Status CheckRule(const PolicyRule& rule) {
         absl::StrCat("world_size range ", Describe(WorldOf(rule)), " is empty"));
   }
   if (!rule.name().empty() && !NameLike(rule.name(), 64, kLabelCharacters)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "name '", rule.name(), "' is not 1 to 64 of a-z, A-Z, 0-9, '_', '.' and '-'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("name '", hw::EscapeControl(rule.name()),
+                     "' is not 1 to 64 of a-z, A-Z, 0-9, '_', '.' and '-'"));
   }
   if (!rule.comm_label().empty() && !ValidLabel(rule.comm_label())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "comm_label '", rule.comm_label(), "' is not 1 to 64 of a-z, A-Z, 0-9, '_', '.' and '-'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("comm_label '", hw::EscapeControl(rule.comm_label()),
+                     "' is not 1 to 64 of a-z, A-Z, 0-9, '_', '.' and '-'"));
   }
   if (!rule.tenant().empty() &&
       !NameLike(rule.tenant(), 32, "abcdefghijklmnopqrstuvwxyz0123456789_-")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tenant '", rule.tenant(), "' is not 1 to 32 characters of a-z, 0-9, _ and -"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tenant '", hw::EscapeControl(rule.tenant()),
+                     "' is not 1 to 32 characters of a-z, 0-9, _ and -"));
   }
   return absl::OkStatus();
 }

@@ -124,9 +124,16 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
 
 std::string CommIdHex(const CommId& id) { return Hex(id.data(), id.size()); }
 
-std::string EscapeControl(std::string_view text) {
+std::string EscapeControl(std::string_view text, size_t max_bytes) {
+  size_t kept = std::min(text.size(), max_bytes);
+  // A UTF-8 character has at most 3 bytes after its first: a cut inside one moves to its start.
+  for (int back = 0; back < 3 && kept > 0 && kept < text.size() &&
+                     (static_cast<unsigned char>(text[kept]) & 0xc0) == 0x80;
+       ++back) {
+    --kept;
+  }
   std::string out;
-  for (const char c : text) {
+  for (const char c : text.substr(0, kept)) {
     const auto byte = static_cast<unsigned char>(c);
     if (c == '\n') {
       out += "\\n";
@@ -137,6 +144,7 @@ std::string EscapeControl(std::string_view text) {
       out += c;
     }
   }
+  if (kept < text.size()) absl::StrAppend(&out, "... (", text.size(), " bytes in all)");
   return out;
 }
 

@@ -97,9 +97,16 @@ using CommSecret = std::array<uint8_t, 32>;
 /// Lower-case hex of a communicator id, for logs and tables.
 std::string CommIdHex(const CommId& id);
 
-/// `text` with each control character (below 0x20, and 0x7f) written as \n or \xHH: for
-/// text from another process on its way to a log or a terminal.
-std::string EscapeControl(std::string_view text);
+/// How much of a text from another process EscapeControl keeps unless told otherwise: more
+/// than any address, name or reason a daemon sends, and a bound on what anyone who reaches
+/// a port can put into one log line.
+inline constexpr size_t kMaxEscapedBytes = 256;
+
+/// `text` with each control character (below 0x20, and 0x7f) written as \n or \xHH, and
+/// cut after `max_bytes` bytes (not inside a UTF-8 character) with "... (N bytes in all)":
+/// for text from another process on its way to a log or a terminal, which may hold
+/// anything and be of any length.
+std::string EscapeControl(std::string_view text, size_t max_bytes = kMaxEscapedBytes);
 
 /// "host:port", an IPv6 address in brackets ("[::1]:7470"): the form gRPC, civetweb and the
 /// data sessions parse.

@@ -24,5 +24,10 @@ TEST(TableTest, ControlCharactersAreShownEscaped) {
             "2   ok\n");
 }
 
+TEST(TableTest, LongCellsAreShownInFull) {
+  const std::string error(1000, 'e');
+  EXPECT_EQ(RenderTable({"id", "error"}, {{"1", error}}), "id  error\n1   " + error + "\n");
+}
+
 }  // namespace
 }  // namespace cclo::client

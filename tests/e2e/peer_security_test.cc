@@ -1,6 +1,7 @@
 // Peer security across real daemons: mutual TLS on the Peer service (on, off, and a daemon
 // whose certificate comes from another CA), communicator secrets proved on joins and on
-// data sessions, and debug logs that never show a secret, a token or key material.
+// data sessions, debug logs that never show a secret, a token or key material, and a
+// refused join's address logged cut short.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/token.h"
 #include "hw/crypto.h"
+#include "hw/types.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
 #include "tests/e2e/test_certs.h"
@@ -201,6 +203,23 @@ TEST_F(PeerSecurityTest, DataSessionWithAWrongSecretIsRefused) {
   // The communicator itself is unharmed.
   grpc::Status ran = session.Run(AllreduceRequest(handle, session.Alloc(4096), 1024));
   EXPECT_TRUE(ran.ok()) << ran.error_message();
+}
+
+TEST_F(PeerSecurityTest, AHugeAddressInARefusedJoinIsLoggedCut) {
+  Daemon a;
+  const std::string address(1 << 20, '7');
+  grpc::Status joined = ForeignPeerJoin(a.peer_address(), address);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::NOT_FOUND) << joined.error_message();
+  const std::string log = StopAndLog(a);
+  const std::string logged = "join of rank 0 from peer daemon " +
+                             address.substr(0, hw::kMaxEscapedBytes) +
+                             "... (1048576 bytes in all) (";
+  const size_t found = log.find(logged);
+  ASSERT_NE(found, std::string::npos) << "no refusal of the join in " << log.size() << " bytes";
+  const size_t start = log.rfind('\n', found) + 1;
+  EXPECT_LT(log.find('\n', found) - start, 1024u) << log.substr(start, 1024);
+  // Nothing else logged the address either.
+  EXPECT_LT(log.size(), address.size());
 }
 
 TEST_F(PeerSecurityTest, DebugLogsShowNoSecretTokenOrKeyMaterial) {

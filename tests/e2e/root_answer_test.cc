@@ -41,9 +41,14 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   const std::string& address() const { return address_; }
   /// Gives every rank `address` as its data address instead of the joiner's.
   void ForgeDataAddress(std::string address) { forged_data_address_ = std::move(address); }
+  /// Answers every join with `status` instead of a table.
+  void Refuse(grpc::Status status) { refusal_ = std::move(status); }
+  /// Sends `rule` in the policy.
+  void AddRule(cclo::v1::PolicyRule rule) { rules_.push_back(std::move(rule)); }
 
   grpc::Status Join(grpc::ServerContext*, const cclo::v1::PeerJoinRequest* request,
                     cclo::v1::PeerJoinResponse* response) override {
+    if (!refusal_.ok()) return refusal_;
     for (uint32_t number : ranks_) {
       cclo::v1::RankInfo* rank = response->add_ranks();
       rank->set_rank(number);
@@ -53,6 +58,9 @@ class StandInRoot final : public cclo::v1::Peer::Service {
     }
     response->mutable_policy()->set_selection(selection_);
     response->mutable_policy()->set_transport("tcp");
+    for (const cclo::v1::PolicyRule& rule : rules_) {
+      *response->mutable_policy()->mutable_policy()->add_rules() = rule;
+    }
     return grpc::Status::OK;
   }
 
@@ -62,6 +70,8 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::string forged_data_address_;
+  grpc::Status refusal_;
+  std::vector<cclo::v1::PolicyRule> rules_;
 };
 
 // A root of selection 0, as a release from before selections were numbered answers: the
@@ -112,6 +122,40 @@ TEST(RootAnswerTest, ARankTableWithAnAddressThatIsNotHostPortIsRefused) {
                    " gives rank 0 an unusable address '127.0.0.1:1\\n[error] forged:2' is not "
                    "host:port (printable characters without spaces, then a port from 1 to "
                    "65535)"));
+}
+
+// The root's refusal goes into the joiner's log and its client's error: escaped, and cut
+// after 1 KiB.
+TEST(RootAnswerTest, ARootsRefusalIsEscapedAndCut) {
+  StandInRoot root({0}, firmware::kSelectionVersion);
+  const std::string forged = "no\n[error] forged";
+  root.Refuse(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, forged + std::string(2000, 'x')));
+  Daemon member;
+  RawSession rank0(member.runtime_dir());
+  grpc::Status joined = rank0.Join(root.Token(), 0, 1);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::PERMISSION_DENIED) << joined.error_message();
+  EXPECT_EQ(joined.error_message(),
+            absl::StrCat("join at root daemon ", root.address(), " failed: no\\n[error] forged",
+                         std::string(1024 - forged.size(), 'x'), "... (2017 bytes in all)"));
+}
+
+// So does a policy rule the joiner cannot follow.
+TEST(RootAnswerTest, ARootsPolicyRuleIsEscapedAndCutInTheRefusal) {
+  StandInRoot root({0}, firmware::kSelectionVersion);
+  cclo::v1::PolicyRule rule;
+  rule.set_collective(cclo::v1::ALLREDUCE);
+  rule.set_algorithm("ring\n" + std::string(1000, 'x'));
+  root.AddRule(rule);
+  Daemon member;
+  RawSession rank0(member.runtime_dir());
+  grpc::Status joined = rank0.Join(root.Token(), 0, 1);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << joined.error_message();
+  EXPECT_EQ(joined.error_message().find(absl::StrCat(
+                "root daemon ", root.address(),
+                " sent a policy this daemon cannot follow: rule 1: algorithm 'ring\\n",
+                std::string(256 - 5, 'x'), "... (1005 bytes in all)' cannot serve allreduce; ")),
+            0u)
+      << joined.error_message();
 }
 
 }  // namespace

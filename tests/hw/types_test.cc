@@ -1,0 +1,42 @@
+// hw::EscapeControl: text from another process, escaped and bounded for logs.
+#include "hw/types.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace cclo::hw {
+namespace {
+
+TEST(EscapeControlTest, WritesControlCharactersAsEscapes) {
+  EXPECT_EQ(EscapeControl("10.0.0.9:1\n[warning] \x1b[2J\x7f \"quoted\" \xc3\xbc"),
+            "10.0.0.9:1\\n[warning] \\x1b[2J\\x7f \"quoted\" \xc3\xbc");
+}
+
+TEST(EscapeControlTest, CutsLongTextSayingHowLongItWas) {
+  const std::string fits(kMaxEscapedBytes, 'a');
+  EXPECT_EQ(EscapeControl(fits), fits);
+  EXPECT_EQ(EscapeControl(std::string(1 << 20, 'a')), fits + "... (1048576 bytes in all)");
+  // The bound is on the text taken, whatever its escapes add.
+  EXPECT_EQ(EscapeControl(std::string(300, '\n'), 2), "\\n\\n... (300 bytes in all)");
+  EXPECT_EQ(EscapeControl("abcdef", 0), "... (6 bytes in all)");
+}
+
+TEST(EscapeControlTest, CutsBeforeAUtf8CharacterThatDoesNotFit) {
+  const std::string start(kMaxEscapedBytes - 1, 'a');
+  // U+2713 (3 bytes) from the last byte kept on.
+  EXPECT_EQ(EscapeControl(start + "\xe2\x9c\x93 and more"),
+            start + "... (" + std::to_string(start.size() + 12) + " bytes in all)");
+  // Bytes that are not UTF-8 move the cut back by 3 at most.
+  const std::string ascii(kMaxEscapedBytes - 6, 'a');
+  EXPECT_EQ(EscapeControl(ascii + std::string(10, '\x80')),
+            ascii + "\x80\x80\x80... (" + std::to_string(ascii.size() + 10) + " bytes in all)");
+}
+
+TEST(EscapeControlTest, KeepsAllWhenToldTo) {
+  const std::string long_text(1 << 20, 'a');
+  EXPECT_EQ(EscapeControl(long_text, std::string_view::npos), long_text);
+}
+
+}  // namespace
+}  // namespace cclo::hw
