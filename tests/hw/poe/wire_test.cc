@@ -1,11 +1,11 @@
 #include "hw/poe/wire.h"
 
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/fuzz/mutator.h"
 
 namespace cclo::hw::poe {
 namespace {
@@ -275,7 +275,7 @@ void ExpectValid(const SegmentHeader& h) {
 }
 
 TEST(WireTest, RandomBytesNeverCrash) {
-  std::mt19937_64 random(42);
+  testing::Mutator random(42);
   // Valid headers of every type to mutate, to get past the magic and version checks.
   std::vector<SegmentHeader> seeds = {Sample()};
   for (uint8_t type = 1; type <= 6; ++type) {
@@ -289,19 +289,18 @@ TEST(WireTest, RandomBytesNeverCrash) {
   std::vector<int> accepted(7);
   for (int round = 0; round < 400000; ++round) {
     if (round % 4 == 0) {
-      for (std::byte& b : bytes) b = std::byte(random());
+      random.Fill(bytes.data(), bytes.size());
     } else {
-      // Flip a few bytes or fields of a valid header (small numbers are more interesting).
-      bytes = Encode(seeds[random() % seeds.size()]);
-      for (int k = 0, flips = 1 + random() % 3; k < flips; ++k) {
-        bytes[random() % kHeaderBytes] = std::byte(random() % 2 ? random() : random() % 3);
-      }
-      if (random() % 4 == 0) Poke<uint8_t>(bytes, 5, 1 + random() % 6);
+      // Flip a few bytes or fields of a valid header.
+      bytes = Encode(random.Pick(seeds));
+      random.FlipBytes(bytes.data(), bytes.size());
+      if (random.OneIn(4)) Poke<uint8_t>(bytes, 5, 1 + random.Below(6));
     }
     absl::StatusOr<SegmentHeader> decoded =
-        Decode(bytes.data(), random() % 8 == 0 ? random() % kHeaderBytes : kHeaderBytes);
+        Decode(bytes.data(), random.OneIn(8) ? random.Below(kHeaderBytes) : kHeaderBytes);
     if (!decoded.ok()) {
       EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_FALSE(decoded.status().message().empty());
       continue;
     }
     ++accepted[static_cast<int>(decoded->type)];
