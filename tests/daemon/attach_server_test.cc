@@ -23,6 +23,7 @@
 #include "cclo/v1/ring.h"
 #include "daemon/session_ring.h"
 #include "hw/clock.h"
+#include "tests/fuzz/mutator.h"
 
 namespace cclo::daemon {
 namespace {
@@ -449,29 +450,55 @@ TEST_F(AttachServerTest, FdsSmuggledIntoHelloAreRefusedAndClosed) {
   close(pipe_fds[1]);
 }
 
-TEST(AttachFrameTest, DecodeRejectsEachBadField) {
-  auto encoded = attach::Encode({attach::FrameType::kWelcome, 1, 0, "token"});
-  ASSERT_TRUE(encoded.ok());
-  auto bytes = *encoded;
-  EXPECT_TRUE(attach::Decode(bytes.data(), bytes.size()).ok());
-  EXPECT_FALSE(attach::Decode(bytes.data(), bytes.size() - 1).ok());
-  auto bad_version = bytes;
-  bad_version[4] = 9;
-  EXPECT_NE(
-      attach::Decode(bad_version.data(), bad_version.size()).status().message().find("version 9"),
-      std::string::npos);
-  auto bad_type = bytes;
-  bad_type[6] = 77;
-  EXPECT_NE(attach::Decode(bad_type.data(), bad_type.size()).status().message().find("type 77"),
-            std::string::npos);
-  auto unterminated = bytes;
-  std::fill(unterminated.begin() + 24, unterminated.end(), 'x');
-  EXPECT_NE(attach::Decode(unterminated.data(), unterminated.size())
-                .status()
-                .message()
-                .find("not terminated"),
-            std::string::npos);
-  EXPECT_FALSE(attach::Encode({attach::FrameType::kRefused, 0, 0, std::string(300, 'e')}).ok());
+// Whatever a caller sends as its first frame, the daemon answers it and goes on serving:
+// a HELLO gets a session, anything else REFUSED with INVALID_ARGUMENT and the reason.
+TEST_F(AttachServerTest, RandomFirstFramesAreWelcomedOrRefusedAsInvalid) {
+  Config config;
+  config.tenants[0].quotas.sessions = 1000;  // sessions end on the server's thread, later
+  Serve(config);
+  absl::StatusOr<std::array<uint8_t, attach::kFrameBytes>> hello =
+      attach::Encode({attach::FrameType::kHello, 0, 0, ""});
+  ASSERT_TRUE(hello.ok());
+  testing::Mutator random(17);
+  size_t welcomed = 0, refused = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::array<uint8_t, attach::kFrameBytes> bytes = *hello;
+    random.FlipBytes(bytes.data(), bytes.size());
+    if (random.OneIn(2)) bytes[6] = static_cast<uint8_t>(random.Below(6));  // the type
+    const absl::StatusOr<attach::Frame> decoded = attach::Decode(bytes.data(), bytes.size());
+    int fd = Connect();
+    ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+    absl::StatusOr<attach::Received> answer =
+        attach::ReceiveFrame(fd, hw::SteadyNow() + absl::Seconds(10));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    if (answer->fd >= 0) close(answer->fd);
+    for (int extra : answer->more_fds) close(extra);
+    if (decoded.ok() && decoded->type == attach::FrameType::kHello) {
+      EXPECT_EQ(answer->frame.type, attach::FrameType::kWelcome) << answer->frame.text;
+      ++welcomed;
+    } else {
+      EXPECT_EQ(answer->frame.type, attach::FrameType::kRefused);
+      EXPECT_EQ(answer->frame.id, static_cast<uint64_t>(absl::StatusCode::kInvalidArgument));
+      EXPECT_EQ(answer->frame.text, decoded.ok() ? absl::StrCat("expected a HELLO frame, got type ",
+                                                                static_cast<int>(decoded->type))
+                                                 : std::string(decoded.status().message()));
+      ++refused;
+    }
+    close(fd);
+  }
+  EXPECT_GT(welcomed, 0u);
+  EXPECT_GT(refused, 0u);
+  {
+    // Every session ended with its connection.
+    absl::MutexLock lock(&mu_);
+    auto ended = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return ended_.size() == welcomed; };
+    ASSERT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&ended), absl::Seconds(10)));
+  }
+  EXPECT_TRUE(sessions_.All().empty());
+  int good = Connect();
+  EXPECT_EQ(Hello(good).type, attach::FrameType::kWelcome);
+  close(good);
 }
 
 }  // namespace
