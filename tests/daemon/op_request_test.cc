@@ -7,8 +7,10 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "daemon/ops.h"
+#include "tests/fuzz/mutator.h"
 
 namespace cclo::daemon {
 namespace {
@@ -95,6 +97,103 @@ TEST(OpRequestTest, SlotsNoClientCouldHaveEncodedAreRefusedByName) {
   EXPECT_EQ(
       refusal([](ring::CommandSlot& s) { std::memset(s.algorithm, 'x', ring::kAlgorithmBytes); }),
       "command slot algorithm is not NUL-terminated within 32 bytes");
+}
+
+/// The SubmitRequest that FromSubmitRequest makes `request` of.
+cclo::v1::SubmitRequest ToSubmitRequest(const OpRequest& request) {
+  cclo::v1::SubmitRequest out;
+  out.set_comm_handle(request.comm_handle);
+  out.set_collective(static_cast<cclo::v1::Collective>(request.collective));
+  out.set_datatype(static_cast<cclo::v1::DataType>(request.datatype));
+  out.set_reduce_op(static_cast<cclo::v1::ReduceOp>(request.reduce_op));
+  out.set_root(request.root);
+  out.set_peer(request.peer);
+  out.set_tag(request.tag);
+  out.set_count(request.count);
+  out.set_in_place(request.in_place);
+  out.set_algorithm(request.algorithm);
+  for (auto [range, ref] :
+       {std::pair{request.send, out.mutable_send()}, std::pair{request.recv, out.mutable_recv()}}) {
+    ref->set_buffer_id(range.buffer_id);
+    ref->set_offset(range.offset);
+    ref->set_length(range.length);
+  }
+  out.set_timeout_ms(request.timeout_ms);
+  out.set_wait_for_room(request.wait_for_room);
+  for (uint64_t id : request.after) out.add_after(id);
+  return out;
+}
+
+TEST(OpRequestTest, RandomSlotsAreRefusedByNameOrAreWhatAClientEncodes) {
+  testing::Mutator random(3);
+  // Valid slots to mutate, to get past the first checks.
+  std::vector<ring::CommandSlot> seeds(3);
+  ASSERT_TRUE(ring::EncodeCommand(EveryField(), 99, seeds[0]).ok());
+  ASSERT_TRUE(ring::EncodeCommand(cclo::v1::SubmitRequest(), 0, seeds[1]).ok());
+  cclo::v1::SubmitRequest longest = EveryField();
+  longest.set_algorithm(std::string(ring::kAlgorithmBytes - 1, 'a'));
+  for (uint64_t id = 3; id <= ring::kMaxAfter; ++id) longest.add_after(id);
+  ASSERT_TRUE(ring::EncodeCommand(longest, 7, seeds[2]).ok());
+  seeds.push_back(ring::EncodeRelease({1, 2}));
+  int accepted = 0;
+  constexpr int kRounds = 200000;
+  for (int round = 0; round < kRounds; ++round) {
+    ring::CommandSlot slot = random.Pick(seeds);
+    if (round % 4 == 0) {
+      random.Fill(&slot, sizeof(slot));
+    } else {
+      random.FlipBytes(&slot, sizeof(slot));
+    }
+    // Fields the checks look at, near their bounds.
+    switch (random.Below(8)) {
+      case 0:
+        slot.in_place = static_cast<uint8_t>(random.Below(3));
+        slot.wait_for_room = static_cast<uint8_t>(random.Below(3));
+        break;
+      case 1:
+        slot.kind = static_cast<uint8_t>(random.Below(3));
+        break;
+      case 2:
+        slot.after_count = static_cast<uint32_t>(
+            random.OneIn(4) ? random.Any() : random.Below(ring::kMaxAfter + 3));
+        break;
+      case 3:  // an algorithm name of any length, its NUL anywhere or nowhere
+        std::memset(slot.algorithm, 'r', ring::kAlgorithmBytes);
+        if (const uint64_t nul = random.Below(ring::kAlgorithmBytes + 1);
+            nul < ring::kAlgorithmBytes) {
+          slot.algorithm[nul] = '\0';
+        }
+        break;
+    }
+    const absl::Status valid = ring::CheckCommand(slot);
+    if (!valid.ok()) {
+      EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_FALSE(valid.message().empty());
+      continue;
+    }
+    ++accepted;
+    // What ring.h says of every slot CheckCommand passes.
+    EXPECT_LE(slot.in_place, 1);
+    EXPECT_LE(slot.wait_for_room, 1);
+    EXPECT_EQ(slot.kind, static_cast<uint8_t>(ring::CommandKind::kSubmit));
+    EXPECT_EQ(slot.reserved | slot.reserved2, 0u);
+    ASSERT_LE(slot.after_count, ring::kMaxAfter);
+    ASSERT_NE(std::memchr(slot.algorithm, 0, ring::kAlgorithmBytes), nullptr);
+    // The request it becomes, encoded as a client encodes it, is the slot again, but for
+    // the bytes the daemon does not read: past the algorithm's NUL and the after ids past
+    // after_count.
+    const OpRequest request = FromCommand(slot);
+    EXPECT_EQ(request.after.size(), slot.after_count);
+    ring::CommandSlot expected = slot;
+    const size_t name = std::strlen(expected.algorithm);
+    std::memset(expected.algorithm + name, 0, ring::kAlgorithmBytes - name);
+    std::fill(expected.after + expected.after_count, expected.after + ring::kMaxAfter, 0);
+    ring::CommandSlot again;
+    ASSERT_TRUE(ring::EncodeCommand(ToSubmitRequest(request), slot.cookie, again).ok());
+    EXPECT_EQ(std::memcmp(&again, &expected, sizeof(again)), 0) << "round " << round;
+  }
+  // Enough of them pass to say something of what passes.
+  EXPECT_GT(accepted, kRounds / 10);
 }
 
 TEST(OpRequestTest, TextIsCutWholeCharactersFirst) {
