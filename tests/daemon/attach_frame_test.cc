@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cclo/v1/attach.h"
@@ -230,6 +231,26 @@ TEST(AttachFrameTest, ReceiveFrameTakesAnyPiecesAndDescriptorsAndLeaksNone) {
   for (int count : outcomes) EXPECT_GT(count, kRounds / 20);
   close(pipe_fds[0]);
   close(pipe_fds[1]);
+}
+
+// A deadline further off than poll's int of milliseconds takes: the frame that comes is
+// received, not a DEADLINE_EXCEEDED when the wrapped wait (here 10 ms: 2^32 ms on) ran out.
+TEST(AttachFrameTest, ReceiveFrameWaitsForAFramePastAFarDeadline) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  absl::StatusOr<Bytes> bytes = Encode({FrameType::kWelcome, 1, 0, "token"});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::thread sender([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    EXPECT_EQ(write(pair[1], bytes->data(), bytes->size()), static_cast<ssize_t>(bytes->size()));
+  });
+  absl::StatusOr<Received> received =
+      ReceiveFrame(pair[0], hw::SteadyNow() + absl::Milliseconds((int64_t{1} << 32) + 10));
+  sender.join();
+  ASSERT_TRUE(received.ok()) << received.status();
+  EXPECT_EQ(received->frame.text, "token");
+  close(pair[0]);
+  close(pair[1]);
 }
 
 }  // namespace

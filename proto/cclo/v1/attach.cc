@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -125,11 +127,14 @@ absl::StatusOr<Received> ReceiveFrame(int socket_fd, hw::SteadyTime deadline) {
     return status;
   };
   while (have < kFrameBytes) {
-    int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(hw::Left(deadline)));
+    // poll takes an int: a wait past INT_MAX ms (some 24 days, an infinite deadline) goes in
+    // steps of that.
+    const int64_t left_ms = absl::ToInt64Milliseconds(hw::Left(deadline));
     pollfd pfd{socket_fd, POLLIN, 0};
-    int ready = poll(&pfd, 1, wait_ms);
+    int ready = poll(&pfd, 1, static_cast<int>(std::clamp<int64_t>(left_ms, 0, INT_MAX)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) return fail(Errno("attach poll"));
+    if (ready == 0 && left_ms > INT_MAX) continue;
     if (ready == 0) {
       return fail(absl::DeadlineExceededError("attach frame did not arrive before the deadline"));
     }
