@@ -27,9 +27,7 @@ Communicators::Communicators(hw::Device* device, PeerClient* peers, RootGather* 
       peers_(peers),
       root_gather_(root_gather),
       policies_(policies),
-      self_address_(std::move(self_address)) {
-  device_->SetEventHandler([this](const hw::CommunicatorEvent& event) { EngineEvent(event); });
-}
+      self_address_(std::move(self_address)) {}
 
 void Communicators::EngineEvent(const hw::CommunicatorEvent& event) {
   absl::MutexLock lock(&mu_);

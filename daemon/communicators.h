@@ -89,6 +89,11 @@ class Communicators {
   absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> DestroyByOperator(
       const std::string& id_prefix);
 
+  /// The engine's news of a ready communicator (Device::SetEventHandler): departed ranks
+  /// are recorded, and a break marks it broken with the engine's reason unless an op's end
+  /// already did.
+  void EngineEvent(const hw::CommunicatorEvent& event);
+
   /// Breaks every communicator with an op in flight, for `reason`; returns how many.
   size_t BreakBusy(const std::string& reason);
 
@@ -139,10 +144,6 @@ class Communicators {
   };
 
   static const char* StateName(State state);
-  /// The engine's news of a ready communicator (Device::SetEventHandler): departed ranks
-  /// are recorded, and a break marks it broken with the engine's reason unless an op's end
-  /// already did.
-  void EngineEvent(const hw::CommunicatorEvent& event);
   /// The communicator `id_prefix` names, or why none does.
   absl::StatusOr<std::map<hw::CommId, Comm>::const_iterator> FindByPrefix(
       const std::string& id_prefix) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

@@ -196,6 +196,8 @@ absl::Status Daemon::StartServers(int peer_port) {
   if (!rings.ok()) return rings.status();
   rings_ = *std::move(rings);
   device_->AddPoller(rings_.get());
+  device_->SetEventHandler(
+      [this](const hw::CommunicatorEvent& event) { communicators_.EngineEvent(event); });
   absl::StatusOr<std::unique_ptr<AttachServer>> attach = AttachServer::Start(
       dir + "/attach.sock", &tenants_, &sessions_,
       [this](const SessionPtr& session) {
