@@ -277,8 +277,8 @@ void EmuDevice::SizeTurns(SteadyTime now) {
   shared_turns_ = shared;
   const uint64_t turn = shared ? kSharedTurnBytes : poe::kTurnBytes;
   dmp_.SetUnitBytes(CurrentUnitBytes());
-  // Alone, a tenant's local message goes whole: pieces would only add turns (30-170 us at
-  // 1-4 MiB message here).
+  // Alone, a tenant's local message goes whole: pieces would only add turns (30-170 us
+  // for a 1-4 MiB message here).
   rbm_.SetPieceBytes(shared ? kSharedTurnBytes : Rbm::kWhole);
   engine_->SetTurnBytes(turn);
   counters_.turn_bytes.store(turn);
