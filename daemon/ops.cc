@@ -310,8 +310,9 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
     if (launch->held) Unwatch({launch->deadline, launch->op_id});
     // Still before any later op of its communicator handle starts (Session::Pump): a
     // withdrawn collective keeps its place in the engine's order.
-    if (absl::IsCancelled(status) || absl::IsAborted(status))
+    if (absl::IsCancelled(status) || absl::IsAborted(status)) {
       device_->Withdraw(launch->call, status);
+    }
     launch->inflight.Release();
     communicators_->OpFinished(launch->call.comm, status);
     stats_->Finished(launch->labels, "", hw::Since(launch->submitted), status);

@@ -39,9 +39,11 @@ class DmpTest : public ::testing::Test {
 
   /// Submit without serving, for `tenant`.
   size_t Queue(uint32_t rank, std::vector<Move> moves, std::array<std::vector<int32_t>*, 3> slots,
-               hw::SteadyTime deadline, Collective collective, uint32_t tenant = 0) {
+               hw::SteadyTime deadline, Collective collective, uint32_t tenant = 0,
+               absl::Status withdrawn = absl::OkStatus()) {
     auto call = std::make_unique<CallState>();
     call->id = next_id_++;
+    call->withdrawn = std::move(withdrawn);
     call->desc.tenant = tenant;
     call->desc.collective = collective;
     call->desc.rank = rank;
@@ -195,6 +197,34 @@ TEST_F(DmpTest, ALocalMessageTakesTurnsWithOtherTenants) {
   dmp_.Serve(UINT64_MAX);
   ASSERT_TRUE(done_[receiver] && done_[sender]);
   EXPECT_EQ(out, data);
+}
+
+// A withdrawn call takes its messages' sequence numbers and ends at once with its reason,
+// moving nothing and counted neither completed nor failed: the call after it meets the
+// receive meant for it, and the receive meant for the withdrawn one gets nothing.
+TEST_F(DmpTest, AWithdrawnCallTakesItsPlaceAndMovesNothing) {
+  std::vector<int32_t> x = {1}, y = {2}, first_out = {-1}, second_out = {-1};
+  const Move receive = Copy(Endpoint::Network(0, 1), Endpoint::Memory(Slot::kResult, 0), 1);
+  const Move send = Copy(Endpoint::Memory(Slot::kOp0, 0), Endpoint::Network(1, 1), 1);
+  // Receives, so that the second runs beside the first, which waits for nothing to come.
+  const size_t first = Submit(1, {receive}, {nullptr, nullptr, &first_out},
+                              hw::SteadyTime::InfiniteFuture(), Collective::kRecv);
+  const size_t second = Submit(1, {receive}, {nullptr, nullptr, &second_out},
+                               hw::SteadyTime::InfiniteFuture(), Collective::kRecv);
+  const size_t withdrawn =
+      Queue(0, {send}, {&x, nullptr, nullptr}, hw::SteadyTime::InfiniteFuture(), Collective::kNop,
+            0, absl::CancelledError("withdrawn"));
+  dmp_.Serve(UINT64_MAX);
+  ASSERT_TRUE(done_[withdrawn]);
+  EXPECT_EQ(done_[withdrawn]->status, absl::CancelledError("withdrawn"));
+  Submit(0, {send}, {&y, nullptr, nullptr});
+  ASSERT_TRUE(done_[second]);
+  EXPECT_TRUE(done_[second]->status.ok()) << done_[second]->status;
+  EXPECT_EQ(second_out[0], 2);
+  EXPECT_FALSE(done_[first]);
+  EXPECT_EQ(first_out[0], -1);
+  EXPECT_EQ(counters_.calls_completed.load(), 2u);  // the second send and receive
+  EXPECT_EQ(counters_.calls_failed.load(), 0u);
 }
 
 TEST_F(DmpTest, FailCallsEndsRunningAndQueuedCalls) {
