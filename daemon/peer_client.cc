@@ -16,8 +16,12 @@ absl::Status Stopping() { return absl::UnavailableError("this daemon is shutting
 std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& address) {
   Channel& channel = channels_[address];
   channel.used = ++uses_;
-  if (!channel.stub) {
-    channel.stub = cclo::v1::Peer::NewStub(grpc::CreateChannel(address, credentials_));
+  if (!channel.stub || channel.channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    // Subchannels of its own: a new channel must not share the old one's backoff.
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channel.channel = grpc::CreateCustomChannel(address, credentials_, arguments);
+    channel.stub = cclo::v1::Peer::NewStub(channel.channel);
   }
   std::shared_ptr<cclo::v1::Peer::Stub> stub = channel.stub;
   if (channels_.size() > kMaxChannels) {

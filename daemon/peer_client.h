@@ -3,6 +3,7 @@
 // them, so no out-of-band notice can overtake data still on its way.
 #pragma once
 
+#include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
 
 #include <map>
@@ -41,10 +42,14 @@ class PeerClient {
 
  private:
   struct Channel {
+    std::shared_ptr<grpc::Channel> channel;
     std::shared_ptr<cclo::v1::Peer::Stub> stub;
     uint64_t used = 0;  ///< `uses_` at its last use
   };
 
+  /// The cached stub for `address`, made anew when its channel failed to connect: gRPC
+  /// then backs off reconnecting (up to two minutes), and a root daemon restarted on the
+  /// address meanwhile would see every join fail at once with the old error.
   std::shared_ptr<cclo::v1::Peer::Stub> StubFor(const std::string& address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

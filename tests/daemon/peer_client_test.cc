@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cclo/v1/peer.grpc.pb.h"
 #include "hw/clock.h"
 
 namespace cclo::daemon {
@@ -37,6 +38,54 @@ class SilentListener {
   int fd_ = -1;
   uint16_t port_ = 0;
 };
+
+// A root daemon's Peer service that answers every join at once.
+class AnsweringRoot final : public cclo::v1::Peer::Service {
+ public:
+  /// Serves on 127.0.0.1:`port` (0: a free one, then port() says which).
+  explicit AnsweringRoot(int port = 0) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~AnsweringRoot() override { server_->Shutdown(hw::ToWallDeadline(hw::SteadyNow())); }
+  int port() const { return port_; }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+  grpc::Status Join(grpc::ServerContext*, const cclo::v1::PeerJoinRequest*,
+                    cclo::v1::PeerJoinResponse*) override {
+    return grpc::Status::OK;
+  }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// A root daemon restarted on its address: a join that failed while it was down leaves the
+// cached channel backing off its reconnects (gRPC's backoff grows to two minutes), and the
+// next join must dial the root anew instead of failing at once with the old error.
+TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
+  PeerClient client(grpc::InsecureChannelCredentials());
+  auto root = std::make_unique<AnsweringRoot>();
+  const int port = root->port();
+  const std::string address = root->address();
+  ASSERT_TRUE(
+      client.Join(address, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(30)).ok());
+  root.reset();  // the root dies: joins at it are refused
+  absl::Status refused =
+      client.Join(address, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(30))
+          .status();
+  EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  root = std::make_unique<AnsweringRoot>(port);  // back on the same address
+  ASSERT_EQ(root->port(), port);
+  absl::Status joined =
+      client.Join(address, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(30))
+          .status();
+  EXPECT_TRUE(joined.ok()) << joined;
+}
 
 // A daemon that stops while one of its ranks waits at a root that does not answer ends
 // that join at once, and refuses joins after it.
