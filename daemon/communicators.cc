@@ -12,6 +12,11 @@ namespace {
 /// How much of a root daemon's error a failed join keeps.
 constexpr size_t kMaxRootErrorBytes = 1024;
 
+/// How long past a join's deadline its configuration waits for the engine's answer: the
+/// engine fails it at the same deadline, naming the peer daemons whose data sessions were
+/// not up, and takes a turn of its loop to say so.
+constexpr absl::Duration kEngineAnswerGrace = absl::Seconds(1);
+
 std::string IdBytes(const hw::CommId& id) { return std::string(id.begin(), id.end()); }
 
 std::string ClientExited(const Session& session, uint32_t rank) {
@@ -227,7 +232,7 @@ absl::Status Communicators::Configure(const hw::CommId& id, hw::SteadyTime deadl
   auto settled = [this, &comm]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return stopping_ || comm.configured.has_value() || comm.state == State::kBroken;
   };
-  hw::AwaitUntil(mu_, absl::Condition(&settled), deadline);
+  hw::AwaitUntil(mu_, absl::Condition(&settled), deadline + kEngineAnswerGrace);
   if (stopping_) return absl::UnavailableError("daemon is shutting down");
   if (comm.state == State::kBroken) {
     return absl::UnavailableError(

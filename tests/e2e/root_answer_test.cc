@@ -1,7 +1,11 @@
 // A joining daemon checks its root's answer before it trusts it: a stand-in root answers
 // every join at once with a rank table made from the joiner's own request.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <functional>
 #include <memory>
@@ -9,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/peer.grpc.pb.h"
 #include "daemon/token.h"
@@ -41,6 +46,8 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   const std::string& address() const { return address_; }
   /// Gives every rank `address` as its data address instead of the joiner's.
   void ForgeDataAddress(std::string address) { forged_data_address_ = std::move(address); }
+  /// Gives every rank but the joiner's `address` as its data address.
+  void PlaceOtherRanksAt(std::string address) { others_data_address_ = std::move(address); }
   /// Answers every join with `status` instead of a table.
   void Refuse(grpc::Status status) { refusal_ = std::move(status); }
   /// Sends `rule` in the policy.
@@ -55,6 +62,9 @@ class StandInRoot final : public cclo::v1::Peer::Service {
       rank->set_daemon_address(request->daemon_address());
       rank->set_data_address(forged_data_address_.empty() ? request->data_address()
                                                           : forged_data_address_);
+      if (number != request->rank() && !others_data_address_.empty()) {
+        rank->set_data_address(others_data_address_);
+      }
     }
     response->mutable_policy()->set_selection(selection_);
     response->mutable_policy()->set_transport("tcp");
@@ -70,6 +80,7 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::string forged_data_address_;
+  std::string others_data_address_;
   grpc::Status refusal_;
   std::vector<cclo::v1::PolicyRule> rules_;
 };
@@ -106,6 +117,51 @@ TEST(RootAnswerTest, ARankTableOutOfOrderIsRefused) {
   EXPECT_EQ(joined.error_message(), absl::StrCat("root daemon ", root.address(),
                                                  " answered with rank 1 at position 0 of its "
                                                  "rank table"));
+}
+
+// A TCP listener on loopback that never accepts: connections to it complete in its backlog
+// and hear nothing, as from a peer daemon whose data port hangs.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    address_ = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+  }
+  ~SilentListener() { close(fd_); }
+  const std::string& address() const { return address_; }
+
+ private:
+  int fd_ = -1;
+  std::string address_;
+};
+
+// A join whose data session to another rank's daemon does not come up by the join's
+// deadline (shorter than the handshake timeout) says which daemon that was.
+TEST(RootAnswerTest, AJoinWhoseDataSessionIsNotUpByItsDeadlineNamesThePeer) {
+  StandInRoot root({0, 1}, firmware::kSelectionVersion);
+  SilentListener silent;
+  root.PlaceOtherRanksAt(silent.address());
+  Daemon member;
+  RawSession rank0(member.runtime_dir());
+  cclo::v1::JoinCommunicatorRequest request;
+  request.set_token(root.Token());
+  request.set_rank(0);
+  request.set_size(2);
+  request.set_timeout_ms(1000);
+  cclo::v1::JoinCommunicatorResponse response;
+  grpc::Status joined = rank0.stub().JoinCommunicator(rank0.Context().get(), request, &response);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << joined.error_message();
+  EXPECT_TRUE(absl::StrContains(joined.error_message(),
+                                absl::StrCat("data sessions to peer daemons ", silent.address(),
+                                             " were not up by the deadline")))
+      << joined.error_message();
 }
 
 // Addresses from the root go into logs and errors: one that is not host:port is refused.
