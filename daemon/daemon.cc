@@ -57,11 +57,25 @@ absl::StatusOr<std::pair<int, uint16_t>> ReservePort(const std::string& host) {
   return std::make_pair(fd, ntohs(port));
 }
 
+/// How often the Peer port pings a connection, busy or idle, and how long it waits for the
+/// answer before it closes the connection. Its clients are other hosts' daemons, which can
+/// vanish without a word (a crash, a partition that outlasts them): without the pings each
+/// such connection would hold its descriptor for gRPC's default of two hours.
+constexpr int kPeerKeepaliveMs = 10'000;
+constexpr int kPeerKeepaliveTimeoutMs = 10'000;
+
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const std::string& address, grpc::Service* service,
-    const std::shared_ptr<grpc::ServerCredentials>& credentials =
-        grpc::InsecureServerCredentials()) {
+    const std::shared_ptr<grpc::ServerCredentials>& credentials = grpc::InsecureServerCredentials(),
+    bool keepalive = false) {
   grpc::ServerBuilder builder;
+  if (keepalive) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kPeerKeepaliveMs);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kPeerKeepaliveTimeoutMs);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    // Unlimited: by default gRPC stops pinging after two pings without data.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   int port = 0;
   builder.AddListeningPort(address, credentials, &port);
   builder.RegisterService(service);
@@ -174,7 +188,8 @@ Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      StartServer(hw::HostPort(config_.host, peer_port), &peer_service_, peer_server_credentials_);
+      StartServer(hw::HostPort(config_.host, peer_port), &peer_service_, peer_server_credentials_,
+                  /*keepalive=*/true);
   if (!server.ok()) return server.status();
   peer_server_ = *std::move(server);
 

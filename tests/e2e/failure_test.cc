@@ -286,6 +286,29 @@ TEST(FailureTest, AnIdleCommunicatorShowsAKilledPeersRankAsDeparted) {
   EXPECT_TRUE(absl::StrContains(table.output, lost)) << table.output;
 }
 
+// A daemon that joined at a root and then fell silent without closing its connection (its
+// host crashed or went off the network; here it hangs: SIGSTOP keeps its kernel answering
+// TCP) does not hold a descriptor at the root for good: the root's Peer port pings its
+// connections and closes the one that does not answer.
+TEST(FailureTest, ARootClosesThePeerConnectionOfADaemonThatFellSilent) {
+  Daemon a, b;
+  FootprintProbe probe(a);
+  {
+    RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
+    JoinPair(rank0, rank1);  // b's daemon joins at a, over a connection to a's Peer port
+  }  // the sessions end, and with them the communicator and its data sessions
+  absl::StatusOr<Footprint> steady = probe.Steady();
+  ASSERT_TRUE(steady.ok()) << steady.status();
+  ASSERT_EQ(steady->communicators, 0u) << *steady;
+  Footprint without_b = *steady;
+  --without_b.fds["socket"];  // b's connection to a's Peer port
+
+  b.process().Signal(SIGSTOP);
+  const Footprint settled = probe.SettleAt(without_b, absl::Minutes(2));
+  b.process().Signal(SIGCONT);
+  EXPECT_EQ(settled, without_b) << settled;
+}
+
 TEST(FailureTest, OpThatCannotCompleteEndsAtItsDeadline) {
   Daemon a, b;
   RawSession rank0(a.runtime_dir());
