@@ -135,8 +135,14 @@ grpc::Status ClientService::Wait(grpc::ServerContext* context, const cclo::v1::W
                                  cclo::v1::WaitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
-  absl::StatusOr<std::optional<OpResult>> result = (*session)->WaitOp(
-      request->op_id(), absl::Milliseconds(std::min(request->timeout_ms(), kMaxWaitMs)));
+  // Not past the caller's own deadline, and answered with time to reach it (nine tenths of
+  // what is left, as a join asks of its root): a result collected for a caller that gave up
+  // would be lost, as its next Wait finds no such op.
+  const absl::Duration timeout =
+      std::min(absl::Milliseconds(std::min(request->timeout_ms(), kMaxWaitMs)),
+               hw::Left(hw::FromWallDeadline(context->deadline())) * 9 / 10);
+  absl::StatusOr<std::optional<OpResult>> result =
+      (*session)->WaitOp(request->op_id(), timeout, [context] { return context->IsCancelled(); });
   if (!result.ok()) return ToGrpc(result.status());
   if (!result->has_value()) {
     response->set_done(false);

@@ -339,7 +339,8 @@ void Session::EndLocked(uint64_t op_id, OpResult result) {
   }
 }
 
-absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id, absl::Duration timeout) {
+absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id, absl::Duration timeout,
+                                                        const std::function<bool()>& caller_left) {
   absl::MutexLock lock(&mu_);
   auto not_found = [op_id] {
     return absl::NotFoundError(absl::StrCat("no op ", op_id, " pending in this session"));
@@ -356,6 +357,12 @@ absl::StatusOr<std::optional<OpResult>> Session::WaitOp(uint64_t op_id, absl::Du
   auto found = ops_.find(op_id);
   if (found == ops_.end()) return not_found();
   if (found->second.state != OpState::kDone) return std::optional<OpResult>();
+  // Collected for a caller that is gone, the result would be lost: no later Wait finds it.
+  if (caller_left && caller_left()) {
+    return absl::CancelledError(
+        absl::StrCat("the Wait call ended (cancelled, or past its deadline); op ", op_id,
+                     "'s result is kept for the next Wait"));
+  }
   std::optional<OpResult> result = std::move(found->second.result);
   ops_.erase(found);
   --done_ops_;

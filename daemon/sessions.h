@@ -161,8 +161,11 @@ class Session {
   std::optional<absl::Status> ExpireOp(uint64_t op_id);
   /// Waits until the op is done or `timeout` passes. Done ops are released on return.
   /// NOT_FOUND for ids this session never issued or already collected (also when a
-  /// concurrent Wait collected it first).
-  absl::StatusOr<std::optional<OpResult>> WaitOp(uint64_t op_id, absl::Duration timeout);
+  /// concurrent Wait collected it first). When `caller_left` (if given) says, as the wait
+  /// ends, that the caller is no longer there to take the result, the op stays for a later
+  /// Wait and this is CANCELLED.
+  absl::StatusOr<std::optional<OpResult>> WaitOp(
+      uint64_t op_id, absl::Duration timeout, const std::function<bool()>& caller_left = nullptr);
   /// Drops the result of a finished op whose OpDone reported it; nothing if it is not
   /// finished or already collected.
   void ReleaseOp(uint64_t op_id);

@@ -112,6 +112,22 @@ TEST(SessionTest, WaitTimesOutWithoutResultAndKeepsTheOp) {
   EXPECT_EQ(session.WaitOp(op, absl::ZeroDuration()).status().code(), absl::StatusCode::kNotFound);
 }
 
+// A result found for a Wait whose caller already left stays for the caller's next Wait.
+TEST(SessionTest, AWaitWhoseCallerLeftLeavesTheResult) {
+  Session session(1, "token", {}, -1, nullptr, {});
+  Started started;
+  const uint64_t op = Add(session, Op(started));
+  session.FinishOp(op, Result(absl::InternalError("x")));
+  absl::StatusOr<std::optional<OpResult>> left =
+      session.WaitOp(op, absl::Seconds(30), [] { return true; });
+  EXPECT_EQ(left.status(),
+            absl::CancelledError(absl::StrCat("the Wait call ended (cancelled, or past its "
+                                              "deadline); op ",
+                                              op, "'s result is kept for the next Wait")));
+  EXPECT_EQ(session.CountOps().done, 1u);
+  EXPECT_EQ(Ended(session, op), absl::InternalError("x"));
+}
+
 TEST(SessionTest, CloseWakesWaiters) {
   Session session(1, "token", {}, -1, nullptr, {});
   Started started;

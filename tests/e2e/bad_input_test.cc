@@ -2,6 +2,7 @@
 // keeps serving (a good op afterwards succeeds).
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
 
@@ -194,6 +195,47 @@ TEST_F(BadInputTest, SubmitReportsTheDeadlineItApplied) {
     ASSERT_TRUE(session.stub().Submit(session.Context().get(), request, &response).ok());
     EXPECT_EQ(response.timeout_ms(), asked == 0 ? 60'000u : asked);  // daemon default: 60 s
   }
+}
+
+// A Wait whose call ends (here at its deadline) before the op it waits for does leaves the
+// op's result for the next Wait, which gets it.
+TEST_F(BadInputTest, AWaitCallThatEndsFirstLeavesTheResultForTheNext) {
+  RawSession session(daemon_->runtime_dir());
+  const uint64_t buffer = session.Alloc(4096);
+  // A receive that no send meets holds the op that waits for it.
+  cclo::v1::SubmitRequest receive = AllreduceRequest(SoloComm(session), buffer, 16);
+  receive.set_collective(cclo::v1::RECV);
+  receive.clear_send();
+  cclo::v1::SubmitResponse held;
+  ASSERT_TRUE(session.stub().Submit(session.Context().get(), receive, &held).ok());
+  cclo::v1::SubmitRequest behind = receive;
+  behind.mutable_recv()->set_offset(1024);
+  behind.add_after(held.op_id());
+  cclo::v1::SubmitResponse queued;
+  ASSERT_TRUE(session.stub().Submit(session.Context().get(), behind, &queued).ok());
+
+  cclo::v1::WaitRequest wait;
+  wait.set_op_id(queued.op_id());
+  wait.set_timeout_ms(30'000);
+  cclo::v1::WaitResponse response;
+  std::unique_ptr<grpc::ClientContext> short_call = session.Context();
+  short_call->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  const grpc::Status first = session.stub().Wait(short_call.get(), wait, &response);
+  EXPECT_TRUE(first.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+              (first.ok() && !response.done()))
+      << first.error_message();
+  // The op ends now; the first Wait's caller is gone and must not take its result.
+  cclo::v1::CancelRequest cancel;
+  cancel.set_op_id(queued.op_id());
+  cclo::v1::CancelResponse cancelled;
+  ASSERT_TRUE(session.stub().Cancel(session.Context().get(), cancel, &cancelled).ok());
+  const grpc::Status second = session.stub().Wait(session.Context().get(), wait, &response);
+  ASSERT_TRUE(second.ok()) << second.error_message();
+  EXPECT_TRUE(response.done());
+  EXPECT_EQ(response.code(), static_cast<int32_t>(grpc::StatusCode::CANCELLED));
+  EXPECT_EQ(response.message(),
+            absl::StrCat("op ", queued.op_id(), " was cancelled before it started"));
+  ExpectStillServing();
 }
 
 TEST_F(BadInputTest, CountOverflow) {
