@@ -146,16 +146,28 @@ absl::StatusOr<Lease> Tenant::Acquire(Resource resource, uint64_t amount, hw::St
   auto fits_or_stopped = [this, &fits]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return fits() || !waits_stopped_.ok();
   };
-  while (!fits() && waits_stopped_.ok() && wait_until > hw::SteadyNow()) {
-    const hw::SteadyTime until =
-        still_wanted ? std::min(wait_until, hw::SteadyNow() + kWantedCheck) : wait_until;
-    if (hw::AwaitUntil(mu_, absl::Condition(&fits_or_stopped), until) || !still_wanted) {
-      continue;
-    }
+  auto wanted_now = [this, &still_wanted]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     mu_.Unlock();  // it may look at its session, whose lock comes before this one
     absl::Status wanted = still_wanted();
     mu_.Lock();
-    if (!wanted.ok()) return wanted;
+    return wanted;
+  };
+  bool waited = false;
+  for (;;) {
+    while (!fits() && waits_stopped_.ok() && wait_until > hw::SteadyNow()) {
+      waited = true;
+      const hw::SteadyTime until =
+          still_wanted ? std::min(wait_until, hw::SteadyNow() + kWantedCheck) : wait_until;
+      if (hw::AwaitUntil(mu_, absl::Condition(&fits_or_stopped), until) || !still_wanted) {
+        continue;
+      }
+      if (absl::Status wanted = wanted_now(); !wanted.ok()) return wanted;
+    }
+    // Room that came during a wait goes to a caller still there (one that left would never
+    // learn it holds it), and may be gone again once it said so.
+    if (!waited || !still_wanted || !fits()) break;
+    if (absl::Status wanted = wanted_now(); !wanted.ok()) return wanted;
+    if (fits()) break;
   }
   if (!fits() && !waits_stopped_.ok()) return waits_stopped_;
   if (!fits()) {

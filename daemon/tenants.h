@@ -68,7 +68,8 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   /// Charges `amount` of `resource`. Over quota: RESOURCE_EXHAUSTED naming the tenant, the
   /// quota, its limit, the use and the amount asked; with a `wait_until` in the future it
   /// first waits until that time for room (others' leases ending), unless StopWaits ends
-  /// the wait with its reason, or `still_wanted` (asked every kWantedCheck) with its own.
+  /// the wait with its reason, or `still_wanted` (asked every kWantedCheck, and once more
+  /// when room came after a wait) with its own.
   absl::StatusOr<Lease> Acquire(Resource resource, uint64_t amount,
                                 hw::SteadyTime wait_until = hw::SteadyTime::InfinitePast(),
                                 const StillWanted& still_wanted = nullptr);

@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "hw/clock.h"
 
 namespace cclo::daemon {
@@ -109,6 +110,33 @@ TEST(TenantTest, WaitingAcquireGetsRoomWhenALeaseEnds) {
       tenant->Acquire(Resource::kInflightOps, 1, hw::SteadyNow() + absl::Seconds(30));
   releaser.join();
   EXPECT_TRUE(waited.ok()) << waited.status();
+}
+
+// Room that comes after the waiter's caller left is not taken: the caller would never
+// learn it holds it.
+TEST(TenantTest, RoomThatComesAfterTheWaiterLeftIsNotTaken) {
+  TenantConfig config{.name = "ml"};
+  config.quotas.inflight_ops = 1;
+  auto tenant = std::make_shared<Tenant>(0, config);
+  absl::StatusOr<Lease> held = tenant->Acquire(Resource::kInflightOps, 1);
+  ASSERT_TRUE(held.ok());
+  absl::Notification waiting, left;
+  auto still_wanted = [&]() -> absl::Status {
+    if (!waiting.HasBeenNotified()) waiting.Notify();
+    if (left.HasBeenNotified()) return absl::CancelledError("the caller left");
+    return absl::OkStatus();
+  };
+  absl::StatusOr<Lease> waited;
+  std::thread waiter([&] {
+    waited = tenant->Acquire(Resource::kInflightOps, 1, hw::SteadyNow() + absl::Seconds(30),
+                             still_wanted);
+  });
+  waiting.WaitForNotification();  // asked once: it waits
+  left.Notify();
+  held->Release();
+  waiter.join();
+  EXPECT_EQ(waited.status(), absl::CancelledError("the caller left"));
+  EXPECT_EQ(tenant->Usage()[static_cast<size_t>(Resource::kInflightOps)], 0u);
 }
 
 TEST(TenantTest, WaitingAcquireEndsAtItsDeadline) {

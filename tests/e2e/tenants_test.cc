@@ -687,5 +687,41 @@ TEST(TenantsTest, ASubmitWaitingForRoomEndsWithItsSession) {
   EXPECT_EQ(waited.error_message(), "session is closing");
 }
 
+// Room that comes after a waiting Submit's call ended is not taken for it: the caller was
+// told DEADLINE_EXCEEDED and never learns the op's id, so the op must not exist.
+TEST(TenantsTest, RoomAfterAWaitingSubmitsCallEndedIsNotTakenForIt) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 2}\n");
+  RawSession session(daemon.runtime_dir());
+  uint64_t handle = 0;
+  ASSERT_TRUE(session.Join(session.NewToken(), 0, 1, &handle).ok());
+  // A receive that no send meets, and one that waits for it: the quota is full.
+  cclo::v1::SubmitRequest receive = AllreduceRequest(handle, session.Alloc(4096), 16);
+  receive.set_collective(cclo::v1::RECV);
+  receive.clear_send();
+  receive.set_timeout_ms(600'000);
+  cclo::v1::SubmitResponse running;
+  ASSERT_TRUE(session.stub().Submit(session.Context().get(), receive, &running).ok());
+  cclo::v1::SubmitRequest held_request = receive;
+  held_request.mutable_recv()->set_offset(1024);
+  held_request.add_after(running.op_id());
+  cclo::v1::SubmitResponse held;
+  ASSERT_TRUE(session.stub().Submit(session.Context().get(), held_request, &held).ok());
+
+  cclo::v1::SubmitRequest waiting = receive;
+  waiting.mutable_recv()->set_offset(2048);
+  waiting.set_wait_for_room(true);
+  std::unique_ptr<grpc::ClientContext> short_call = session.Context();
+  short_call->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
+  cclo::v1::SubmitResponse response;
+  const grpc::Status gave_up = session.stub().Submit(short_call.get(), waiting, &response);
+  EXPECT_EQ(gave_up.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << gave_up.error_message();
+  // Room comes now.
+  cclo::v1::CancelRequest cancel;
+  cancel.set_op_id(held.op_id());
+  cclo::v1::CancelResponse cancelled;
+  ASSERT_TRUE(session.stub().Cancel(session.Context().get(), cancel, &cancelled).ok());
+  EXPECT_EQ(Used(daemon, "default", "inflight_ops"), 1u);
+}
+
 }  // namespace
 }  // namespace cclo::testing
