@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
 #include "cclo/v1/attach.h"
 #include "hw/crypto.h"
 
@@ -123,11 +126,30 @@ OpResult Unstarted(hw::SteadyTime submitted, absl::Status status) {
   return {hw::Completion{std::move(status), "", 0}, hw::Since(submitted)};
 }
 
-/// Why an op ends when op `dependency`, which it waits for, failed with `status`.
+/// Payload of an op aborted for a dependency: the message of the first op its chain aborted,
+/// which names the failure that began it.
+constexpr char kChainCause[] = "cclo-chain-cause";
+
+/// Why an op ends when op `dependency`, which it waits for, failed with `status`. Past the
+/// first two links of a chain the links between are left out ("...: "), and the message
+/// names the failure that began it: ops each waiting for the one before, as many as the
+/// inflight_ops quota, would otherwise each repeat all the messages before, quadratic in
+/// memory and time when the first fails.
 absl::Status DependencyFailed(uint64_t dependency, const absl::Status& status) {
-  return absl::AbortedError(absl::StrCat("op ", dependency, " that this op waits for failed: ",
-                                         absl::StatusCodeToString(status.code()), ": ",
-                                         std::string(status.message())));
+  const absl::optional<absl::Cord> chain_cause = status.GetPayload(kChainCause);
+  std::string cause;
+  if (!chain_cause) {
+    cause = std::string(status.message());
+  } else if (*chain_cause == status.message()) {
+    cause = std::string(*chain_cause);
+  } else {
+    cause = absl::StrCat("...: ", std::string(*chain_cause));
+  }
+  absl::Status aborted = absl::AbortedError(absl::StrCat(
+      "op ", dependency,
+      " that this op waits for failed: ", absl::StatusCodeToString(status.code()), ": ", cause));
+  aborted.SetPayload(kChainCause, chain_cause ? *chain_cause : absl::Cord(aborted.message()));
+  return aborted;
 }
 
 }  // namespace

@@ -169,6 +169,29 @@ TEST(SessionTest, OpStartsOnlyAfterWhatItWaitsFor) {
   EXPECT_EQ(started.ids.back(), third);
 }
 
+// Past its first two links, an aborted chain's messages name the failure that began it and
+// leave out the links between: they do not grow with the chain.
+TEST(SessionTest, MessagesOfALongAbortedChainDoNotGrowWithIt) {
+  Session session(1, "token", {}, -1, nullptr, {});
+  Started started;
+  std::vector<uint64_t> chain = {Add(session, Op(started))};
+  for (int link = 0; link < 1000; ++link)
+    chain.push_back(Add(session, Op(started, {chain.back()})));
+  session.FinishOp(chain[0], Result(absl::DeadlineExceededError("too late")));
+  const std::string first =
+      absl::StrCat("op ", chain[0], " that this op waits for failed: DEADLINE_EXCEEDED: too late");
+  EXPECT_EQ(Ended(session, chain[1]).message(), first);
+  EXPECT_EQ(Ended(session, chain[2]).message(),
+            absl::StrCat("op ", chain[1], " that this op waits for failed: ABORTED: ", first));
+  for (size_t link = 3; link < chain.size(); ++link) {
+    const absl::Status ended = Ended(session, chain[link]);
+    EXPECT_EQ(ended.code(), absl::StatusCode::kAborted);
+    EXPECT_EQ(ended.message(),
+              absl::StrCat("op ", chain[link - 1],
+                           " that this op waits for failed: ABORTED: ...: ", first));
+  }
+}
+
 TEST(SessionTest, FailedDependencyAbortsTheChain) {
   Session session(1, "token", {}, -1, nullptr, {});
   Started started;
