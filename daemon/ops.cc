@@ -167,6 +167,13 @@ absl::StatusOr<std::shared_ptr<Ops::Launch>> Ops::Prepare(const SessionPtr& sess
   if (request.reduce_op < 0 || request.reduce_op > kMaxReduceOp) {
     return absl::InvalidArgumentError(absl::StrCat("unknown reduce op ", request.reduce_op));
   }
+  // What a command slot holds, longer than any algorithm's name: a longer one names none,
+  // and every op held with it would keep it (megabytes a Submit may carry).
+  if (request.algorithm.size() >= ring::kAlgorithmBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "algorithm name of ", request.algorithm.size(),
+        " bytes is longer than any algorithm's (at most ", ring::kAlgorithmBytes - 1, ")"));
+  }
   absl::StatusOr<Member> member = communicators_->Resolve(session, request.comm_handle);
   if (!member.ok()) return member.status();
 

@@ -238,6 +238,23 @@ TEST_F(BadInputTest, AWaitCallThatEndsFirstLeavesTheResultForTheNext) {
   ExpectStillServing();
 }
 
+// An algorithm name longer than any algorithm's is refused at Submit, as a command slot
+// could not hold it, and no op keeps it.
+TEST_F(BadInputTest, AlgorithmNameLongerThanAnyAlgorithms) {
+  RawSession session(daemon_->runtime_dir());
+  cclo::v1::SubmitRequest request = AllreduceRequest(SoloComm(session), session.Alloc(4096), 16);
+  request.set_algorithm(std::string(4'000'000, 'a'));
+  cclo::v1::SubmitResponse response;
+  ExpectError(session.stub().Submit(session.Context().get(), request, &response),
+              grpc::StatusCode::INVALID_ARGUMENT,
+              "algorithm name of 4000000 bytes is longer than any algorithm's (at most 31)");
+  request.set_algorithm(std::string(32, 'a'));
+  ExpectError(session.stub().Submit(session.Context().get(), request, &response),
+              grpc::StatusCode::INVALID_ARGUMENT,
+              "algorithm name of 32 bytes is longer than any algorithm's (at most 31)");
+  ExpectStillServing();
+}
+
 TEST_F(BadInputTest, CountOverflow) {
   RawSession session(daemon_->runtime_dir());
   uint64_t buffer = session.Alloc(4096);
