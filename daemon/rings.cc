@@ -252,8 +252,8 @@ bool Rings::Serve(uint64_t session_id, Served& served) {
 void Rings::Release(Session& session, Served& served, uint64_t op_id) {
   if (served.parked.empty()) {
     session.ReleaseOp(op_id);
-  } else {
-    served.releases.push_back(op_id);
+  } else if (session.HoldsResult(op_id)) {
+    served.releases.insert(op_id);
   }
 }
 

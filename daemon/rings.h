@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -75,8 +76,10 @@ class Rings final : public hw::Poller {
     /// (ops keep the order they were posted in), one that does not refused at once.
     std::deque<Parked> parked;
     /// Results the client released (consumed, or named in a RELEASE) while commands were
-    /// parked, released once none is: a parked command may name them in its `after`.
-    std::vector<uint64_t> releases;
+    /// parked, released once none is: a parked command may name them in its `after`. Only
+    /// results the session holds, each once (a RELEASE may name any id, any number of
+    /// times), so at most as many as the session keeps.
+    std::set<uint64_t> releases;
     bool broken = false;  ///< its command ring's indices were out of bounds
   };
 

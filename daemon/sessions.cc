@@ -400,6 +400,12 @@ void Session::ReleaseOp(uint64_t op_id) {
   }
 }
 
+bool Session::HoldsResult(uint64_t op_id) const {
+  absl::MutexLock lock(&mu_);
+  auto found = ops_.find(op_id);
+  return found != ops_.end() && found->second.state == OpState::kDone;
+}
+
 void Session::Close() {
   // As AddOp, FinishOp and the others: an op's start and end are reported under it.
   absl::MutexLock launch_lock(&launch_mu_);

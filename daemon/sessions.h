@@ -169,6 +169,8 @@ class Session {
   /// Drops the result of a finished op whose OpDone reported it; nothing if it is not
   /// finished or already collected.
   void ReleaseOp(uint64_t op_id);
+  /// Whether the op finished and its result is still kept (ReleaseOp would drop it).
+  bool HoldsResult(uint64_t op_id) const;
   /// Marks the session closed and drops its ops (waiting ones never start and end
   /// CANCELLED through their OpEnded); pending waits wake and fail.
   void Close();

@@ -142,6 +142,10 @@ void RawSession::AwaitDaemonSleeping() {
   }
 }
 
+uint64_t RawSession::CommandsTaken() const {
+  return ring::Header(rings_)->command_tail.load(std::memory_order_acquire);
+}
+
 void RawSession::PublishCommandHead(uint64_t head) {
   ring::Header(rings_)->command_head.store(head, std::memory_order_seq_cst);
   const uint64_t one = 1;

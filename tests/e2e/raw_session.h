@@ -72,6 +72,8 @@ class RawSession {
   /// Waits until the daemon has taken every command posted and then says it is about to
   /// sleep (`daemon_sleeping` in the ring header); aborts the test process after 30 s.
   void AwaitDaemonSleeping();
+  /// How many commands the daemon has taken (the command ring's tail).
+  uint64_t CommandsTaken() const;
   /// Publishes `head` as the command head (whatever it is) and rings the doorbell.
   void PublishCommandHead(uint64_t head);
   /// The next completion, consumed without ringing the command doorbell; aborts the test

@@ -11,7 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cclo/client.h"
+#include "hw/clock.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/footprint.h"
 #include "tests/e2e/raw_session.h"
 
 namespace cclo::testing {
@@ -224,6 +226,52 @@ TEST_F(RingTest, APassOverTheRingRingsASleepingClientOnce) {
     EXPECT_EQ(completion.cookie, cookie);
   }
   ExpectBystanderServed();
+}
+
+// While a command waits for room in its tenant's quota, the client's releases are kept to be
+// made after it; RELEASE commands naming ids the session holds no result for, as many as the
+// client likes, keep nothing.
+TEST(RingReleaseTest, ReleasesOfUnknownIdsWhileACommandWaitsForRoomKeepNothing) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 1}\n");
+  RawSession session(daemon.runtime_dir());
+  uint64_t handle = 0;
+  ASSERT_TRUE(session.Join(session.NewToken(), 0, 1, &handle).ok());
+  const uint64_t buffer = session.Alloc(4096);
+  // A receive that no send meets holds the quota's one op.
+  cclo::v1::SubmitRequest receive = AllreduceRequest(handle, buffer, 16);
+  receive.set_collective(cclo::v1::RECV);
+  receive.clear_send();
+  cclo::v1::SubmitResponse running;
+  ASSERT_TRUE(session.stub().Submit(session.Context().get(), receive, &running).ok());
+  cclo::v1::SubmitRequest waiting = AllreduceRequest(handle, buffer, 16);
+  waiting.set_wait_for_room(true);
+  ring::CommandSlot slot;
+  ASSERT_TRUE(ring::EncodeCommand(waiting, 1, slot).ok());
+  session.Post(slot);
+  uint64_t posted = 1;
+  const int64_t rss_before = ResidentKib(daemon.process().pid());
+  ASSERT_GT(rss_before, 0);
+
+  // 2^20 commands of 8 ids: kept, they would take 64 MiB.
+  constexpr uint64_t kReleases = 1 << 20;
+  uint64_t next_id = uint64_t{1} << 60;
+  const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(60);
+  while (session.CommandsTaken() < kReleases + 1) {
+    ASSERT_LT(hw::SteadyNow(), deadline) << session.CommandsTaken() << " commands taken";
+    std::vector<ring::CommandSlot> slots;
+    while (posted + slots.size() < kReleases + 1 &&
+           posted + slots.size() - session.CommandsTaken() < ring::kCommandSlots) {
+      std::vector<uint64_t> ids;
+      for (size_t i = 0; i < ring::kMaxAfter; ++i) ids.push_back(next_id++);
+      slots.push_back(ring::EncodeRelease(ids));
+    }
+    if (slots.empty()) continue;
+    session.PostAll(slots);
+    posted += slots.size();
+  }
+  const int64_t rss_after = ResidentKib(daemon.process().pid());
+  EXPECT_LT(rss_after - rss_before, 16 << 10)
+      << "VmRSS grew from " << rss_before << " KiB to " << rss_after << " KiB";
 }
 
 }  // namespace
