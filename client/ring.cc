@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +85,7 @@ ClientRing::ClientRing(int memfd, void* base, int command_doorbell, int completi
       header_(ring::Header(base)),
       command_doorbell_(command_doorbell),
       completion_doorbell_(completion_doorbell),
+      self_doorbell_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       alive_(std::move(alive)),
       alive_check_(alive_check) {}
 
@@ -91,6 +94,7 @@ ClientRing::~ClientRing() {
   close(memfd_);
   close(command_doorbell_);
   close(completion_doorbell_);
+  if (self_doorbell_ >= 0) close(self_doorbell_);
 }
 
 void ClientRing::WakeDaemon() {
@@ -146,7 +150,7 @@ void ClientRing::ConsumeLocked() {
   header_->completion_tail.store(completion_tail_, std::memory_order_release);
   ++consumed_;  // news for the threads waiting behind the doorbell's sleeper
   // What this consumed may be what the doorbell's sleeper waits for.
-  if (doorbell_sleeper_) SignalEventfd(completion_doorbell_);
+  if (doorbell_sleeper_ && self_doorbell_ >= 0) SignalEventfd(self_doorbell_);
   ReleaseLocked();
   // The daemon releases consumed results and posts what did not fit when it runs.
   WakeDaemon();
@@ -196,11 +200,16 @@ std::optional<absl::Status> ClientRing::Sleep(absl::FunctionRef<bool()> ready,
     doorbell_sleeper_ = true;
   }
   const timespec timeout = absl::ToTimespec(nap);
-  pollfd doorbell{completion_doorbell_, POLLIN, 0};
-  const bool rung = ppoll(&doorbell, 1, &timeout, nullptr) > 0;
-  if (rung) {
+  pollfd doorbells[] = {{completion_doorbell_, POLLIN, 0}, {self_doorbell_, POLLIN, 0}};
+  bool rung = false;
+  if (ppoll(doorbells, std::size(doorbells), &timeout, nullptr) > 0) {
+    // Each ring of the daemon is a byte in its pipe; rings that piled up are news once. The
+    // pipe's end of file (the daemon closed its end with the session) is no ring: the
+    // liveness check below says what happened.
+    char rings[256];
+    rung = doorbells[0].revents != 0 && read(completion_doorbell_, rings, sizeof(rings)) > 0;
     uint64_t count;
-    (void)!read(completion_doorbell_, &count, sizeof(count));
+    rung |= doorbells[1].revents != 0 && read(self_doorbell_, &count, sizeof(count)) > 0;
   }
   {
     absl::MutexLock lock(&mu_);

@@ -109,7 +109,11 @@ class ClientRing {
   void* const base_;
   ring::RingHeader* const header_;
   const int command_doorbell_;
-  const int completion_doorbell_;
+  const int completion_doorbell_;  ///< the read end of the daemon's pipe (ring.h)
+  /// An eventfd of this process's own, polled beside the completion doorbell: how a thread
+  /// that consumed what the doorbell's sleeper waits for wakes it (-1 if none could be made:
+  /// the sleeper then wakes at its next alive check).
+  const int self_doorbell_;
   const AliveFn alive_;
   const absl::Duration alive_check_;
   /// When AliveNow last asked (or the ring was mapped), ns on the monotonic clock (since
@@ -136,7 +140,7 @@ class ClientRing {
   std::set<uint64_t> forgotten_ ABSL_GUARDED_BY(mu_);
   /// Whether a thread sleeps on the completion doorbell. Only one does; the other waiting
   /// threads wait on mu_ for news from it (`consumed_` moving, or its place coming free).
-  /// A thread that consumes completions while it sleeps rings the doorbell for it: what
+  /// A thread that consumes completions while it sleeps rings self_doorbell_ for it: what
   /// was consumed may be what it waits for.
   bool doorbell_sleeper_ ABSL_GUARDED_BY(mu_) = false;
   /// How many times completions were consumed.

@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,16 @@ void SignalEventfd(int eventfd) {
 void ClearEventfd(int eventfd) {
   uint64_t count;
   (void)!read(eventfd, &count, sizeof(count));
+}
+
+/// Clears a session's command doorbell without waiting: its client shares the eventfd's open
+/// file, so it may have made it blocking and emptied it since epoll found it readable.
+void ClearDoorbell(int doorbell) {
+  uint64_t count;
+  iovec into{&count, sizeof(count)};
+  if (preadv2(doorbell, &into, 1, -1, RWF_NOWAIT) < 0 && errno == EOPNOTSUPP) {
+    ClearEventfd(doorbell);  // a kernel before 5.12: no eventfd reads that cannot wait
+  }
 }
 
 }  // namespace
@@ -173,7 +184,7 @@ void Rings::Awake() {
     if (id == kWakeId) {
       ClearEventfd(wake_fd_);
     } else if (auto found = served_.find(id); found != served_.end()) {
-      ClearEventfd(found->second.ring->command_doorbell());
+      ClearDoorbell(found->second.ring->command_doorbell());
     }
   }
 }

@@ -19,13 +19,14 @@ absl::StatusOr<std::unique_ptr<SessionRing>> SessionRing::Create() {
     return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", std::strerror(errno)));
   }
   int command_doorbell = -1;
-  int completion_doorbell = -1;
+  int completion_doorbell[2] = {-1, -1};
   auto fail = [&](const char* what) -> absl::Status {
     absl::Status status =
         absl::ResourceExhaustedError(absl::StrCat("rings: ", what, ": ", std::strerror(errno)));
     close(memfd);
-    if (command_doorbell >= 0) close(command_doorbell);
-    if (completion_doorbell >= 0) close(completion_doorbell);
+    for (int fd : {command_doorbell, completion_doorbell[0], completion_doorbell[1]}) {
+      if (fd >= 0) close(fd);
+    }
     return status;
   };
   if (ftruncate(memfd, ring::kRingBytes) != 0) return fail("ftruncate");
@@ -34,8 +35,10 @@ absl::StatusOr<std::unique_ptr<SessionRing>> SessionRing::Create() {
   }
   command_doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (command_doorbell < 0) return fail("eventfd");
-  completion_doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (completion_doorbell < 0) return fail("eventfd");
+  // A pipe, not an eventfd: the client gets only its read end, so it can neither fill it
+  // nor make the daemon's end block (an fd's O_NONBLOCK belongs to the open file, which an
+  // eventfd's holders all share).
+  if (pipe2(completion_doorbell, O_CLOEXEC | O_NONBLOCK) != 0) return fail("pipe");
   void* base = mmap(nullptr, ring::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (base == MAP_FAILED) return fail("mmap");
   ring::RingHeader* header = new (base) ring::RingHeader();
@@ -43,22 +46,25 @@ absl::StatusOr<std::unique_ptr<SessionRing>> SessionRing::Create() {
   header->version = ring::kVersion;
   header->command_slots = ring::kCommandSlots;
   header->completion_slots = ring::kCompletionSlots;
-  return std::unique_ptr<SessionRing>(
-      new SessionRing(memfd, base, command_doorbell, completion_doorbell));
+  return std::unique_ptr<SessionRing>(new SessionRing(
+      memfd, base, command_doorbell, completion_doorbell[0], completion_doorbell[1]));
 }
 
-SessionRing::SessionRing(int memfd, void* base, int command_doorbell, int completion_doorbell)
+SessionRing::SessionRing(int memfd, void* base, int command_doorbell, int completion_doorbell,
+                         int completion_bell)
     : memfd_(memfd),
       base_(base),
       header_(ring::Header(base)),
       command_doorbell_(command_doorbell),
-      completion_doorbell_(completion_doorbell) {}
+      completion_doorbell_(completion_doorbell),
+      completion_bell_(completion_bell) {}
 
 SessionRing::~SessionRing() {
   munmap(base_, ring::kRingBytes);
   close(memfd_);
   close(command_doorbell_);
   close(completion_doorbell_);
+  close(completion_bell_);
 }
 
 bool SessionRing::PostLocked(const ring::CompletionSlot& slot) {
@@ -138,8 +144,10 @@ absl::Span<const uint64_t> SessionRing::TakeConsumed() {
 void SessionRing::WakeClient() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (header_->client_waiters.load(std::memory_order_relaxed) == 0) return;
-  const uint64_t one = 1;
-  (void)!write(completion_doorbell_, &one, sizeof(one));
+  // Never blocks: this end is the daemon's alone, and non-blocking. A full pipe (the client
+  // does not read) already says that there is news.
+  const char ring = 1;
+  (void)!write(completion_bell_, &ring, sizeof(ring));
 }
 
 void SessionRing::SetDaemonSleeping(bool sleeping) {

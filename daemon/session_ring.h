@@ -29,8 +29,8 @@ class SessionRing {
   SessionRing(const SessionRing&) = delete;
   SessionRing& operator=(const SessionRing&) = delete;
 
-  /// The fds the client gets with WELCOME: memfd, command doorbell, completion doorbell.
-  /// Still owned here.
+  /// The fds the client gets with WELCOME: memfd, command doorbell (an eventfd), completion
+  /// doorbell (the read end of a pipe whose write end stays here). Still owned here.
   std::vector<int> ClientFds() const { return {memfd_, command_doorbell_, completion_doorbell_}; }
   int command_doorbell() const { return command_doorbell_; }
 
@@ -68,7 +68,8 @@ class SessionRing {
   bool HasCommands() const;
 
  private:
-  SessionRing(int memfd, void* base, int command_doorbell, int completion_doorbell);
+  SessionRing(int memfd, void* base, int command_doorbell, int completion_doorbell,
+              int completion_bell);
   /// Writes `slot` at the completion head if there is room; false if the ring is full or
   /// the client's tail is out of bounds (then nothing more is posted until it is sane).
   bool PostLocked(const ring::CompletionSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -77,7 +78,8 @@ class SessionRing {
   void* const base_;  ///< kRingBytes mapped, shared with the client
   ring::RingHeader* const header_;
   const int command_doorbell_;     ///< eventfd, client -> daemon
-  const int completion_doorbell_;  ///< eventfd, daemon -> client
+  const int completion_doorbell_;  ///< pipe read end, the client's: daemon -> client
+  const int completion_bell_;      ///< its write end, the daemon's alone (non-blocking)
 
   /// The engine thread's own copy of the command tail (the shared one is for the client).
   uint64_t command_tail_ = 0;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cclo/v1/attach.h"
@@ -151,11 +152,16 @@ TEST_F(AttachServerTest, WelcomeCarriesTheRingsAndTheirDoorbells) {
   EXPECT_EQ(ring::Header(base)->version, ring::kVersion);
   EXPECT_EQ(ring::Header(base)->command_slots, ring::kCommandSlots);
   munmap(base, ring::kRingBytes);
-  for (int doorbell : welcome->more_fds) {
-    EXPECT_EQ(std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", doorbell)).string(),
-              "anon_inode:[eventfd]");
-    close(doorbell);
-  }
+  auto kind = [](int fd) {
+    return std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", fd)).string();
+  };
+  // The command doorbell is an eventfd; the completion doorbell the read end of a pipe,
+  // which the client cannot write.
+  EXPECT_EQ(kind(welcome->more_fds[0]), "anon_inode:[eventfd]");
+  EXPECT_TRUE(absl::StartsWith(kind(welcome->more_fds[1]), "pipe:")) << kind(welcome->more_fds[1]);
+  const char ring = 1;
+  EXPECT_LT(write(welcome->more_fds[1], &ring, sizeof(ring)), 0);
+  for (int doorbell : welcome->more_fds) close(doorbell);
   close(welcome->fd);
   close(fd);
 }

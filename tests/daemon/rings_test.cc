@@ -3,7 +3,9 @@
 // a client that writes anything into the shared memory.
 #include "daemon/rings.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/mman.h>
 
 #include <cstring>
@@ -43,6 +45,27 @@ TEST(RingsTest, CompletionsConsumedWhileTheEngineWasAwakeAreLookedAtBeforeItSlee
   EXPECT_FALSE((*rings)->Poll());  // takes note of the tail
   EXPECT_EQ((*rings)->Sleeping(), hw::SteadyTime::InfiniteFuture());
   (*rings)->Awake();
+  munmap(base, ring::kRingBytes);
+}
+
+// The daemon rings the client on the engine's thread: however the client holds its end of
+// the completion doorbell (made blocking, written to as an eventfd's counter could be filled,
+// never read), the ring never waits, and the doorbell stays readable.
+TEST(SessionRingTest, RingingAClientThatNeverReadsNeverWaits) {
+  absl::StatusOr<std::unique_ptr<SessionRing>> created = SessionRing::Create();
+  ASSERT_TRUE(created.ok()) << created.status();
+  SessionRing& ring = **created;
+  void* base =
+      mmap(nullptr, ring::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, ring.ClientFds()[0], 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ring::Header(base)->client_waiters.store(1, std::memory_order_seq_cst);
+  const int doorbell = ring.ClientFds()[2];
+  ASSERT_EQ(fcntl(doorbell, F_SETFL, fcntl(doorbell, F_GETFL) & ~O_NONBLOCK), 0);
+  const uint64_t most = UINT64_MAX - 1;
+  (void)!write(doorbell, &most, sizeof(most));
+  for (int rings = 0; rings < 100'000; ++rings) ring.WakeClient();  // more than a pipe holds
+  pollfd readable{doorbell, POLLIN, 0};
+  EXPECT_EQ(poll(&readable, 1, 0), 1);
   munmap(base, ring::kRingBytes);
 }
 

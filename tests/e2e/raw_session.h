@@ -74,6 +74,10 @@ class RawSession {
   void AwaitDaemonSleeping();
   /// How many commands the daemon has taken (the command ring's tail).
   uint64_t CommandsTaken() const;
+  /// Makes both doorbells block (an fd's flags belong to the open file, which any other fd
+  /// of it shares) and, if it can write the completion doorbell (as the eventfd of ring
+  /// version 1 let it), fills it so that one more ring would block.
+  void JamDoorbells();
   /// Publishes `head` as the command head (whatever it is) and rings the doorbell.
   void PublishCommandHead(uint64_t head);
   /// The next completion, consumed without ringing the command doorbell; aborts the test

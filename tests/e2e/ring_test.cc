@@ -274,5 +274,22 @@ TEST(RingReleaseTest, ReleasesOfUnknownIdsWhileACommandWaitsForRoomKeepNothing) 
       << "VmRSS grew from " << rss_before << " KiB to " << rss_after << " KiB";
 }
 
+// A client may make its doorbells block, and fill the one the daemon rings where it can
+// write it: the daemon's rings never wait on it, so the engine goes on serving everyone.
+TEST_F(RingTest, AJammedDoorbellStallsNoOne) {
+  hostile_.SetSleeping(true);
+  hostile_.JamDoorbells();
+  ring::CommandSlot slot = Valid(1);
+  slot.collective = 99;
+  hostile_.Post(slot);
+  hostile_.AwaitPosted(1);  // the doorbell stays full: reading it would unjam it
+  const absl::Status served =
+      comm_->Allreduce(*bystander_buffer_, *bystander_buffer_, 16, DataType::kFloat32,
+                       ReduceOp::kSum, {.timeout = absl::Seconds(10)});
+  EXPECT_TRUE(served.ok()) << served;
+  const ring::CompletionSlot completion = hostile_.NextCompletion();
+  EXPECT_EQ(completion.kind, static_cast<uint32_t>(ring::CompletionKind::kRejected));
+}
+
 }  // namespace
 }  // namespace cclo::testing

@@ -3,7 +3,7 @@
 //   client -> daemon  HELLO    (once, right after connect)
 //   daemon -> client  WELCOME  (session id and token; the size of the rings' memfd, which
 //                              comes with it by SCM_RIGHTS, followed by the command and
-//                              completion doorbell eventfds: see cclo/v1/ring.h) or REFUSED
+//                              completion doorbells: see cclo/v1/ring.h) or REFUSED
 //                              (status code and reason), then
 //   daemon -> client  BUFFER   (buffer id and size, with the buffer's memfd by SCM_RIGHTS),
 //                              one per AllocBuffer, sent before the RPC answers.

@@ -1,7 +1,9 @@
-// The command and completion rings, layout version 1: one sealed memfd per session, shared
-// by the client (libcclo) and cclod, sent with the WELCOME attach frame together with two
-// eventfds (the command doorbell, client -> daemon, and the completion doorbell, daemon ->
-// client).
+// The command and completion rings, version 2: one sealed memfd per session, shared by the
+// client (libcclo) and cclod, sent with the WELCOME attach frame together with two doorbells:
+// the command doorbell, client -> daemon, an eventfd the client writes 1 to; and the
+// completion doorbell, daemon -> client, the read end of a pipe the daemon writes a byte to
+// (its write end stays in the daemon, so no client can make the daemon's ring block).
+// Version 1 had an eventfd for both.
 //
 //   offset 0      RingHeader: magic, version, slot counts, then each index and flag on its
 //                 own cache line
@@ -44,7 +46,7 @@
 namespace cclo::ring {
 
 inline constexpr uint32_t kMagic = 0x474e5243;  // "CRNG"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kCommandSlots = 256;
 inline constexpr uint32_t kCompletionSlots = 1024;
 /// Most `after` ids a command carries; an op waiting for more is submitted through gRPC.
