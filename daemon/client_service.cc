@@ -11,6 +11,13 @@ namespace {
 /// Longest single Wait RPC; clients loop for longer waits.
 constexpr uint32_t kMaxWaitMs = 30'000;
 
+/// For a call that may wait (`waits`), a lease on its tenant's waiting_calls quota, held
+/// until the call returns: each such call holds a thread of the daemon meanwhile.
+absl::StatusOr<Lease> WaitingCall(const Session& session, bool waits) {
+  if (!waits) return Lease();
+  return session.tenant()->Acquire(Resource::kWaitingCalls, 1);
+}
+
 }  // namespace
 
 absl::StatusOr<SessionPtr> ClientService::Authenticate(const grpc::ServerContext& context) const {
@@ -82,6 +89,8 @@ grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
   if (absl::Status admitted = drain_->Admit("joins"); !admitted.ok()) return ToGrpc(admitted);
+  absl::StatusOr<Lease> waiting = WaitingCall(**session, true);
+  if (!waiting.ok()) return ToGrpc(waiting.status());
   absl::Duration timeout =
       request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : config_->join_timeout;
   // Not past the caller's own deadline: a join it gave up on must not go on without it.
@@ -113,6 +122,8 @@ grpc::Status ClientService::Submit(grpc::ServerContext* context,
                                    cclo::v1::SubmitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
+  absl::StatusOr<Lease> waiting = WaitingCall(**session, request->wait_for_room());
+  if (!waiting.ok()) return ToGrpc(waiting.status());
   absl::StatusOr<Accepted> submitted =
       ops_->Submit(*session, FromSubmitRequest(*request), nullptr, [context]() -> absl::Status {
         if (!context->IsCancelled()) return absl::OkStatus();
@@ -135,6 +146,8 @@ grpc::Status ClientService::Wait(grpc::ServerContext* context, const cclo::v1::W
                                  cclo::v1::WaitResponse* response) {
   absl::StatusOr<SessionPtr> session = Authenticate(*context);
   if (!session.ok()) return ToGrpc(session.status());
+  absl::StatusOr<Lease> waiting = WaitingCall(**session, request->timeout_ms() > 0);
+  if (!waiting.ok()) return ToGrpc(waiting.status());
   // Not past the caller's own deadline, and answered with time to reach it (nine tenths of
   // what is left, as a join asks of its root): a result collected for a caller that gave up
   // would be lost, as its next Wait finds no such op.

@@ -128,10 +128,13 @@ absl::Status ParseQuotas(const YAML::Node& node, TenantQuotas& quotas) {
       status = Bounded(entry.second, key, 0, 1u << 20, quotas.buffers);
     } else if (key == "scratch_bytes") {
       status = Bounded(entry.second, key, 0, 1ull << 48, quotas.scratch_bytes);
+    } else if (key == "waiting_calls") {
+      status = Bounded(entry.second, key, 0, 1u << 20, quotas.waiting_calls);
     } else {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          "unknown quota '", key,
-          "'; valid: buffer_bytes, buffers, communicators, inflight_ops, scratch_bytes, sessions"));
+      status = absl::InvalidArgumentError(
+          absl::StrCat("unknown quota '", key,
+                       "'; valid: buffer_bytes, buffers, communicators, inflight_ops, "
+                       "scratch_bytes, sessions, waiting_calls"));
     }
     if (!status.ok()) return status;
   }

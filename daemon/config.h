@@ -19,6 +19,9 @@ struct TenantQuotas {
   uint32_t inflight_ops = 1024;         ///< ops submitted and not finished
   uint32_t sessions = 64;               ///< attached client sessions
   uint32_t buffers = 4096;              ///< shared-memory buffers (each is a mapping)
+  /// Client RPCs that may wait, at once: Wait with a timeout, Submit with wait_for_room and
+  /// JoinCommunicator. Each holds one of the daemon's threads while it waits.
+  uint32_t waiting_calls = 256;
   /// Scratch memory of the engine its running calls hold (within scratch_max_bytes); the
   /// engine counts it, and refuses a call that would take more.
   uint64_t scratch_bytes = 4ull << 30;

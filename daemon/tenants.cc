@@ -84,6 +84,8 @@ const char* ResourceName(Resource resource) {
       return "sessions";
     case Resource::kBuffers:
       return "buffers";
+    case Resource::kWaitingCalls:
+      return "waiting_calls";
   }
   return "unknown";
 }
@@ -131,6 +133,8 @@ uint64_t Tenant::Limit(Resource resource) const {
       return config_.quotas.sessions;
     case Resource::kBuffers:
       return config_.quotas.buffers;
+    case Resource::kWaitingCalls:
+      return config_.quotas.waiting_calls;
   }
   return 0;
 }

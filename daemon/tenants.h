@@ -22,8 +22,15 @@
 namespace cclo::daemon {
 
 /// What a quota limits.
-enum class Resource { kBufferBytes, kCommunicators, kInflightOps, kSessions, kBuffers };
-inline constexpr size_t kResourceCount = 5;
+enum class Resource {
+  kBufferBytes,
+  kCommunicators,
+  kInflightOps,
+  kSessions,
+  kBuffers,
+  kWaitingCalls
+};
+inline constexpr size_t kResourceCount = 6;
 
 /// The quota's name as the config and messages spell it.
 const char* ResourceName(Resource resource);

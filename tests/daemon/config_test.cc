@@ -264,7 +264,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{
             "tenants: [{name: a, quotas: {memory: 1}}]",
             "unknown quota 'memory'; valid: buffer_bytes, buffers, communicators, inflight_ops, "
-            "scratch_bytes, sessions"},
+            "scratch_bytes, sessions, waiting_calls"},
         BadConfig{"tenants: [{name: a, quotas: {scratch_bytes: 1e9}}]",
                   "tenant 0: 'scratch_bytes': '1e9' is not a whole number in [0, "
                   "281474976710656] written in decimal digits"},
@@ -444,7 +444,8 @@ void ExpectAsWritten(const Config& config, const std::string& yaml) {
         {"communicators", parsed.quotas.communicators},
         {"inflight_ops", parsed.quotas.inflight_ops},
         {"sessions", parsed.quotas.sessions},
-        {"buffers", parsed.quotas.buffers}};
+        {"buffers", parsed.quotas.buffers},
+        {"waiting_calls", parsed.quotas.waiting_calls}};
     for (const auto& [quota, value] : quotas) {
       if (tenant["quotas"] && tenant["quotas"][quota]) {
         EXPECT_EQ(Decimal(tenant["quotas"][quota]), value) << quota << " of\n" << yaml;
@@ -583,7 +584,8 @@ std::string RandomConfig(testing::Mutator& random) {
         for (const char* quota : {"buffer_bytes", "scratch_bytes"}) {
           if (random.OneIn(2)) quotas.push_back(absl::StrCat(quota, ": ", number(0, 1ull << 48)));
         }
-        for (const char* quota : {"communicators", "inflight_ops", "sessions", "buffers"}) {
+        for (const char* quota :
+             {"communicators", "inflight_ops", "sessions", "buffers", "waiting_calls"}) {
           if (random.OneIn(2)) quotas.push_back(absl::StrCat(quota, ": ", number(0, 1 << 20)));
         }
         if (random.Fault()) quotas.push_back("memory: 1");

@@ -71,7 +71,7 @@ TEST_F(ReloadTest, GoodFileChangesQuotasAndWeightsOfTheRunningDaemon) {
   Reload("quotas: {sessions: 1}", "weight: 5\n    quotas: {sessions: 2}", "reloaded ");
   const v1::TenantInfo tenant = Tenant();
   EXPECT_EQ(tenant.weight(), 5u);
-  ASSERT_EQ(tenant.quotas_size(), 6);
+  ASSERT_EQ(tenant.quotas_size(), 7);
   EXPECT_EQ(tenant.quotas(3).name(), "sessions");
   EXPECT_EQ(tenant.quotas(3).limit(), 2u);
   EXPECT_EQ(tenant.quotas(3).used(), 1u);
