@@ -66,7 +66,13 @@ int main(int argc, char** argv) {
   CLI::App app{"cclod: collective-communication offload daemon"};
   std::string config_path;
   app.add_option("-c,--config", config_path, "YAML config file (defaults apply without one)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // A bad command line is a bad config too (exit code 2, which the systemd unit does not
+    // retry); CLI11's own codes (106 and up) made systemd restart it until its start limit.
+    return app.exit(error) == 0 ? 0 : 2;
+  }
 
   absl::StatusOr<cclo::daemon::Config> config =
       config_path.empty() ? cclo::daemon::ParseConfig("") : cclo::daemon::LoadConfig(config_path);

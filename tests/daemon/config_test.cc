@@ -306,6 +306,16 @@ TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(ConfigTest, DirectoryIsNotReadAsAnEmptyFile) {
+  // It was: the daemon then ran with every default (runtime dir, ports, one tenant).
+  const std::string dir = ::testing::TempDir();
+  absl::StatusOr<Config> config = LoadConfig(dir);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(config.status().message(),
+            absl::StrCat("cannot read config file ", dir, ": Is a directory"));
+}
+
 /// A numeric key, its range (deploy/cclod.yaml documents them) and how to read it back.
 struct NumericKey {
   const char* key;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -79,6 +80,28 @@ TEST(NotifyTest, ReadyWatchdogReloadingAndStopping) {
   EXPECT_TRUE(systemd.WaitFor("READY=1"));
   daemon.reset();  // SIGTERM
   EXPECT_TRUE(systemd.WaitFor("STOPPING=1"));
+}
+
+TEST(NotifyTest, BadCommandLineOrConfigPathExitsTwoWhichSystemdDoesNotRetry) {
+  // The unit's RestartPreventExitStatus=2: a start that cannot pass later is not retried.
+  // An unknown option exited 109 and a missing value 114 (CLI11's codes), so systemd
+  // retried them; a config path naming a directory started the daemon with every default.
+  const std::string dir = ::testing::TempDir();
+  const struct {
+    std::vector<std::string> args;
+    std::string reason;
+  } cases[] = {
+      {{"--bogus"}, "The following argument was not expected: --bogus"},
+      {{"--config"}, "--config: 1 required TEXT missing"},
+      {{"--config", dir}, "cclod: cannot read config file " + dir + ": Is a directory"},
+  };
+  for (const auto& [args, reason] : cases) {
+    std::vector<std::string> command = {Runfile("daemon/cclod")};
+    command.insert(command.end(), args.begin(), args.end());
+    const ProcessResult result = Process(command).Wait(absl::Seconds(30));
+    EXPECT_EQ(result.exit_code, 2) << args[0] << ": " << result.output;
+    EXPECT_NE(result.output.find(reason), std::string::npos) << args[0] << ": " << result.output;
+  }
 }
 
 }  // namespace
