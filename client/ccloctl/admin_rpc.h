@@ -16,7 +16,8 @@ namespace cclo::ccloctl {
 /// A connection to the Admin service in a daemon's runtime directory.
 class AdminRpc {
  public:
-  /// Targets unix:<runtime_dir>/admin.sock; each RPC has `timeout` as its deadline.
+  /// Targets unix:<runtime_dir>/admin.sock; each RPC has `timeout` as its deadline. A
+  /// path too long for a Unix socket fails every call with INVALID_ARGUMENT saying so.
   AdminRpc(const std::string& runtime_dir, absl::Duration timeout);
 
   /// Calls `rpc` (e.g. &v1::Admin::Stub::Status, named `name` in errors). An unreachable
@@ -27,6 +28,7 @@ class AdminRpc {
   absl::StatusOr<Response> Call(grpc::Status (v1::Admin::Stub::*rpc)(grpc::ClientContext*,
                                                                      const Request&, Response*),
                                 const char* name, const Request& request = Request()) {
+    if (!target_error_.ok()) return target_error_;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
     Response response;
@@ -40,6 +42,7 @@ class AdminRpc {
   absl::Status Failure(const grpc::Status& status, const std::string& rpc) const;
 
   std::string target_;
+  absl::Status target_error_;  ///< why target_ cannot be a socket path, or OK
   absl::Duration timeout_;
   std::unique_ptr<v1::Admin::Stub> stub_;
 };

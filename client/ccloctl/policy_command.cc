@@ -1,7 +1,11 @@
 #include "client/ccloctl/policy_command.h"
 
-#include <fstream>
-#include <sstream>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "client/ccloctl/format.h"
@@ -10,13 +14,29 @@
 namespace cclo::ccloctl {
 namespace {
 
-/// The text of `path`, or why it cannot be read.
+/// The text of `path`, or why it cannot be read (std::ifstream opens a directory and reads
+/// it as empty, which the daemon would refuse as a policy without rules).
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot read policy file ", path));
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  auto failed = [&path] {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read policy file ", path, ": ", std::strerror(errno)));
+  };
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return failed();
+  std::string text;
+  char chunk[4096];
+  ssize_t got;
+  while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      absl::Status status = failed();
+      close(fd);
+      return status;
+    }
+    text.append(chunk, static_cast<size_t>(got));
+  }
+  close(fd);
+  return text;
 }
 
 std::string PolicyText(const v1::GetPolicyResponse& response) {
@@ -51,7 +71,8 @@ PolicyCommand::PolicyCommand(CLI::App& app) {
       ->capture_default_str();
   explain_->add_option("--datatype", datatype_, "element type, e.g. float32")
       ->capture_default_str();
-  explain_->add_option("--world-size", world_size_, "without --comm: ranks (default 2)");
+  explain_->add_option("--world-size", world_size_, "without --comm: ranks (default 2)")
+      ->check(CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()));
   explain_->add_option("--transport", transport_, "without --comm: local or tcp (default tcp)");
   explain_->add_option("--tenant", tenant_, "without --comm: the communicator's tenant");
   explain_->add_option("--label", label_, "without --comm: the communicator's label");

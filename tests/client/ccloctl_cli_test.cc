@@ -158,6 +158,9 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
       {{"policy", "explain", "--op", "allredcue"}, "ccloctl: --op "},
       {{"policy", "explain", "--op", "allreduce", "--datatype", "float33"}, "ccloctl: --datatype "},
       {{"policy", "explain", "--op", "allreduce", "--bytes", "12 apples"}, "ccloctl: "},
+      // 0 was taken as "not given" and explained for 2 ranks.
+      {{"policy", "explain", "--op", "allreduce", "--world-size", "0"},
+       "--world-size: Value 0 not in range 1 to 4294967295"},
   };
   for (const auto& [args, reason] : cases) {
     const CliRun run = Ccloctl(args);
@@ -166,6 +169,37 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
     EXPECT_EQ(run.out, "") << name;
     EXPECT_NE(run.err.find(reason), std::string::npos) << name << ": " << run.err;
   }
+}
+
+TEST(CcloctlCliTest, RuntimeDirTooLongForASocketIsNamed) {
+  // gRPC answered "Failed to create secure client channel", after two lines of its own log.
+  const std::string dir = "/tmp/" + std::string(120, 'x');
+  const CliRun run = Ccloctl({"--runtime-dir", dir, "status"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, absl::StrCat("ccloctl: socket path '", dir,
+                                  "/admin.sock' has 136 bytes; at most 107 fit (give a shorter "
+                                  "--runtime-dir)\n"));
+}
+
+TEST(CcloctlCliTest, PolicyFileThatCannotBeReadIsNamedWithTheReason) {
+  // A directory read as an empty file, sent to the daemon and refused as a policy without
+  // rules; a missing file was reported without the reason.
+  char dir_template[] = "/tmp/cclo.XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  for (const char* command : {"set", "validate"}) {
+    const CliRun run = Ccloctl({"--runtime-dir", "/tmp/no-such-cclod-dir", "policy", command, dir});
+    EXPECT_EQ(run.exit_code, 1) << command;
+    EXPECT_EQ(run.out, "") << command;
+    EXPECT_EQ(run.err, absl::StrCat("ccloctl: cannot read policy file ", dir, ": Is a directory\n"))
+        << command;
+  }
+  const CliRun missing = Ccloctl(
+      {"--runtime-dir", "/tmp/no-such-cclod-dir", "policy", "validate", dir + "/none.yaml"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, absl::StrCat("ccloctl: cannot read policy file ", dir,
+                                      "/none.yaml: No such file or directory\n"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CcloctlCliTest, BadIdsAndValuesExitOneWithTheDaemonsReason) {
