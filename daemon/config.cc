@@ -404,6 +404,22 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
         absl::StrCat("config: eager_max_bytes ", config.eager_max_bytes, " exceeds segment_bytes ",
                      config.segment_bytes, " (an eager message travels as one segment)"));
   }
+  // Two servers on one address and port: the second bind fails at every start, so refuse it
+  // here as a bad config (exit code 2, not retried) naming both keys.
+  std::vector<std::pair<const char*, uint16_t>> ports = {{"peer_port", config.peer_port},
+                                                         {"data_port", config.data_port}};
+  if (config.metrics_host.empty() || config.metrics_host == config.host) {
+    ports.push_back({"metrics_port", config.metrics_port});
+  }
+  for (size_t i = 0; i < ports.size(); ++i) {
+    for (size_t j = i + 1; j < ports.size(); ++j) {
+      if (ports[i].second != 0 && ports[i].second == ports[j].second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config keys '", ports[i].first, "' and '", ports[j].first, "' are both ",
+            ports[i].second, " on host ", config.host, ": each server needs a port of its own"));
+      }
+    }
+  }
   if (absl::Status tls = CheckPeerTls(config); !tls.ok()) return tls;
   if (absl::Status congestion = CheckCongestionName(config.data_tcp_congestion); !congestion.ok()) {
     return absl::InvalidArgumentError(

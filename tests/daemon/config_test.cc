@@ -185,6 +185,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"data_port: 70000", "config key 'data_port': '70000' is not a whole number"},
         BadConfig{"data_port: -1", "'data_port'"},
         BadConfig{"data_port: abc", "'abc' is not a whole number in [0, 65535]"},
+        // Each failed to bind at start with exit code 1, which systemd retries.
+        BadConfig{"peer_port: 7000\ndata_port: 7000",
+                  "config keys 'peer_port' and 'data_port' are both 7000 on host 127.0.0.1: "
+                  "each server needs a port of its own"},
+        BadConfig{"data_port: 7000\nmetrics_port: 7000",
+                  "config keys 'data_port' and 'metrics_port' are both 7000"},
+        BadConfig{"peer_port: 7000\nmetrics_host: 127.0.0.1\nmetrics_port: 7000",
+                  "config keys 'peer_port' and 'metrics_port' are both 7000"},
         BadConfig{"op_deadline_ms: 0", "'op_deadline_ms': '0' is not a duration"},
         BadConfig{"log_level: loud", "'loud' is not one of"},
         BadConfig{"log_format: JSON", "config key 'log_format': 'JSON' is not one of plain, json"},
@@ -304,6 +312,13 @@ TEST(ConfigTest, MissingFileIsNotFound) {
   absl::StatusOr<Config> config = LoadConfig("/nonexistent/cclod.yaml");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ConfigTest, MetricsOnAnotherAddressMayShareAPortNumber) {
+  absl::StatusOr<Config> config =
+      ParseConfig("peer_port: 7000\nmetrics_host: 127.0.0.2\nmetrics_port: 7000\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->metrics_port, 7000);
 }
 
 TEST(ConfigTest, DirectoryIsNotReadAsAnEmptyFile) {
