@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/config.h"
 
 namespace cclo::daemon {
@@ -74,6 +75,65 @@ TEST(DeployConfigTest, PolicyExampleIsValid) {
   absl::StatusOr<Config> config = ParseConfig(example);
   ASSERT_TRUE(config.ok()) << config.status() << "\n" << example;
   EXPECT_EQ(config->policy.rules_size(), 2);
+}
+
+/// The comment lines right above `key:` in the shipped config.
+std::string CommentAbove(const std::string& key) {
+  std::ifstream file(ShippedPath());
+  std::string line, comment;
+  while (std::getline(file, line)) {
+    if (line.rfind(key + ":", 0) == 0) return comment;
+    comment = line.rfind("#", 0) == 0 ? comment + line + "\n" : "";
+  }
+  return "";
+}
+
+TEST(DeployConfigTest, NumericKeysStateTheRangeTheParserTakes) {
+  // These four keys said no range, and the tenants' quotas none either.
+  const struct {
+    std::string key;
+    std::string range;
+    std::string max;
+    std::string over;
+  } keys[] = {
+      {"rx_pool_bytes", "65536 to 68719476736", "68719476736", "68719476737"},
+      {"max_buffer_bytes", "4096 to 1099511627776", "1099511627776", "1099511627777"},
+      {"op_deadline_ms", "1 to 86400000", "86400000", "86400001"},
+      {"join_timeout_ms", "1 to 86400000", "86400000", "86400001"},
+  };
+  for (const auto& [key, range, max, over] : keys) {
+    EXPECT_NE(CommentAbove(key).find(range), std::string::npos) << key << ":\n"
+                                                                << CommentAbove(key);
+    EXPECT_TRUE(ParseConfig(key + ": " + max).ok()) << key;
+    EXPECT_FALSE(ParseConfig(key + ": " + over).ok()) << key;
+  }
+  EXPECT_NE(CommentAbove("tenants").find("buffer_bytes and scratch_bytes 0 to 2^48, the\n#  "
+                                         "          others 0 to 1048576"),
+            std::string::npos)
+      << CommentAbove("tenants");
+  for (const char* quota : {"buffer_bytes", "scratch_bytes"}) {
+    EXPECT_TRUE(ParseConfig(absl::StrCat("tenants: [{name: a, quotas: {", quota,
+                                         ": 281474976710656}}]\n"
+                                         "default_tenant: a"))
+                    .ok())
+        << quota;
+    EXPECT_FALSE(ParseConfig(absl::StrCat("tenants: [{name: a, quotas: {", quota,
+                                          ": 281474976710657}}]\n"
+                                          "default_tenant: a"))
+                     .ok())
+        << quota;
+  }
+  for (const char* quota :
+       {"communicators", "inflight_ops", "sessions", "buffers", "waiting_calls"}) {
+    EXPECT_TRUE(ParseConfig(absl::StrCat("tenants: [{name: a, quotas: {", quota,
+                                         ": 1048576}}]\ndefault_tenant: a"))
+                    .ok())
+        << quota;
+    EXPECT_FALSE(ParseConfig(absl::StrCat("tenants: [{name: a, quotas: {", quota,
+                                          ": 1048577}}]\ndefault_tenant: a"))
+                     .ok())
+        << quota;
+  }
 }
 
 }  // namespace
