@@ -8,8 +8,13 @@ namespace cclo::daemon {
 
 const std::vector<double>& Histogram::Bounds() {
   static const std::vector<double> bounds = [] {
+    // 1, 2 and 5 times 10 µs, 100 µs, ... up to 50 s. The exposition writes a bound with 16
+    // significant digits, which shows these as they are; a doubling series from 10 µs would
+    // have `le="0.0006400000000000001"`, which a query for 0.00064 does not match.
     std::vector<double> values;
-    for (double bound = 10e-6; bound < 60; bound *= 2) values.push_back(bound);
+    for (uint64_t decade = 10; decade <= 10'000'000; decade *= 10) {
+      for (uint64_t step : {1, 2, 5}) values.push_back(static_cast<double>(decade * step) / 1e6);
+    }
     return values;
   }();
   return bounds;

@@ -13,12 +13,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "cclo/client.h"
 #include "cclo/v1/admin.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -120,6 +122,22 @@ StatsRows Rows(const v1::StatsResponse& stats) {
     }
   }
   return rows;
+}
+
+/// The `le` labels of an exposition's histogram buckets that are not written as the decimal
+/// their bound is (at most 7 digits), such as 0.0006400000000000001 for 0.00064: a query
+/// naming `le="0.00064"` would match nothing.
+std::set<std::string> NoisyBounds(const std::string& exposition) {
+  std::set<std::string> noisy;
+  for (size_t at = exposition.find("le=\""); at != std::string::npos;
+       at = exposition.find("le=\"", at + 1)) {
+    const size_t start = at + 4;
+    const std::string bound = exposition.substr(start, exposition.find('"', start) - start);
+    if (bound != "+Inf" && absl::StrFormat("%.7g", std::stod(bound)) != bound) {
+      noisy.insert(bound);
+    }
+  }
+  return noisy;
 }
 
 /// promtool's verdict on an exposition.
@@ -264,9 +282,11 @@ TEST(MetricsTest, CountersFollowTheOps) {
     EXPECT_EQ(table.exit_code, 0) << table.output;
     EXPECT_TRUE(absl::StartsWith(table.output, "tenant   collective  algorithm")) << table.output;
 
-    const ProcessResult check =
-        PromtoolCheck(Scrape(daemons[rank]), "exposition" + std::to_string(rank));
+    const std::string exposition = Scrape(daemons[rank]);
+    const ProcessResult check = PromtoolCheck(exposition, "exposition" + std::to_string(rank));
     EXPECT_EQ(check.exit_code, 0) << check.output;
+    EXPECT_TRUE(absl::StrContains(exposition, "le=\"0.0005\"")) << exposition;
+    EXPECT_EQ(NoisyBounds(exposition), std::set<std::string>{});
   }
 }
 
