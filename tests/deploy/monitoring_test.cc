@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
@@ -165,8 +168,35 @@ std::set<std::string> AlertNames(const std::string& rules) {
   return names;
 }
 
+/// `text` percent-encoded for a URL's query string.
+std::string UrlEncoded(const std::string& text) {
+  std::string encoded;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      encoded += static_cast<char>(c);
+    } else {
+      encoded += absl::StrFormat("%%%02X", c);
+    }
+  }
+  return encoded;
+}
+
+/// The query of the dashboard's panel `title`, for every instance.
+std::string PanelQuery(const std::string& title) {
+  const Struct dashboard = ParseJson(ReadFile(Runfile("deploy/grafana/cclod.json")));
+  for (const Value& panel : List(dashboard, "panels")) {
+    if (String(panel.struct_value(), "title") != title) continue;
+    const std::string expr =
+        String(List(panel.struct_value(), "targets")[0].struct_value(), "expr");
+    return absl::StrReplaceAll(expr, {{"$instance", ".*"}});
+  }
+  ADD_FAILURE() << "no panel '" << title << "'";
+  return "";
+}
+
 TEST(MonitoringTest, PrometheusScrapesDaemonWithShippedConfig) {
-  Daemon daemon;
+  // A quota of 0, which the quota panel must not divide by.
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {communicators: 0}\n");
   // The shipped config and rules, only the target changed to this daemon.
   const std::string shipped = ReadFile(Runfile("deploy/prometheus/prometheus.yml"));
   const std::string rules = ReadFile(Runfile("deploy/prometheus/alerts.yml"));
@@ -203,6 +233,19 @@ TEST(MonitoringTest, PrometheusScrapesDaemonWithShippedConfig) {
   EXPECT_EQ(String(labels, "__name__"), "cclod_ops_completed_total");
   EXPECT_EQ(String(labels, "job"), "cclod");
   EXPECT_EQ(String(labels, "instance"), daemon.metrics_address());
+
+  // The quota panel plots each quota with a limit, none as NaN or infinity.
+  const Struct quotas = ParseJson(
+      HttpGet(address, "/api/v1/query?query=" + UrlEncoded(PanelQuery("Quota use per tenant"))));
+  std::set<std::string> plotted;
+  for (const Value& sample : List(Object(quotas, "data"), "result")) {
+    const std::string quota = String(Object(sample.struct_value(), "metric"), "quota");
+    const std::string value = List(sample.struct_value(), "value")[1].string_value();
+    EXPECT_TRUE(std::isfinite(std::stod(value))) << quota << ": " << value;
+    plotted.insert(quota);
+  }
+  EXPECT_TRUE(plotted.count("sessions")) << quotas.DebugString();
+  EXPECT_FALSE(plotted.count("communicators")) << quotas.DebugString();
 
   // Prometheus loaded every shipped alert rule.
   const Struct loaded = ParseJson(HttpGet(address, "/api/v1/rules?type=alert"));
