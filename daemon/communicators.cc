@@ -63,6 +63,9 @@ absl::StatusOr<std::string> Communicators::CreateId(const SessionPtr& session,
   if (absl::Status registered =
           root_gather_->Register(token.id, token.secret, std::move(policy), pending_limit);
       !registered.ok()) {
+    if (absl::IsResourceExhausted(registered)) {
+      session->tenant()->CountRefusal(Resource::kCommunicators);
+    }
     return registered;
   }
   return FormatToken(token);

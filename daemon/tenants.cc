@@ -195,6 +195,11 @@ void Tenant::Give(Resource resource, uint64_t amount) {
   used -= std::min(used, amount);
 }
 
+void Tenant::CountRefusal(Resource resource) {
+  absl::MutexLock lock(&mu_);
+  ++refused_[Slot(resource)];
+}
+
 std::array<uint64_t, kResourceCount> Tenant::Usage() const {
   absl::MutexLock lock(&mu_);
   return used_;

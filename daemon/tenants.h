@@ -89,6 +89,9 @@ class Tenant : public std::enable_shared_from_this<Tenant> {
   std::array<uint64_t, kResourceCount> Usage() const;
   /// How many requests each quota refused since the start, by Resource.
   std::array<uint64_t, kResourceCount> Refusals() const;
+  /// Counts a request that `resource`'s quota refused where it is held outside the tenant
+  /// (the tokens made here that not all ranks joined, for kCommunicators).
+  void CountRefusal(Resource resource);
   /// The quota limit of each resource, by Resource.
   std::array<uint64_t, kResourceCount> Limits() const;
   /// The scratch_bytes quota, which the engine enforces.

@@ -437,6 +437,28 @@ TEST(TenantsTest, EachQuotaIsEnforcedAndReported) {
   EXPECT_TRUE(absl::StrContains(table.output, "8192/8192")) << table.output;
 }
 
+// A token refused at CreateCommunicatorId for the communicators quota (the tokens made here
+// that not all ranks joined fill it) counts as a refusal of that quota, as one refused at
+// JoinCommunicator does.
+TEST(TenantsTest, ATokenRefusedForTheCommunicatorsQuotaIsCounted) {
+  Daemon daemon("tenants:\n  - name: default\n    quotas: {communicators: 1}\n");
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->CreateCommunicatorId().ok());
+  absl::StatusOr<std::string> refused = (*client)->CreateCommunicatorId();
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "tenant 'default' already has 1 communicators rooted here"))
+      << refused.status();
+  v1::ListTenantsResponse tenants = AdminJson<v1::ListTenantsResponse>(daemon, "tenants");
+  ASSERT_EQ(tenants.tenants_size(), 1);
+  EXPECT_EQ(tenants.tenants(0).refusals(), 1u);
+  const std::string metrics = Scrape(daemon);
+  const char* line =
+      "cclod_admission_rejections_total{tenant=\"default\",quota=\"communicators\"} 1";
+  EXPECT_TRUE(absl::StrContains(metrics, line)) << line << " not in:\n" << metrics;
+}
+
 /// How many file descriptors process `pid` has open.
 size_t OpenFds(pid_t pid) {
   DIR* dir = opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
