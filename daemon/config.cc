@@ -1,14 +1,10 @@
 #include "daemon/config.h"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -447,28 +443,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
 }
 
 absl::StatusOr<Config> LoadConfig(const std::string& path) {
-  // Not std::ifstream: it opens a directory and reads it as an empty file, so a config path
-  // naming a directory (as a bind mount of a missing file makes) ran with every default.
-  auto failed = [&path](const char* what) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot ", what, " config file ", path, ": ", std::strerror(errno)));
-  };
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return failed("open");
-  std::string text;
-  char chunk[4096];
-  ssize_t got;
-  while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      absl::Status status = failed("read");
-      close(fd);
-      return status;
-    }
-    text.append(chunk, static_cast<size_t>(got));
-  }
-  close(fd);
-  return ParseConfig(text);
+  absl::StatusOr<std::string> text = hw::ReadTextFile("config file", path);
+  if (!text.ok()) return text.status();
+  return ParseConfig(*text);
 }
 
 }  // namespace cclo::daemon

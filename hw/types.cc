@@ -1,6 +1,11 @@
 #include "hw/types.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/numbers.h"
@@ -172,6 +177,29 @@ absl::Status CheckHostPort(std::string_view address) {
         "' is not host:port (printable characters without spaces, then a port from 1 to 65535)"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::string& path) {
+  auto failed = [&] {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", what, " ", path, ": ", std::strerror(errno)));
+  };
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return failed();
+  std::string text;
+  char chunk[4096];
+  ssize_t got;
+  while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      absl::Status status = failed();
+      close(fd);
+      return status;
+    }
+    text.append(chunk, static_cast<size_t>(got));
+  }
+  close(fd);
+  return text;
 }
 
 }  // namespace cclo::hw

@@ -115,4 +115,8 @@ std::string HostPort(const std::string& host, uint16_t port);
 /// without spaces, then ':' and a port from 1 to 65535. INVALID_ARGUMENT saying why.
 absl::Status CheckHostPort(std::string_view address);
 
+/// The whole text of the file at `path`, or NOT_FOUND "cannot read <what> <path>: <reason>"
+/// ("config file", say). A directory is an error (std::ifstream reads one as empty).
+absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::string& path);
+
 }  // namespace cclo::hw

@@ -1,10 +1,5 @@
 #include "client/ccloctl/policy_command.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -13,31 +8,6 @@
 
 namespace cclo::ccloctl {
 namespace {
-
-/// The text of `path`, or why it cannot be read (std::ifstream opens a directory and reads
-/// it as empty, which the daemon would refuse as a policy without rules).
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  auto failed = [&path] {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read policy file ", path, ": ", std::strerror(errno)));
-  };
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return failed();
-  std::string text;
-  char chunk[4096];
-  ssize_t got;
-  while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      absl::Status status = failed();
-      close(fd);
-      return status;
-    }
-    text.append(chunk, static_cast<size_t>(got));
-  }
-  close(fd);
-  return text;
-}
 
 std::string PolicyText(const v1::GetPolicyResponse& response) {
   return absl::StrCat("# policy version ", response.policy().version(), ", ",
@@ -84,7 +54,7 @@ int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostre
     return Print(admin.Call(&Stub::GetPolicy, "GetPolicy"), json, PolicyText, out, err);
   }
   if (set_->parsed() || validate_->parsed()) {
-    absl::StatusOr<std::string> text = ReadFile(file_);
+    absl::StatusOr<std::string> text = hw::ReadTextFile("policy file", file_);
     if (!text.ok()) {
       err << "ccloctl: " << text.status().message() << "\n";
       return 1;

@@ -1,8 +1,11 @@
-// hw::EscapeControl: text from another process, escaped and bounded for logs.
+// hw::EscapeControl: text from another process, escaped and bounded for logs. hw::ReadTextFile:
+// a file's whole text, or why it cannot be read.
 #include "hw/types.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 namespace cclo::hw {
@@ -36,6 +39,22 @@ TEST(EscapeControlTest, CutsBeforeAUtf8CharacterThatDoesNotFit) {
 TEST(EscapeControlTest, KeepsAllWhenToldTo) {
   const std::string long_text(1 << 20, 'a');
   EXPECT_EQ(EscapeControl(long_text, std::string_view::npos), long_text);
+}
+
+TEST(ReadTextFileTest, ReadsTheWholeFileAndNamesWhyItCannot) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  const std::string path = dir + "/text";
+  const std::string text(10'000, 'x');  // more than one read
+  std::ofstream(path) << text;
+  absl::StatusOr<std::string> read = ReadTextFile("test file", path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, text);
+  // A directory is no empty file.
+  EXPECT_EQ(ReadTextFile("test file", dir).status(),
+            absl::NotFoundError("cannot read test file " + dir + ": Is a directory"));
+  EXPECT_EQ(
+      ReadTextFile("test file", dir + "/none").status(),
+      absl::NotFoundError("cannot read test file " + dir + "/none: No such file or directory"));
 }
 
 }  // namespace
