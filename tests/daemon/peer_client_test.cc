@@ -1,10 +1,7 @@
 #include "daemon/peer_client.h"
 
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
@@ -12,32 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/peer.grpc.pb.h"
 #include "hw/clock.h"
+#include "tests/loopback/loopback.h"
 
 namespace cclo::daemon {
 namespace {
-
-// A TCP listener on loopback that accepts into its backlog and never answers: a root
-// daemon that hangs.
-class SilentListener {
- public:
-  SilentListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), length), 0);
-    EXPECT_EQ(listen(fd_, 16), 0);
-    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length), 0);
-    port_ = ntohs(address.sin_port);
-  }
-  ~SilentListener() { close(fd_); }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-
- private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
 
 // A root daemon's Peer service that answers every join at once.
 class AnsweringRoot final : public cclo::v1::Peer::Service {
@@ -90,21 +65,23 @@ TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
 // A daemon that stops while one of its ranks waits at a root that does not answer ends
 // that join at once, and refuses joins after it.
 TEST(PeerClientTest, StopEndsAJoinInProgressAndRefusesLaterOnes) {
-  SilentListener root;
+  // A listener that never accepts: a root daemon that hangs.
+  std::string root;
+  const int listener = cclo::testing::ListenLoopback(&root);
+  ASSERT_GE(listener, 0);
   PeerClient client(grpc::InsecureChannelCredentials());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
   std::thread joining([&] {
-    joined = client.Join(root.address(), cclo::v1::PeerJoinRequest(),
-                         hw::SteadyNow() + absl::Seconds(120));
+    joined = client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120));
   });
   absl::SleepFor(absl::Milliseconds(300));  // the join is on its way or waiting; both end
   client.Stop();
   joining.join();
   EXPECT_EQ(joined.status(), absl::UnavailableError("this daemon is shutting down"));
   EXPECT_EQ(
-      client.Join(root.address(), cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120))
-          .status(),
+      client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120)).status(),
       absl::UnavailableError("this daemon is shutting down"));
+  close(listener);
 }
 
 // Every token names its root's address; the channels cached for them stay bounded.

@@ -1,10 +1,7 @@
 // A joining daemon checks its root's answer before it trusts it: a stand-in root answers
 // every join at once with a rank table made from the joiner's own request.
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <functional>
@@ -20,6 +17,7 @@
 #include "firmware/registry.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
+#include "tests/loopback/loopback.h"
 
 namespace cclo::testing {
 namespace {
@@ -119,35 +117,15 @@ TEST(RootAnswerTest, ARankTableOutOfOrderIsRefused) {
                                                  "rank table"));
 }
 
-// A TCP listener on loopback that never accepts: connections to it complete in its backlog
-// and hear nothing, as from a peer daemon whose data port hangs.
-class SilentListener {
- public:
-  SilentListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), length), 0);
-    EXPECT_EQ(listen(fd_, 16), 0);
-    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length), 0);
-    address_ = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
-  }
-  ~SilentListener() { close(fd_); }
-  const std::string& address() const { return address_; }
-
- private:
-  int fd_ = -1;
-  std::string address_;
-};
-
 // A join whose data session to another rank's daemon does not come up by the join's
 // deadline (shorter than the handshake timeout) says which daemon that was.
 TEST(RootAnswerTest, AJoinWhoseDataSessionIsNotUpByItsDeadlineNamesThePeer) {
   StandInRoot root({0, 1}, firmware::kSelectionVersion);
-  SilentListener silent;
-  root.PlaceOtherRanksAt(silent.address());
+  // A listener that never accepts: a peer daemon whose data port hangs.
+  std::string silent;
+  const int listener = ListenLoopback(&silent);
+  ASSERT_GE(listener, 0);
+  root.PlaceOtherRanksAt(silent);
   Daemon member;
   RawSession rank0(member.runtime_dir());
   cclo::v1::JoinCommunicatorRequest request;
@@ -158,10 +136,11 @@ TEST(RootAnswerTest, AJoinWhoseDataSessionIsNotUpByItsDeadlineNamesThePeer) {
   cclo::v1::JoinCommunicatorResponse response;
   grpc::Status joined = rank0.stub().JoinCommunicator(rank0.Context().get(), request, &response);
   EXPECT_EQ(joined.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << joined.error_message();
-  EXPECT_TRUE(absl::StrContains(joined.error_message(),
-                                absl::StrCat("data sessions to peer daemons ", silent.address(),
-                                             " were not up by the deadline")))
+  EXPECT_TRUE(absl::StrContains(
+      joined.error_message(),
+      absl::StrCat("data sessions to peer daemons ", silent, " were not up by the deadline")))
       << joined.error_message();
+  close(listener);
 }
 
 // Addresses from the root go into logs and errors: one that is not host:port is refused.
