@@ -51,20 +51,20 @@ absl::StatusOr<std::unique_ptr<SessionRing>> SessionRing::Create() {
 }
 
 SessionRing::SessionRing(int memfd, void* base, int command_doorbell, int completion_doorbell,
-                         int completion_bell)
+                         int completion_doorbell_writer)
     : memfd_(memfd),
       base_(base),
       header_(ring::Header(base)),
       command_doorbell_(command_doorbell),
       completion_doorbell_(completion_doorbell),
-      completion_bell_(completion_bell) {}
+      completion_doorbell_writer_(completion_doorbell_writer) {}
 
 SessionRing::~SessionRing() {
   munmap(base_, ring::kRingBytes);
   close(memfd_);
   close(command_doorbell_);
   close(completion_doorbell_);
-  close(completion_bell_);
+  close(completion_doorbell_writer_);
 }
 
 bool SessionRing::PostLocked(const ring::CompletionSlot& slot) {
@@ -147,7 +147,7 @@ void SessionRing::WakeClient() {
   // Never blocks: this end is the daemon's alone, and non-blocking. A full pipe (the client
   // does not read) already says that there is news.
   const char ring = 1;
-  (void)!write(completion_bell_, &ring, sizeof(ring));
+  (void)!write(completion_doorbell_writer_, &ring, sizeof(ring));
 }
 
 void SessionRing::SetDaemonSleeping(bool sleeping) {

@@ -69,7 +69,7 @@ class SessionRing {
 
  private:
   SessionRing(int memfd, void* base, int command_doorbell, int completion_doorbell,
-              int completion_bell);
+              int completion_doorbell_writer);
   /// Writes `slot` at the completion head if there is room; false if the ring is full or
   /// the client's tail is out of bounds (then nothing more is posted until it is sane).
   bool PostLocked(const ring::CompletionSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -79,7 +79,7 @@ class SessionRing {
   ring::RingHeader* const header_;
   const int command_doorbell_;     ///< eventfd, client -> daemon
   const int completion_doorbell_;  ///< pipe read end, the client's: daemon -> client
-  const int completion_bell_;      ///< its write end, the daemon's alone (non-blocking)
+  const int completion_doorbell_writer_;  ///< its write end, the daemon's alone (non-blocking)
 
   /// The engine thread's own copy of the command tail (the shared one is for the client).
   uint64_t command_tail_ = 0;
