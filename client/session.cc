@@ -1,6 +1,7 @@
 #include "client/session.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,6 +18,14 @@ namespace cclo::client {
 namespace {
 
 constexpr char kSessionMetadata[] = "cclo-session";
+
+// The sessions open in this process, for the fork handlers (Session::DropAttachSocketCopy).
+// Leaked: a session may outlive static destruction.
+std::mutex open_sessions_mutex;
+std::set<Session*>& OpenSessions() {
+  static auto* sessions = new std::set<Session*>();
+  return *sessions;
+}
 
 // Connects by `deadline`: a daemon that does not accept fills its listen backlog, and a
 // connect then waits for room for at most the socket's send timeout.
@@ -121,6 +132,17 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
       });
   if (!ring.ok()) return ring.status();
   session->ring_ = *std::move(ring);
+  static std::once_flag fork_handlers;
+  std::call_once(fork_handlers, [] {
+    pthread_atfork([] { open_sessions_mutex.lock(); }, [] { open_sessions_mutex.unlock(); },
+                   [] {
+                     for (Session* open : OpenSessions()) open->DropAttachSocketCopy();
+                     OpenSessions().clear();  // the parent's, not this child's to drop again
+                     open_sessions_mutex.unlock();
+                   });
+  });
+  std::lock_guard<std::mutex> lock(open_sessions_mutex);
+  OpenSessions().insert(session.get());
   return session;
 }
 
@@ -149,15 +171,24 @@ Session::Session(int attach_fd, uint64_t id, std::string token, absl::Duration r
       attach_fd_(attach_fd) {}
 
 Session::~Session() {
+  {
+    std::lock_guard<std::mutex> lock(open_sessions_mutex);
+    OpenSessions().erase(this);
+  }
   Close();
   // gRPC's objects are not destroyed in a forked child: their threads stayed in the parent,
   // and destroying the channel there waits for them forever.
   if (Forked()) (void)stub_.release();
 }
 
+void Session::DropAttachSocketCopy() {
+  // Cleared before it is closed: a thread of the parent that closed it and then got the
+  // same number for another file, both before the fork, must not lose that file here.
+  if (const int fd = std::exchange(attach_fd_, -1); fd >= 0) close(fd);
+}
+
 void Session::CloseFds() {
-  if (attach_fd_ >= 0) close(attach_fd_);
-  attach_fd_ = -1;
+  DropAttachSocketCopy();
   for (auto& [id, unclaimed] : unclaimed_) close(unclaimed.received.fd);
   unclaimed_.clear();
 }

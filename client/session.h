@@ -34,8 +34,9 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   /// Closes the attach socket, which ends the session at the daemon. Idempotent. In a
-  /// forked child it closes the child's copies only (the daemon ends the session once the
-  /// parent closed its own), without waiting for a lock another thread held at the fork.
+  /// forked child (whose copy of the attach socket was closed at the fork) it closes the
+  /// child's copies of the other fds, without waiting for a lock another thread held at the
+  /// fork.
   void Close();
 
   /// The daemon's session id.
@@ -79,6 +80,12 @@ class Session {
           std::unique_ptr<v1::Client::Stub> stub);
   /// OK while the daemon holds the session (the attach socket is open at both ends).
   absl::Status Alive();
+  /// Closes this process's copy of the attach socket (for CloseFds), and in every forked
+  /// child right after the fork (the only thread there), so that the daemon ends the session
+  /// when the attaching process closes its own, whatever children it forked. Touches only
+  /// attach_fd_: a thread of the parent that held attach_mutex_ at the fork may have left
+  /// other fields half-changed.
+  void DropAttachSocketCopy() ABSL_NO_THREAD_SAFETY_ANALYSIS;
   /// Closes the attach socket and the unclaimed fds. Under attach_mutex_, except in a
   /// forked child: one thread runs there, and the mutex may have been held at the fork.
   void CloseFds() ABSL_NO_THREAD_SAFETY_ANALYSIS;

@@ -1,5 +1,5 @@
 // libcclo used as MPI_THREAD_MULTIPLE programs use it, against a real cclod: several threads
-// on one Request, Requests outliving their Communicator or Client, a forked child, and
+// on one Request, Requests outliving their Communicator or Client, forked children, and
 // signals arriving during waits.
 #include <pthread.h>
 #include <signal.h>
@@ -162,6 +162,37 @@ TEST(ThreadsTest, AForkedChildCannotUseItsParentsSession) {
       << "1: the child's Nop ran; 2: the child's Wait ran; 3: the child's Destroy ran";
   EXPECT_TRUE(pending->Wait().ok());
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(comm->Nop().ok()) << i;
+}
+
+// A forked child that lives on without calling libcclo (a worker) does not keep its
+// parent's session: once the parent destroys its Client the daemon ends the session, and
+// the other rank's receive from it fails naming the rank instead of waiting for its
+// deadline. (The child's copy of the attach socket kept the session open while the child
+// lived: the receive ended DEADLINE_EXCEEDED.)
+TEST(ThreadsTest, AForkedChildDoesNotKeepItsParentsSessionOpen) {
+  testing::Daemon daemon;
+  Pair pair = JoinPair(daemon.runtime_dir());
+  absl::StatusOr<Buffer> in = pair.clients[1]->AllocBuffer(16);
+  ASSERT_TRUE(in.ok()) << in.status();
+  int release[2];
+  ASSERT_EQ(pipe(release), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(release[1]);
+    char byte;
+    (void)!read(release[0], &byte, 1);  // lives until the parent has its answer
+    _exit(0);
+  }
+  close(release[0]);
+  pair.comms[0].reset();
+  pair.clients[0].reset();
+  absl::Status status =
+      pair.comms[1]->Recv(*in, 0, 4, DataType::kInt32, 0, 1, {.timeout = absl::Seconds(20)});
+  close(release[1]);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "rank 0")) << status;
 }
 
 }  // namespace

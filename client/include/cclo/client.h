@@ -30,9 +30,9 @@ namespace cclo {
 /// attached. In a forked child every call on them fails with FAILED_PRECONDITION (the
 /// command and completion rings are shared memory the child inherited; using them would
 /// corrupt the parent's session), and destroying them there touches nothing of the
-/// parent's. A child attaches its own Client. The child keeps a copy of the attach socket
-/// while it lives, so the daemon ends the session when both have closed it (the parent
-/// exited and the child exited, exec'd, or destroyed its copy of the Client).
+/// parent's. A child attaches its own Client. The child closes its copy of the attach
+/// socket at the fork, so the session ends when the process that attached destroys its
+/// Client or exits, whatever its forked children do.
 class Client {
  public:
   Client(const Client&) = delete;
