@@ -74,6 +74,9 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   std::vector<client::ClientRing::Dependency> after;
   for (const Request* dependency : options.after) {
     if (dependency == nullptr) return absl::InvalidArgumentError("after: a null request");
+    if (!dependency->session_) {
+      return absl::InvalidArgumentError(absl::StrCat("after: ", dependency->MovedFrom().message()));
+    }
     if (dependency->session_ != session_) {
       return absl::InvalidArgumentError(
           absl::StrCat("after: op ", dependency->op_id_, " belongs to another Client"));

@@ -255,6 +255,14 @@ TEST_F(DependenciesTest, RequestsOfAnotherClientAreRefused) {
             absl::StrCat("after: op ", other->op_id(), " belongs to another Client"));
   absl::StatusOr<Request> null = pair_.y[0]->BarrierAsync({.after = {nullptr}});
   EXPECT_EQ(null.status().message(), "after: a null request");
+  // One of this Client's, moved from: said so, not taken for another Client's op.
+  absl::StatusOr<Request> mine = pair_.y[0]->NopAsync();
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  Request taken = *std::move(mine);
+  absl::StatusOr<Request> moved_from = pair_.y[0]->BarrierAsync({.after = {&*mine}});
+  EXPECT_EQ(moved_from.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(moved_from.status().message(), "after: this Request was moved from");
+  EXPECT_TRUE(taken.Wait().ok());
   EXPECT_TRUE(pair_.y[0]->Barrier().ok());
   EXPECT_TRUE(other->Wait().ok());
 }
