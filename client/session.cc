@@ -261,8 +261,8 @@ absl::Status Session::FromGrpc(const grpc::Status& status, const std::string& rp
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
       status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     if (absl::Status alive = Alive(); !alive.ok()) {
-      return absl::UnavailableError(absl::StrCat(rpc, ": ", alive.message(), "; attach again (",
-                                                 status.error_message(), ")"));
+      return absl::Status(alive.code(), absl::StrCat(rpc, ": ", alive.message(), "; attach again (",
+                                                     status.error_message(), ")"));
     }
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),

@@ -49,9 +49,10 @@ class Session {
   ClientRing& ring() { return *ring_; }
 
   /// Converts an RPC failure to absl::Status naming the RPC: "<rpc>: <message>", with the
-  /// daemon's code, unless the daemon ended this session (it restarted, or dropped the
-  /// session): then UNAVAILABLE, as the command ring reports it, whatever the daemon
-  /// answered a token it no longer knows.
+  /// daemon's code, unless the session is over, whatever the daemon answered a token it no
+  /// longer knows: UNAVAILABLE when the daemon ended it (it restarted, or dropped the
+  /// session), FAILED_PRECONDITION when this process closed it (its Client was destroyed),
+  /// as the command ring reports either.
   absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc);
 
   /// Adds the session metadata and a deadline `timeout` from now to `context`.

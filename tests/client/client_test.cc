@@ -398,6 +398,25 @@ TEST_F(ClientTest, DestroyedCommunicatorRefusesOps) {
   EXPECT_EQ(status.message(), absl::StrCat("communicator ", comm->id_hex(), " was destroyed"));
 }
 
+// A Communicator and a Request outliving their Client: every call says the session is
+// closed with FAILED_PRECONDITION, those through the command ring and the RPCs alike (a
+// Destroy or Cancel was UNAVAILABLE, as if the daemon had gone).
+TEST_F(ClientTest, CallsAfterTheClientWasDestroyedSayTheSessionIsClosed) {
+  std::unique_ptr<Client> client = AttachOrDie(runtime_dir());
+  std::unique_ptr<Communicator> comm = JoinAlone(*client);
+  absl::StatusOr<Buffer> buffer = client->AllocBuffer(16);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  absl::StatusOr<Request> receive =
+      comm->RecvAsync(*buffer, 0, 4, DataType::kInt32, 0, 1, {.timeout = absl::Hours(1)});
+  ASSERT_TRUE(receive.ok()) << receive.status();
+  client.reset();
+  for (const absl::Status& status :
+       {comm->Nop(), comm->Destroy(), receive->Cancel(), receive->Wait()}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "the session is closed")) << status;
+  }
+}
+
 TEST_F(ClientTest, JoinTimesOutWhenRanksAreMissing) {
   std::unique_ptr<Client> client = AttachOrDie(runtime_dir());
   absl::StatusOr<std::string> token = client->CreateCommunicatorId();
