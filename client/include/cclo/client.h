@@ -25,7 +25,8 @@ namespace cclo {
 /// daemon then cancels the session's ops, frees its buffers and leaves its communicators.
 /// Communicators and Requests keep the connection state alive but fail once the session is
 /// gone: FAILED_PRECONDITION ("the session is closed") once the Client was destroyed,
-/// UNAVAILABLE once the daemon ended it. Methods are thread-safe. Errors carry the daemon's message.
+/// UNAVAILABLE once the daemon ended it. Methods are thread-safe. Errors carry the
+/// daemon's message.
 ///
 /// fork(): a Client, its Communicators, Requests and Buffers belong to the process that
 /// attached. In a forked child every call on them fails with FAILED_PRECONDITION (the
