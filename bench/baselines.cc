@@ -19,8 +19,11 @@ namespace {
 std::vector<std::string> SweepArguments(const BenchOptions& options, const std::vector<Op>& ops) {
   std::vector<std::string> names;
   for (Op op : ops) names.push_back(OpName(op));
-  return {"--ops",    absl::StrJoin(names, ","),    "--sizes", absl::StrJoin(options.sizes, ","),
-          "--warmup", absl::StrCat(options.warmup), "--iters", absl::StrCat(options.iters)};
+  std::vector<std::string> arguments = {
+      "--ops",    absl::StrJoin(names, ","),    "--sizes", absl::StrJoin(options.sizes, ","),
+      "--warmup", absl::StrCat(options.warmup), "--iters", absl::StrCat(options.iters)};
+  if (options.check) arguments.push_back("--check");
+  return arguments;
 }
 
 std::vector<Op> Supported(const BenchOptions& options, const std::vector<Op>& supported) {

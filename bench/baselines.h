@@ -7,12 +7,14 @@
 
 namespace cclo::bench {
 
-/// The sweep of `options` (ops but nop, sizes, ranks, iterations) with Open MPI over TCP on
-/// loopback: `mpirun --mca pml ob1 --mca btl self,tcp` running //bench:mpi-bench.
+/// The sweep of `options` (ops but nop, sizes, ranks, iterations, --check) with Open MPI over
+/// TCP on loopback: `mpirun --mca pml ob1 --mca btl self,tcp` running //bench:mpi-bench. A
+/// wrong result (with --check) is an error naming it.
 absl::StatusOr<Timings> RunMpiSweep(const BenchOptions& options);
 
 /// The sweep of `options` restricted to allreduce (ring), bcast and allgather with Gloo
-/// over TCP on loopback: a //bench:gloo-bench process per rank meeting in a file store.
+/// over TCP on loopback: a //bench:gloo-bench process per rank meeting in a file store. A
+/// wrong result (with --check) is an error naming it.
 absl::StatusOr<Timings> RunGlooSweep(const BenchOptions& options);
 
 /// iperf3 on loopback with 1 MiB writes, in bytes per second.

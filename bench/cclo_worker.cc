@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "bench/check.h"
 #include "bench/daemon_cpu.h"
 #include "cclo/client.h"
 #include "client/rpc_path.h"
@@ -16,41 +17,6 @@ namespace {
 
 constexpr uint32_t kSendTag = 2;
 constexpr uint32_t kAckTag = 3;
-
-// The shape of cclo-run's op that fills and checks the buffers; send's receiving ranks get
-// what sendrecv's do (the previous rank's input).
-run::Op RunOp(Op op) {
-  switch (op) {
-    case Op::kSendRecv:
-    case Op::kSend:
-      return run::Op::kSendRecv;
-    case Op::kBcast:
-      return run::Op::kBcast;
-    case Op::kReduce:
-      return run::Op::kReduce;
-    case Op::kAllgather:
-      return run::Op::kAllgather;
-    case Op::kReduceScatter:
-      return run::Op::kReduceScatter;
-    case Op::kAlltoall:
-      return run::Op::kAlltoall;
-    case Op::kAllreduce:
-    case Op::kNop:
-    case Op::kNopGrpc:
-      break;
-  }
-  return run::Op::kAllreduce;
-}
-
-run::OpShape ShapeOf(const WorkerOptions& options, Op op, uint64_t count) {
-  run::OpShape shape;
-  shape.op = RunOp(op);
-  shape.datatype = options.datatype;
-  shape.rank = options.rank;
-  shape.size = options.size;
-  shape.count = count;
-  return shape;
-}
 
 absl::StatusOr<double> DaemonsCpuSeconds(const std::vector<pid_t>& pids) {
   double total = 0;
@@ -68,7 +34,8 @@ class Worker {
       : options_(options), comm_(comm), send_(send), recv_(recv) {}
 
   absl::Status RunSize(Op op, uint64_t count) {
-    const run::OpShape shape = ShapeOf(options_, op, count);
+    const run::OpShape shape =
+        FillShape(op, options_.datatype, options_.rank, options_.size, count);
     const uint64_t size = SizeOf(op, count, options_.size, hw::DataTypeSize(options_.datatype));
     const std::string label = absl::StrCat(OpName(op), " ", size);
     if (!IsNop(op)) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
@@ -81,10 +48,7 @@ class Worker {
     if (options_.rank == 0) std::printf("cpu %s %.3f\n", label.c_str(), *cpu_seconds);
     if (options_.check) {
       std::printf("check %s %s\n", label.c_str(),
-                  mismatch ? absl::StrCat("rank ", options_.rank, " index ", mismatch->index,
-                                          " expected ", mismatch->expected, " got ", mismatch->got)
-                                 .c_str()
-                           : "ok");
+                  mismatch ? MismatchText(options_.rank, *mismatch).c_str() : "ok");
     }
     std::fflush(stdout);
     return absl::OkStatus();
@@ -142,17 +106,15 @@ class Worker {
   absl::Status TimeIterations(Op op, const run::OpShape& shape, std::vector<double>& micros,
                               std::optional<run::Mismatch>& mismatch) {
     const bool check = options_.check && !IsNop(op);
-    const bool has_output = op != Op::kSend || Receives();
-    // A sendrecv rank whose previous rank is the sender expects what a send receiver gets.
-    run::OpShape expected = shape;
-    if (op == Op::kSend && Receives()) expected.rank = Partner() + 1;
+    const std::optional<run::OpShape> expected =
+        CheckShape(op, options_.datatype, options_.rank, options_.size, shape.count);
     for (uint32_t i = 0; i < options_.iters; ++i) {
       if (check) run::FillBuffers(shape, ++salt_, send_.data(), recv_.data());
       const absl::Time start = absl::Now();
       if (absl::Status status = RunOnce(op, shape); !status.ok()) return status;
       micros.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
-      if (check && has_output && !mismatch) {
-        mismatch = run::FindMismatch(expected, recv_.data(), salt_);
+      if (check && expected && !mismatch) {
+        mismatch = run::FindMismatch(*expected, recv_.data(), salt_);
       }
     }
     return absl::OkStatus();
@@ -233,7 +195,8 @@ uint64_t BufferBytes(const WorkerOptions& options) {
   for (Op op : options.ops) {
     if (IsNop(op)) continue;
     const uint64_t count = CountOf(op, largest, options.size, hw::DataTypeSize(options.datatype));
-    const run::BufferElements elements = run::ElementsOf(ShapeOf(options, op, count));
+    const run::BufferElements elements =
+        run::ElementsOf(FillShape(op, options.datatype, options.rank, options.size, count));
     most = std::max({most, elements.send * hw::DataTypeSize(options.datatype),
                      elements.recv * hw::DataTypeSize(options.datatype)});
   }

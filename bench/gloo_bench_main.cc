@@ -49,7 +49,10 @@ int Main(int argc, char** argv) {
 
   std::vector<float> send(*elements, 1.0f), recv(*elements, 1.0f);
   RankStack stack;
+  stack.rank = rank;
   stack.ranks = ranks;
+  stack.send = send.data();
+  stack.recv = recv.data();
   stack.run = [&](Op op, uint64_t count) {
     if (op == Op::kAllreduce) {
       gloo::AllreduceOptions options(context);

@@ -33,7 +33,10 @@ int Main(int argc, char** argv) {
   std::vector<float> send(*elements, 1.0f), recv(*elements, 1.0f);
   const int next = (rank + 1) % ranks, previous = (rank + ranks - 1) % ranks, half = ranks / 2;
   RankStack stack;
+  stack.rank = rank;
   stack.ranks = ranks;
+  stack.send = send.data();
+  stack.recv = recv.data();
   stack.run = [&](Op op, uint64_t count) {
     const int n = static_cast<int>(count);
     switch (op) {

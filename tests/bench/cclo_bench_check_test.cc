@@ -55,6 +55,35 @@ TEST(CcloBenchTest, ManyRanksOnOneDaemonAreRightToo) {
   EXPECT_EQ(result.exit_code, 0) << result.output;
 }
 
+// With --check, Open MPI's and Gloo's ranks check their results too (a wrong one fails that
+// stack's sweep, which would leave its columns empty), over 3 ranks, whose chunked sizes do not
+// divide into the sweep's.
+TEST(CcloBenchTest, BaselinesAreCheckedToo) {
+  ProcessResult result =
+      Bench({"--check", "--daemons", "3", "--ops",
+             "sendrecv,send,bcast,reduce,allreduce,allgather,reduce_scatter,alltoall",
+             "--max-bytes", "4K", "--step-factor", "4", "--warmup", "1", "--iters", "2",
+             "--baseline", "mpi", "--baseline", "gloo"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(absl::StrContains(result.output, "failed")) << result.output;
+  const std::set<std::string> ops = {"sendrecv",  "send",      "bcast",          "reduce",
+                                     "allreduce", "allgather", "reduce_scatter", "alltoall"};
+  const std::set<std::string> gloo_ops = {"bcast", "allreduce", "allgather"};
+  int rows = 0;
+  for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
+    std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (cells.empty() || !ops.contains(std::string(cells[0]))) continue;
+    ++rows;
+    // op size p50 p99 algbw busbw cpu check mpi_p50 xmpi gloo_p50 xgloo
+    ASSERT_EQ(cells.size(), 12u) << line;
+    EXPECT_EQ(cells[7], "ok") << line;
+    EXPECT_NE(cells[8], "-") << line;
+    EXPECT_EQ(cells[10] != "-", gloo_ops.contains(std::string(cells[0]))) << line;
+  }
+  // 5 ops at 8 B to 2 KiB, and the 3 chunked ones from 32 B (8 B is under a float per rank).
+  EXPECT_EQ(rows, 5 * 5 + 3 * 4) << result.output;
+}
+
 TEST(CcloBenchTest, ForcedAlgorithmIsUsedAndRight) {
   ProcessResult result =
       Bench({"--check", "--ops", "allreduce,sendrecv", "--algorithm", "reduce_bcast", "--max-bytes",
