@@ -86,8 +86,8 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
         absl::StrCat("--step-factor ", arguments.step_factor, " is neither 2 nor 4"));
   }
   options.sizes = SweepSizes(*min_bytes, *max_bytes, arguments.step_factor);
-  if (!arguments.runtime_dirs.empty()) {
-    options.runtime_dirs = absl::StrSplit(arguments.runtime_dirs, ',');
+  if (arguments.runtime_dirs) {
+    options.runtime_dirs = absl::StrSplit(*arguments.runtime_dirs, ',');
     if (arguments.daemons != -1 &&
         arguments.daemons != static_cast<int64_t>(options.runtime_dirs.size())) {
       return absl::InvalidArgumentError(absl::StrCat("--daemons ", arguments.daemons,
@@ -97,7 +97,7 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
     if (std::any_of(options.runtime_dirs.begin(), options.runtime_dirs.end(),
                     [](const std::string& dir) { return dir.empty(); })) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--runtime-dirs '", arguments.runtime_dirs, "' has an empty entry"));
+          absl::StrCat("--runtime-dirs '", *arguments.runtime_dirs, "' has an empty entry"));
     }
   }
   const int64_t daemons = !options.runtime_dirs.empty() ? options.runtime_dirs.size()

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,7 +59,7 @@ struct BenchArguments {
   uint64_t step_factor = 2;
   int64_t daemons = -1;  ///< -1: 2, or as many as --runtime-dirs names
   int64_t ranks_per_daemon = 1;
-  std::string runtime_dirs;
+  std::optional<std::string> runtime_dirs;  ///< unset: start daemons
   std::string data_tcp_congestion;
   int64_t warmup = 5;
   int64_t iters = 20;

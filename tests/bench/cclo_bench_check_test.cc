@@ -211,6 +211,8 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--min-bytes", "1M", "--max-bytes", "1K"}, "--min-bytes 1M exceeds --max-bytes 1K"},
       {{"--baseline", "nccl"}, "--baseline 'nccl' is none of mpi, gloo, link"},
       {{"--daemons", "3", "--runtime-dirs", "/a,/b"}, "--daemons 3 but --runtime-dirs names 2"},
+      {{"--runtime-dirs", ""}, "--runtime-dirs '' has an empty entry"},
+      {{"--runtime-dirs", "/a,"}, "--runtime-dirs '/a,' has an empty entry"},
       {{"--daemons", "1", "--ops", "sendrecv"}, "sendrecv needs at least 2 ranks"},
       {{"--daemons", "1", "--ops", "allreduce,send"}, "send needs at least 2 ranks"},
       {{"--iters", "0"}, "--iters 0 is outside 1 to"},
