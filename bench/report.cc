@@ -16,6 +16,11 @@ constexpr double kLeastCpuSeconds = 0.1;
 
 std::string Fixed(double value, int digits) { return absl::StrFormat("%.*f", digits, value); }
 
+// The ranks whose buffer of the op's size counts as moved per iteration: send's senders (each
+// message once, as sendrecv counts each rank's send; the last of an odd number sits out),
+// every rank otherwise.
+uint32_t MovingRanks(Op op, uint32_t ranks) { return op == Op::kSend ? ranks / 2 : ranks; }
+
 }  // namespace
 
 void Pool(Measurements& into, Measurements round) {
@@ -63,8 +68,8 @@ std::string RenderReport(const BenchOptions& options, const Measurements& measur
     row.push_back(moves ? Fixed(algbw, 3) : "-");
     row.push_back(moves ? Fixed(busbw, 3) : "-");
     auto cpu = measurements.cclo.cpu_seconds.find(key);
-    const double moved =
-        static_cast<double>(size) * options.ranks() * options.iters * options.rounds / kGiB;
+    const double moved = static_cast<double>(size) * MovingRanks(op, options.ranks()) *
+                         options.iters * options.rounds / kGiB;
     const bool measurable =
         moves && cpu != measurements.cclo.cpu_seconds.end() && cpu->second >= kLeastCpuSeconds;
     row.push_back(measurable ? Fixed(cpu->second / moved, 2) : "-");

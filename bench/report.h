@@ -26,10 +26,11 @@ struct Measurements {
 void Pool(Measurements& into, Measurements round);
 
 /// One row per op and size we ran: size, p50 and p99 time (us), algbw and busbw (GB/s,
-/// from the p50 time), daemon CPU seconds per GiB moved (size x ranks x iterations x rounds;
-/// "-" below 0.1 s of CPU), the check's verdict with --check; per stack baseline its p50 and their
-/// p50 / our p50 (above 1: we are faster; the same as our busbw / theirs); with the link, our busbw
-/// / iperf3's one-stream rate and / its per-direction rate with both directions at once.
+/// from the p50 time), daemon CPU seconds per GiB moved (size x ranks x iterations x rounds,
+/// send's ranks only those that send; "-" below 0.1 s of CPU), the check's verdict with --check;
+/// per stack baseline its p50 and their p50 / our p50 (above 1: we are faster; the same as our
+/// busbw / theirs); with the link, our busbw / iperf3's one-stream rate and / its per-direction
+/// rate with both directions at once.
 std::string RenderReport(const BenchOptions& options, const Measurements& measurements);
 
 /// Sizes from which RenderGeomeans averages (the allreduce target: 1 MiB to 64 MiB).

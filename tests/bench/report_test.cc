@@ -2,6 +2,7 @@
 // figure divided by every round's bytes.
 #include "bench/report.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,28 @@ TEST(RenderReportTest, FiguresComeFromEveryRound) {
   EXPECT_EQ(row[6], "102.40");
   EXPECT_EQ(row[7], "80.0");
   EXPECT_EQ(row[8], "2.67");
+}
+
+// send moves one message per pair of ranks: over 3 ranks one message of 1 MiB per iteration
+// (the third rank sits out), where sendrecv moves three.
+TEST(RenderReportTest, SendCountsTheMessagesItSends) {
+  BenchOptions options;
+  options.daemons = 3;
+  options.iters = 4;
+  Measurements measured;
+  for (Op op : {Op::kSend, Op::kSendRecv}) {
+    measured.cclo.timings[{op, 1 << 20}] = {10, 10, 10, 10};
+    measured.cclo.cpu_seconds[{op, 1 << 20}] = 0.3;
+  }
+  const std::string table = RenderReport(options, measured);
+  std::map<std::string, std::string> cpu;
+  for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> row = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    ASSERT_EQ(row.size(), 7u) << table;
+    cpu[row[0]] = row[6];
+  }
+  EXPECT_EQ(cpu["send"], "76.80");      // 0.3 s over 4 MiB
+  EXPECT_EQ(cpu["sendrecv"], "25.60");  // 0.3 s over 12 MiB
 }
 
 TEST(RenderGeomeansTest, AveragesEachStackOverTheSizesFromOneMiB) {
