@@ -34,6 +34,24 @@ struct CallDescriptor {
   uint32_t tenant = 0;    ///< tenant index: whose share of the engine the call uses (DESIGN 9)
 };
 
+/// The call's CallSignature: what the other ranks' calls must match.
+inline CallSignature SignatureOf(const CallDescriptor& call) {
+  switch (call.collective) {
+    case Collective::kSend:
+    case Collective::kRecv:
+      return {.collective = Collective::kSend};
+    case Collective::kNop:
+    case Collective::kBarrier:
+      return {.collective = call.collective};
+    default:
+      break;
+  }
+  return {.collective = call.collective,
+          .datatype = call.datatype,
+          .reduce_op = Reduces(call.collective) ? call.reduce_op : ReduceOp::kSum,
+          .root = HasRoot(call.collective) ? call.root : 0};
+}
+
 /// A mapped byte range of one call buffer.
 struct BufferView {
   std::byte* data = nullptr;

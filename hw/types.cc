@@ -79,6 +79,26 @@ bool Reduces(Collective collective) {
          collective == Collective::kReduceScatter;
 }
 
+std::string DescribeSignature(const CallSignature& signature) {
+  switch (signature.collective) {
+    case Collective::kSend:
+    case Collective::kRecv:
+      return "send/recv";
+    case Collective::kNop:
+    case Collective::kBarrier:
+      return std::string(CollectiveName(signature.collective));
+    default:
+      break;
+  }
+  std::string text = absl::StrCat(std::string(CollectiveName(signature.collective)), " of ",
+                                  std::string(DataTypeName(signature.datatype)));
+  if (Reduces(signature.collective)) {
+    absl::StrAppend(&text, " (", std::string(ReduceOpName(signature.reduce_op)), ")");
+  }
+  if (HasRoot(signature.collective)) absl::StrAppend(&text, " from root ", signature.root);
+  return text;
+}
+
 bool HasInPlace(Collective collective) {
   switch (collective) {
     case Collective::kScatter:

@@ -67,6 +67,22 @@ bool Reduces(Collective collective);
 /// True for the collectives that have an MPI_IN_PLACE variant (see CallDescriptor).
 bool HasInPlace(Collective collective);
 
+/// What every rank of one collective call must pass alike beyond its count (which the
+/// message sizes check): the first segment of each message carries its sender's (wire.h),
+/// so that a receiver refuses a message of another call instead of taking its data. Fields
+/// the collective does not use are 0; every point-to-point message carries kSend.
+struct CallSignature {
+  Collective collective = Collective::kNop;
+  DataType datatype = DataType::kInt8;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  uint32_t root = 0;
+
+  bool operator==(const CallSignature&) const = default;
+};
+
+/// "bcast of float32 from root 1", "allreduce of float32 (sum)", "send/recv", "barrier".
+std::string DescribeSignature(const CallSignature& signature);
+
 /// Size in bytes of one element of `type`.
 size_t DataTypeSize(DataType type);
 /// Lower-case name, e.g. "float32".

@@ -249,6 +249,7 @@ class Dmp {
     uint64_t call_id = 0;  ///< 0 once let go: then `copy` holds the data
     uint32_t index = 0;
     uint64_t bytes = 0;
+    CallSignature call;    ///< what its request carries
     uint64_t segment = 0;  ///< bytes per data segment, a whole number of elements
     const std::byte* source = nullptr;
     std::shared_ptr<const std::vector<std::byte>> copy;

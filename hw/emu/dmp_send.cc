@@ -54,7 +54,8 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
                             .dst = key.dst,
                             .tag = key.tag,
                             .sequence = key.sequence,
-                            .total = bytes};
+                            .total = bytes,
+                            .call = SignatureOf(call.desc)};
   // 2. Eager when small enough and a credit is there: one segment, done once written.
   if (call.desc.protocol == Protocol::kEager && link->eager_bytes > 0 &&
       bytes <= link->eager_bytes) {
@@ -74,7 +75,7 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
   uint64_t segment = link->segment_bytes;
   if (call.desc.segment_bytes > 0) segment = std::min(segment, call.desc.segment_bytes);
   segment = std::max(element, segment / element * element);
-  awaited_[key] = {call.id, index, bytes, segment, state.source, nullptr};
+  awaited_[key] = {call.id, index, bytes, header.call, segment, state.source, nullptr};
   Schedule(call, poe::kHeaderBytes, [this, key](CallState& call) { Ask(*call.comm, key); });
   return absl::OkStatus();
 }
@@ -91,7 +92,8 @@ void Dmp::Ask(Communicator& comm, const MessageKey& key) {
                                   .dst = key.dst,
                                   .tag = key.tag,
                                   .sequence = key.sequence,
-                                  .total = it->second.bytes};
+                                  .total = it->second.bytes,
+                                  .call = it->second.call};
   link->Send(header, nullptr, [this, key] {
     if (auto it = awaited_.find(key); it != awaited_.end()) it->second.request = Request::kWritten;
   });
@@ -111,8 +113,8 @@ absl::Status Dmp::SendLocal(CallState& call, uint32_t index, uint64_t bytes) {
   const bool eager =
       call.desc.protocol == Protocol::kEager && eager_bytes_ > 0 && bytes <= eager_bytes_;
   absl::StatusOr<bool> went =
-      rbm_.Deliver(SendKey(call, index), call.moves[index].source, bytes, eager,
-                   [this, id = call.id, index] { MoveDone(id, index); });
+      rbm_.Deliver(SendKey(call, index), SignatureOf(call.desc), call.moves[index].source, bytes,
+                   eager, [this, id = call.id, index] { MoveDone(id, index); });
   if (!went.ok()) return went.status();
   (*went ? counters_.eager_messages : counters_.rendezvous_messages).fetch_add(1);
   if (eager && !*went) counters_.eager_fallbacks.fetch_add(1);

@@ -11,8 +11,12 @@
 namespace cclo::hw::emu {
 
 std::string DescribeMessage(const MessageKey& key) {
+  if (key.tag == kCollectiveTag) {
+    return absl::StrCat("collective message from rank ", key.src, " to rank ", key.dst,
+                        " (sequence ", key.sequence, ")");
+  }
   return absl::StrCat("message from rank ", key.src, " to rank ", key.dst, " (tag ", key.tag,
-                      ", sequence ", key.sequence, ") of communicator ", CommIdHex(key.comm));
+                      ", sequence ", key.sequence, ")");
 }
 
 Rbm::Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
@@ -31,6 +35,20 @@ Rbm::Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
 
 absl::Status Rbm::Mismatch(const MessageKey& key, const std::string& problem) const {
   return absl::InvalidArgumentError(absl::StrCat(DescribeMessage(key), ": ", problem));
+}
+
+absl::Status Rbm::CheckFits(const MessageKey& key, uint64_t total, const CallSignature& call,
+                            const RxTarget& target) const {
+  // A call that differs says more than the sizes that differ with it.
+  if (call != target.call) {
+    return Mismatch(key, absl::StrCat("was sent by ", DescribeSignature(call), " to ",
+                                      DescribeSignature(target.call)));
+  }
+  if (total != target.bytes) {
+    return Mismatch(
+        key, absl::StrCat("has ", total, " bytes but the posted receive expects ", target.bytes));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Rbm::Apply(Stream& stream, uint64_t offset, const std::byte* data, uint64_t length) {
@@ -107,9 +125,10 @@ absl::Status Rbm::Post(const MessageKey& key, RxTarget target) {
   if (stream.posted) {
     return absl::InternalError(absl::StrCat(DescribeMessage(key), ": receive posted twice"));
   }
-  if (stream.protocol != Protocol::kNone && stream.total != target.bytes) {
-    return Mismatch(key, absl::StrCat("has ", stream.total,
-                                      " bytes but the posted receive expects ", target.bytes));
+  if (stream.protocol != Protocol::kNone) {
+    if (absl::Status fits = CheckFits(key, stream.total, stream.call, target); !fits.ok()) {
+      return fits;
+    }
   }
   stream.posted = true;
   stream.target = std::move(target);
@@ -141,10 +160,10 @@ absl::Status Rbm::Request(const poe::SegmentHeader& header, uint64_t account) {
   if (stream.protocol != Protocol::kNone) {
     return Mismatch(key, "rendezvous request for a message that was already announced");
   }
-  if (stream.posted && header.total != stream.target.bytes) {
-    return Mismatch(key,
-                    absl::StrCat("has ", header.total, " bytes but the posted receive expects ",
-                                 stream.target.bytes));
+  if (stream.posted) {
+    if (absl::Status fits = CheckFits(key, header.total, header.call, stream.target); !fits.ok()) {
+      return fits;
+    }
   }
   if (!stream.posted) {
     auto it = accounts_.find(account);
@@ -157,6 +176,7 @@ absl::Status Rbm::Request(const poe::SegmentHeader& header, uint64_t account) {
   }
   stream.protocol = Protocol::kRendezvous;
   stream.total = header.total;
+  stream.call = header.call;
   stream.account = account;
   if (stream.posted) {
     Clear(key, stream);
@@ -180,11 +200,7 @@ absl::Status Rbm::AcceptEager(const MessageKey& key, const Stream& stream,
   if (stream.protocol != Protocol::kNone) {
     return Mismatch(key, "eager message that was already announced");
   }
-  if (stream.posted && header.total != stream.target.bytes) {
-    return Mismatch(key,
-                    absl::StrCat("has ", header.total, " bytes but the posted receive expects ",
-                                 stream.target.bytes));
-  }
+  if (stream.posted) return CheckFits(key, header.total, header.call, stream.target);
   return absl::OkStatus();
 }
 
@@ -217,6 +233,7 @@ absl::StatusOr<std::byte*> Rbm::Land(const poe::SegmentHeader& header, std::byte
     --accounts_[account].granted;
     stream.protocol = Protocol::kEager;
     stream.total = header.total;
+    stream.call = header.call;
     stream.account = account;
   }
   stream.landing_applied = 0;
@@ -285,17 +302,18 @@ absl::Status Rbm::Landed(const poe::SegmentHeader& header) {
   return status;
 }
 
-absl::StatusOr<bool> Rbm::Deliver(const MessageKey& key, const std::byte* data, uint64_t bytes,
-                                  bool eager, std::function<void()> on_sent) {
+absl::StatusOr<bool> Rbm::Deliver(const MessageKey& key, const CallSignature& call,
+                                  const std::byte* data, uint64_t bytes, bool eager,
+                                  std::function<void()> on_sent) {
   Stream& stream = streams_[key];
   if (stream.protocol != Protocol::kNone) {
     return absl::InternalError(absl::StrCat(DescribeMessage(key), ": sent twice"));
   }
-  if (stream.posted && bytes != stream.target.bytes) {
-    return Mismatch(key, absl::StrCat("has ", bytes, " bytes but the posted receive expects ",
-                                      stream.target.bytes));
+  if (stream.posted) {
+    if (absl::Status fits = CheckFits(key, bytes, call, stream.target); !fits.ok()) return fits;
   }
   stream.total = bytes;
+  stream.call = call;
   if (!stream.posted && eager && (bytes == 0 || free_.size() > promised_)) {
     stream.protocol = Protocol::kEager;
     stream.arrived = bytes;

@@ -72,6 +72,7 @@ struct MessageKey {
 /// Where a posted receive puts its message.
 struct RxTarget {
   uint64_t bytes = 0;                         ///< the message size the receive expects
+  CallSignature call;                         ///< the call it is of: the message's must match
   Function function = Function::kCopy;        ///< copy: result = data; reduce: see below
   std::byte* result = nullptr;                ///< null: the data is discarded (copy only)
   const std::byte* memory_operand = nullptr;  ///< reduce: the operand that is in memory
@@ -150,13 +151,14 @@ class Rbm {
   /// LandedPart has not applied.
   absl::Status Landed(const poe::SegmentHeader& header);
 
-  /// A message of `bytes` from a rank on this engine, read from `data`: applied if its
+  /// A message of `bytes` of a `call` from a rank on this engine, read from `data`: applied if its
   /// receive is posted (at once, or in pieces when bigger than a piece), else staged when
   /// `eager` and a buffer is free, else kept until the receive is posted. on_sent runs
   /// (maybe inside) once `data` is no longer read. Returns whether it went eagerly (at
   /// once) rather than by rendezvous.
-  absl::StatusOr<bool> Deliver(const MessageKey& key, const std::byte* data, uint64_t bytes,
-                               bool eager, std::function<void()> on_sent);
+  absl::StatusOr<bool> Deliver(const MessageKey& key, const CallSignature& call,
+                               const std::byte* data, uint64_t bytes, bool eager,
+                               std::function<void()> on_sent);
 
   /// The local message of `key` no longer has its source: the RBM copies what it has not
   /// applied yet now, and its on_sent does not run.
@@ -191,6 +193,7 @@ class Rbm {
   struct Stream {
     Protocol protocol = Protocol::kNone;  ///< kNone until the message is announced
     uint64_t total = 0;
+    CallSignature call;    ///< the sender's, once announced
     uint64_t arrived = 0;  ///< bytes landed or delivered: the next expected offset
     uint64_t applied = 0;  ///< bytes written to the posted receive's destination
     bool posted = false;
@@ -214,6 +217,9 @@ class Rbm {
   };
 
   absl::Status Mismatch(const MessageKey& key, const std::string& problem) const;
+  /// Checks an announced message of `total` bytes of `call` against its posted receive.
+  absl::Status CheckFits(const MessageKey& key, uint64_t total, const CallSignature& call,
+                         const RxTarget& target) const;
   /// Checks an eager segment against its credits and stream before it lands.
   absl::Status AcceptEager(const MessageKey& key, const Stream& stream,
                            const poe::SegmentHeader& header, uint64_t account) const;
@@ -266,7 +272,8 @@ class Rbm {
   absl::node_hash_map<MessageKey, Stream> streams_;  ///< node map: references stay valid
 };
 
-/// "message from rank 1 to rank 0 (tag 7, sequence 3) of communicator ab12..."
+/// "message from rank 1 to rank 0 (tag 7, sequence 3)", or "collective message from rank 1
+/// to rank 0 (sequence 3)" (kCollectiveTag); what says it names the communicator.
 std::string DescribeMessage(const MessageKey& key);
 
 }  // namespace cclo::hw::emu

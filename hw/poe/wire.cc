@@ -43,13 +43,44 @@ absl::Status CheckHeaderOnly(const SegmentHeader& h) {
   return absl::OkStatus();
 }
 
+/// Whether segments of `type` carry the call signature where the offset would be.
+bool CarriesCall(SegmentType type) {
+  return type == SegmentType::kEagerData || type == SegmentType::kRequest;
+}
+
+void PutCall(std::byte* out, const CallSignature& call) {
+  Put<uint8_t>(out + 0, static_cast<uint8_t>(call.collective));
+  Put<uint8_t>(out + 1, static_cast<uint8_t>(call.datatype));
+  Put<uint8_t>(out + 2, static_cast<uint8_t>(call.reduce_op));
+  Put<uint8_t>(out + 3, 0);
+  Put<uint32_t>(out + 4, call.root);
+}
+
+absl::StatusOr<CallSignature> GetCall(const std::byte* in) {
+  const uint8_t collective = Get<uint8_t>(in + 0);
+  const uint8_t datatype = Get<uint8_t>(in + 1);
+  const uint8_t reduce_op = Get<uint8_t>(in + 2);
+  const uint8_t zero = Get<uint8_t>(in + 3);
+  if (collective > static_cast<uint8_t>(kLastCollective) ||
+      datatype > static_cast<uint8_t>(DataType::kFloat64) ||
+      reduce_op > static_cast<uint8_t>(ReduceOp::kMin) || zero != 0) {
+    return Invalid(absl::StrCat("call signature of collective ", collective, ", datatype ",
+                                datatype, ", reduce op ", reduce_op, " and byte ", zero,
+                                " names no call"));
+  }
+  return CallSignature{.collective = static_cast<Collective>(collective),
+                       .datatype = static_cast<DataType>(datatype),
+                       .reduce_op = static_cast<ReduceOp>(reduce_op),
+                       .root = Get<uint32_t>(in + 4)};
+}
+
 /// The rules of each segment type (wire.h), once the generic bounds hold.
 absl::Status CheckType(const SegmentHeader& h) {
   switch (h.type) {
     case SegmentType::kEagerData:
-      if (h.offset != 0 || h.length != h.total) {
-        return Invalid(absl::StrCat("eager segment must carry its whole message: offset ", h.offset,
-                                    ", length ", h.length, ", total ", h.total));
+      if (h.length != h.total) {  // its offset is 0: the call signature is there
+        return Invalid(absl::StrCat("eager segment must carry its whole message: length ", h.length,
+                                    ", total ", h.total));
       }
       return absl::OkStatus();
     case SegmentType::kControl:
@@ -97,7 +128,11 @@ EncodedHeader Encode(const SegmentHeader& header) {
   Put<uint32_t>(p + 32, header.tag);
   Put<uint32_t>(p + 36, header.length);
   Put<uint64_t>(p + 40, header.sequence);
-  Put<uint64_t>(p + 48, header.offset);
+  if (CarriesCall(header.type)) {
+    PutCall(p + 48, header.call);
+  } else {
+    Put<uint64_t>(p + 48, header.offset);
+  }
   Put<uint64_t>(p + 56, header.total);
   return out;
 }
@@ -132,7 +167,13 @@ absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size) {
   h.tag = Get<uint32_t>(data + 32);
   h.length = Get<uint32_t>(data + 36);
   h.sequence = Get<uint64_t>(data + 40);
-  h.offset = Get<uint64_t>(data + 48);
+  if (CarriesCall(h.type)) {
+    absl::StatusOr<CallSignature> call = GetCall(data + 48);
+    if (!call.ok()) return call.status();
+    h.call = *call;
+  } else {
+    h.offset = Get<uint64_t>(data + 48);
+  }
   h.total = Get<uint64_t>(data + 56);
   if (h.length > kMaxSegmentBytes) {
     return Invalid(absl::StrCat("length ", h.length, " exceeds the maximum segment of ",
@@ -165,9 +206,11 @@ std::string SegmentTypeName(SegmentType type) {
 }
 
 std::string Describe(const SegmentHeader& h) {
-  return absl::StrCat(SegmentTypeName(h.type), " src=", h.src, " dst=", h.dst, " tag=", h.tag,
-                      " seq=", h.sequence, " [", h.offset, ", ", h.offset + h.length, ") of ",
-                      h.total, " comm=", CommIdHex(h.comm));
+  std::string text = absl::StrCat(
+      SegmentTypeName(h.type), " src=", h.src, " dst=", h.dst, " tag=", h.tag, " seq=", h.sequence,
+      " [", h.offset, ", ", h.offset + h.length, ") of ", h.total, " comm=", CommIdHex(h.comm));
+  if (CarriesCall(h.type)) absl::StrAppend(&text, " call=", DescribeSignature(h.call));
+  return text;
 }
 
 }  // namespace cclo::hw::poe

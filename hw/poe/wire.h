@@ -1,8 +1,8 @@
 // The segment header that starts every message segment on a data session (DESIGN 7).
 //
-// Fixed 64-byte little-endian layout, version 4 (2 carried both directions on one session
+// Fixed 64-byte little-endian layout, version 5 (2 carried both directions on one session
 // per pair of engines; 3 has one session each way, hw/poe/handshake.h; 4 adds the HEARTBEAT
-// control message):
+// control message; 5 the call signature):
 //
 //   offset  size  field
 //        0     4  magic        "CCLO" (0x4F4C4343)
@@ -16,7 +16,12 @@
 //       36     4  length       payload bytes that follow this header
 //       40     8  sequence     per (comm, src, dst, tag) message number
 //       48     8  offset       where this segment's payload starts in the message
+//                              (eager, rendezvous request: the call signature instead)
 //       56     8  total        bytes of the whole message (credit: credits granted)
+//
+// The call signature (hw::CallSignature) of the sender's call, in the first segment of
+// each message, where the offset is 0 anyway: at 48 the collective, 49 the datatype, 50
+// the reduce op (1 byte each), 51 zero, 52 the root (4 bytes).
 //
 // Segment types and what each must carry (anything else is rejected by Decode):
 //
@@ -45,7 +50,7 @@
 namespace cclo::hw::poe {
 
 inline constexpr uint32_t kMagic = 0x4F4C4343;
-inline constexpr uint8_t kWireVersion = 4;
+inline constexpr uint8_t kWireVersion = 5;
 inline constexpr size_t kHeaderBytes = 64;
 /// Largest payload one segment may carry.
 inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;
@@ -76,6 +81,7 @@ struct SegmentHeader {
   uint64_t sequence = 0;
   uint64_t offset = 0;
   uint64_t total = 0;
+  CallSignature call;  ///< eager data and rendezvous requests only; see above
 
   bool operator==(const SegmentHeader&) const = default;
 };
@@ -92,7 +98,8 @@ absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size);
 /// Lower-case name of a segment type ("eager", "rendezvous request", ...).
 std::string SegmentTypeName(SegmentType type);
 
-/// "eager src=1 dst=0 tag=7 seq=3 [0, 4096) of 4096 comm=ab12..." for logs and errors.
+/// "eager src=1 dst=0 tag=7 seq=3 [0, 4096) of 4096 comm=ab12... call=allreduce of float32
+/// (sum)" for logs and errors.
 std::string Describe(const SegmentHeader& header);
 
 }  // namespace cclo::hw::poe

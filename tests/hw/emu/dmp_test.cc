@@ -212,12 +212,12 @@ TEST_F(DmpTest, AWithdrawnCallTakesItsPlaceAndMovesNothing) {
   const size_t second = Submit(1, {receive}, {nullptr, nullptr, &second_out},
                                hw::SteadyTime::InfiniteFuture(), Collective::kRecv);
   const size_t withdrawn =
-      Queue(0, {send}, {&x, nullptr, nullptr}, hw::SteadyTime::InfiniteFuture(), Collective::kNop,
+      Queue(0, {send}, {&x, nullptr, nullptr}, hw::SteadyTime::InfiniteFuture(), Collective::kSend,
             0, absl::CancelledError("withdrawn"));
   dmp_.Serve(UINT64_MAX);
   ASSERT_TRUE(done_[withdrawn]);
   EXPECT_EQ(done_[withdrawn]->status, absl::CancelledError("withdrawn"));
-  Submit(0, {send}, {&y, nullptr, nullptr});
+  Submit(0, {send}, {&y, nullptr, nullptr}, hw::SteadyTime::InfiniteFuture(), Collective::kSend);
   ASSERT_TRUE(done_[second]);
   EXPECT_TRUE(done_[second]->status.ok()) << done_[second]->status;
   EXPECT_EQ(second_out[0], 2);

@@ -231,14 +231,19 @@ void FakePeer::AcceptDevice(int listener) {
 
 SegmentHeader FakePeer::Message(SegmentType type, uint64_t total, uint64_t sequence,
                                 uint64_t offset) const {
-  return {.type = type,
-          .comm = comm_.config.id,
-          .src = 0,
-          .dst = 1,
-          .tag = 1,
-          .sequence = sequence,
-          .offset = offset,
-          .total = total};
+  SegmentHeader header{.type = type,
+                       .comm = comm_.config.id,
+                       .src = 0,
+                       .dst = 1,
+                       .tag = 1,
+                       .sequence = sequence,
+                       .offset = offset,
+                       .total = total};
+  // The first segment of a message says what call sent it: a send, as tag 1 is one's.
+  if (type == SegmentType::kEagerData || type == SegmentType::kRequest) {
+    header.call = {.collective = Collective::kSend};
+  }
+  return header;
 }
 
 FakePeerTest::~FakePeerTest() {

@@ -203,13 +203,13 @@ TEST_F(RbmTest, AccountsReserveOnlyWhatThePoolHas) {
   // A local eager message finds no unclaimed buffer and waits for its receive.
   const std::vector<std::byte> data = Pattern(64);
   int sent = 0;
-  absl::StatusOr<bool> eager = rbm_.Deliver(Key(9), data.data(), 64, true, [&] { ++sent; });
+  absl::StatusOr<bool> eager = rbm_.Deliver(Key(9), {}, data.data(), 64, true, [&] { ++sent; });
   ASSERT_TRUE(eager.ok());
   EXPECT_FALSE(*eager);
   EXPECT_EQ(sent, 0);
   rbm_.CloseAccount(second.account);
   EXPECT_EQ(rbm_.reserved_bytes(), 2 * kEager);
-  EXPECT_TRUE(*rbm_.Deliver(Key(10), data.data(), 64, true, [&] { ++sent; }));
+  EXPECT_TRUE(*rbm_.Deliver(Key(10), {}, data.data(), 64, true, [&] { ++sent; }));
   EXPECT_EQ(sent, 1);
   EXPECT_EQ(rbm_.used_bytes(), kEager);
   rbm_.CloseAccount(account_);
@@ -359,8 +359,8 @@ TEST_F(RbmTest, RejectsSegmentsThatDoNotFit) {
   EXPECT_EQ(rbm_.Land(Segment(SegmentType::kEagerData, 0, 200, 200), scratch_.data(), account_)
                 .status()
                 .message(),
-            "message from rank 1 to rank 0 (tag 5, sequence 0) of communicator "
-            "07000000000000000000000000000000: has 200 bytes but the posted receive expects 100");
+            "message from rank 1 to rank 0 (tag 5, sequence 0): has 200 bytes but the posted "
+            "receive expects 100");
   EXPECT_THAT(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, 300, 0), account_).message(),
               HasSubstr("has 300 bytes but the posted receive expects 100"));
 
@@ -369,8 +369,7 @@ TEST_F(RbmTest, RejectsSegmentsThatDoNotFit) {
       rbm_.Land(Segment(SegmentType::kRendezvousData, 0, 64, 64, 1), scratch_.data(), account_)
           .status()
           .message(),
-      HasSubstr("(tag 5, sequence 1) of communicator 07000000000000000000000000000000: "
-                "rendezvous data without a clear-to-send"));
+      HasSubstr("(tag 5, sequence 1): rendezvous data without a clear-to-send"));
   ASSERT_TRUE(rbm_.Request(Segment(SegmentType::kRequest, 0, 0, data.size(), 2), account_).ok());
   EXPECT_THAT(rbm_.Land(Segment(SegmentType::kRendezvousData, 0, 64, data.size(), 2),
                         scratch_.data(), account_)
@@ -406,18 +405,65 @@ TEST_F(RbmTest, RejectsSegmentsThatDoNotFit) {
               HasSubstr("has 30 bytes but the posted receive expects 10"));
 }
 
+// A message of another call than the posted receive's is refused however it comes, even
+// where the sizes agree: an allreduce taking a bcast's message would give a wrong sum.
+TEST_F(RbmTest, MessageOfAnotherCallIsRefusedWhicheverCameFirst) {
+  const CallSignature sum{.collective = Collective::kAllreduce, .datatype = DataType::kFloat32};
+  const CallSignature bcast{
+      .collective = Collective::kBcast, .datatype = DataType::kFloat32, .root = 1};
+  const std::vector<std::byte> data = Pattern(64);
+  std::vector<std::byte> out(data.size());
+  auto for_sum = [&] {
+    RxTarget target = CopyInto(out);
+    target.call = sum;
+    return target;
+  };
+  const std::string refused =
+      "was sent by bcast of float32 from root 1 to allreduce of float32 (sum)";
+  // Eager, receive first.
+  ASSERT_TRUE(rbm_.Post(Key(0), for_sum()).ok());
+  poe::SegmentHeader eager = Segment(SegmentType::kEagerData, 0, data.size(), data.size(), 0);
+  eager.call = bcast;
+  EXPECT_THAT(rbm_.Land(eager, scratch_.data(), account_).status().message(), HasSubstr(refused));
+  // Eager, message first.
+  eager.sequence = 1;
+  ASSERT_TRUE(Arrive(eager, data.data()).ok());
+  EXPECT_THAT(rbm_.Post(Key(1), for_sum()).message(), HasSubstr(refused));
+  // Rendezvous, either way round.
+  poe::SegmentHeader request = Segment(SegmentType::kRequest, 0, 0, data.size(), 2);
+  request.call = bcast;
+  ASSERT_TRUE(rbm_.Post(Key(2), for_sum()).ok());
+  EXPECT_THAT(rbm_.Request(request, account_).message(), HasSubstr(refused));
+  request.sequence = 3;
+  ASSERT_TRUE(rbm_.Request(request, account_).ok());
+  EXPECT_THAT(rbm_.Post(Key(3), for_sum()).message(), HasSubstr(refused));
+  // From a rank on this engine, either way round.
+  ASSERT_TRUE(rbm_.Post(Key(4), for_sum()).ok());
+  EXPECT_THAT(rbm_.Deliver(Key(4), bcast, data.data(), data.size(), true, [] {}).status().message(),
+              HasSubstr(refused));
+  ASSERT_TRUE(rbm_.Deliver(Key(5), bcast, data.data(), data.size(), true, [] {}).ok());
+  EXPECT_THAT(rbm_.Post(Key(5), for_sum()).message(), HasSubstr(refused));
+  // The same call is taken, and nothing was written by the refused ones.
+  EXPECT_EQ(out, std::vector<std::byte>(data.size()));
+  eager.sequence = 6;
+  eager.call = sum;
+  ASSERT_TRUE(rbm_.Post(Key(6), for_sum()).ok());
+  ASSERT_TRUE(Arrive(eager, data.data()).ok());
+  EXPECT_EQ(out, data);
+}
+
 TEST_F(RbmTest, LocalMessagesGoEagerWhenSmallElseWaitForTheReceive) {
   const std::vector<std::byte> small = Pattern(kEager), large = Pattern(3 * kEager);
   std::vector<std::byte> small_out(small.size()), large_out(large.size());
   int sent = 0;
   // Small with a free unclaimed buffer: staged, the sender is done at once.
   absl::StatusOr<bool> eager =
-      rbm_.Deliver(Key(0), small.data(), small.size(), true, [&] { ++sent; });
+      rbm_.Deliver(Key(0), {}, small.data(), small.size(), true, [&] { ++sent; });
   ASSERT_TRUE(eager.ok() && *eager);
   EXPECT_EQ(sent, 1);
   EXPECT_EQ(rbm_.used_bytes(), kEager);
   // Large: kept until the receive is posted, then copied straight across.
-  eager = rbm_.Deliver(Key(1), large.data(), large.size(), false, [&] { ++sent; });
+  eager = rbm_.Deliver(Key(1), {}, large.data(), large.size(), false, [&] { ++sent; });
   ASSERT_TRUE(eager.ok());
   EXPECT_FALSE(*eager);
   EXPECT_EQ(sent, 1);
@@ -430,7 +476,7 @@ TEST_F(RbmTest, LocalMessagesGoEagerWhenSmallElseWaitForTheReceive) {
   EXPECT_EQ(completed_, 2);
   // Receive first: applied as the message comes.
   ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(large_out)).ok());
-  eager = rbm_.Deliver(Key(2), small.data(), large.size(), false, [&] { ++sent; });
+  eager = rbm_.Deliver(Key(2), {}, small.data(), large.size(), false, [&] { ++sent; });
   ASSERT_TRUE(eager.ok());
   RunDeferred();
   EXPECT_EQ(sent, 3);
@@ -443,7 +489,7 @@ TEST_F(RbmTest, DetachedLocalMessageIsCopiedAndStillDelivered) {
   std::vector<std::byte> source = Pattern(3 * kEager);
   const std::vector<std::byte> expected = source;
   int sent = 0;
-  ASSERT_TRUE(rbm_.Deliver(Key(), source.data(), source.size(), false, [&] { ++sent; }).ok());
+  ASSERT_TRUE(rbm_.Deliver(Key(), {}, source.data(), source.size(), false, [&] { ++sent; }).ok());
   rbm_.Detach(Key());
   source.assign(source.size(), std::byte{0});  // the sender's memory is free again
   std::vector<std::byte> out(source.size());
@@ -462,7 +508,7 @@ TEST_F(RbmTest, LargeLocalMessageIsAppliedAPieceAtATime) {
   std::vector<std::byte> out(data.size(), std::byte{0});
   int sent = 0;
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  ASSERT_TRUE(rbm_.Deliver(Key(), data.data(), data.size(), false, [&] { ++sent; }).ok());
+  ASSERT_TRUE(rbm_.Deliver(Key(), {}, data.data(), data.size(), false, [&] { ++sent; }).ok());
   const auto applied = [&] {
     return std::mismatch(out.begin(), out.end(), data.begin()).first - out.begin();
   };
@@ -486,7 +532,7 @@ TEST_F(RbmTest, LocalReduceInPiecesOfTheSetSize) {
   std::iota(mine.begin(), mine.end(), 1);
   ASSERT_TRUE(rbm_.Post(Key(), SumInto(result, mine)).ok());
   int sent = 0;
-  ASSERT_TRUE(rbm_.Deliver(Key(), reinterpret_cast<const std::byte*>(incoming.data()),
+  ASSERT_TRUE(rbm_.Deliver(Key(), {}, reinterpret_cast<const std::byte*>(incoming.data()),
                            incoming.size() * sizeof(int32_t), false, [&] { ++sent; })
                   .ok());
   EXPECT_EQ(result[999], incoming[999] + mine[999]);
@@ -508,7 +554,7 @@ TEST_F(RbmTest, ALocalMessageDetachedHalfAppliedIsStillDeliveredWhole) {
   std::vector<std::byte> out(source.size());
   int sent = 0;
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  ASSERT_TRUE(rbm_.Deliver(Key(), source.data(), source.size(), false, [&] { ++sent; }).ok());
+  ASSERT_TRUE(rbm_.Deliver(Key(), {}, source.data(), source.size(), false, [&] { ++sent; }).ok());
   rbm_.Detach(Key());
   source.assign(source.size(), std::byte{0});
   RunDeferred();
@@ -524,7 +570,7 @@ TEST_F(RbmTest, ALocalMessageAbandonedHalfAppliedTouchesNothingMore) {
   std::vector<std::byte> out(data.size(), std::byte{0});
   int sent = 0;
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
-  ASSERT_TRUE(rbm_.Deliver(Key(), data.data(), data.size(), false, [&] { ++sent; }).ok());
+  ASSERT_TRUE(rbm_.Deliver(Key(), {}, data.data(), data.size(), false, [&] { ++sent; }).ok());
   EXPECT_TRUE(rbm_.Abandon(Key()));
   RunDeferred();
   EXPECT_TRUE(std::equal(out.begin(), out.begin() + kSegment, data.begin()));

@@ -60,6 +60,9 @@ TEST(WireTest, RoundTripsEveryType) {
   eager.type = SegmentType::kEagerData;
   eager.offset = 0;
   eager.total = eager.length;
+  eager.call = {.collective = Collective::kAllreduce,
+                .datatype = DataType::kFloat32,
+                .reduce_op = ReduceOp::kMax};
   SegmentHeader empty = eager;
   empty.length = 0;
   empty.total = 0;
@@ -67,8 +70,11 @@ TEST(WireTest, RoundTripsEveryType) {
   request.type = SegmentType::kRequest;
   request.length = 0;
   request.offset = 0;
+  request.call = {
+      .collective = Collective::kBcast, .datatype = DataType::kInt64, .root = 0xA1B2C3D4};
   SegmentHeader clear = request;
   clear.type = SegmentType::kClearToSend;
+  clear.call = {};  // only the first segment of a message carries it
   SegmentHeader empty_request = request;
   empty_request.total = 0;
   const SegmentHeader control{.type = SegmentType::kControl, .length = 40, .total = 40};
@@ -91,6 +97,10 @@ TEST(WireTest, DescribesEachType) {
             "12288) of 1048576 comm=a0a1a2a3a4a5a6a7a8a9aaabacadaeaf");
   h.type = SegmentType::kClearToSend;
   EXPECT_EQ(Describe(h).rfind("clear-to-send src=3", 0), 0u);
+  h.type = SegmentType::kRequest;
+  h.call = {.collective = Collective::kReduce, .datatype = DataType::kInt32, .root = 2};
+  EXPECT_EQ(Describe(h).substr(Describe(h).find(" comm=")),
+            " comm=a0a1a2a3a4a5a6a7a8a9aaabacadaeaf call=reduce of int32 (sum) from root 2");
   EXPECT_EQ(SegmentTypeName(SegmentType::kRequest), "rendezvous request");
   EXPECT_EQ(SegmentTypeName(SegmentType::kEagerData), "eager");
   EXPECT_EQ(SegmentTypeName(SegmentType::kCredit), "credit");
@@ -113,19 +123,22 @@ TEST(WireTest, RejectsBadMagic) {
 
 TEST(WireTest, RejectsOtherVersions) {
   EncodedHeader bytes = Encode(Sample());
-  EXPECT_EQ(bytes[4], std::byte{4});
+  EXPECT_EQ(bytes[4], std::byte{5});
   Poke<uint8_t>(bytes, 4, 1);  // the eager-only protocol before rendezvous
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 1, this engine speaks 4");
+            "invalid segment header: unsupported version 1, this engine speaks 5");
   Poke<uint8_t>(bytes, 4, 2);  // one session carrying both directions
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 2, this engine speaks 4");
+            "invalid segment header: unsupported version 2, this engine speaks 5");
   Poke<uint8_t>(bytes, 4, 3);  // no heartbeats
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 3, this engine speaks 4");
-  Poke<uint8_t>(bytes, 4, 5);
+            "invalid segment header: unsupported version 3, this engine speaks 5");
+  Poke<uint8_t>(bytes, 4, 4);  // no call signature
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 5, this engine speaks 4");
+            "invalid segment header: unsupported version 4, this engine speaks 5");
+  Poke<uint8_t>(bytes, 4, 6);
+  EXPECT_EQ(DecodeError(bytes),
+            "invalid segment header: unsupported version 6, this engine speaks 5");
 }
 
 TEST(WireTest, RejectsUnknownTypes) {
@@ -141,11 +154,10 @@ TEST(WireTest, RejectsUnknownTypes) {
 TEST(WireTest, EagerSegmentsCarryTheWholeMessage) {
   SegmentHeader h = Sample();
   h.type = SegmentType::kEagerData;
-  EXPECT_EQ(DecodeError(Encode(h)),
-            "invalid segment header: eager segment must carry its whole message: offset 8192, "
-            "length 4096, total 1048576");
   h.offset = 0;
-  EXPECT_NE(DecodeError(Encode(h)).find("whole message: offset 0, length 4096"), std::string::npos);
+  EXPECT_EQ(DecodeError(Encode(h)),
+            "invalid segment header: eager segment must carry its whole message: length 4096, "
+            "total 1048576");
   h.length = 0;
   EXPECT_NE(DecodeError(Encode(h)).find("whole message"), std::string::npos);
 }
@@ -158,11 +170,40 @@ TEST(WireTest, RendezvousRequestsAndClearToSendsAreBareHeaders) {
     const std::string name = SegmentTypeName(type);
     EXPECT_EQ(DecodeError(Encode(h)), "invalid segment header: " + name +
                                           " segment must be a bare header: offset 0, length 4096");
-    h.length = 0;
-    h.offset = 64;
-    EXPECT_EQ(DecodeError(Encode(h)), "invalid segment header: " + name +
-                                          " segment must be a bare header: offset 64, length 0");
   }
+  // A request's offset is its call signature; a clear-to-send's must be 0.
+  SegmentHeader h = Sample();
+  h.type = SegmentType::kClearToSend;
+  h.length = 0;
+  h.offset = 64;
+  EXPECT_EQ(DecodeError(Encode(h)),
+            "invalid segment header: clear-to-send segment must be a bare header: offset 64, "
+            "length 0");
+}
+
+TEST(WireTest, RejectsCallSignaturesThatNameNoCall) {
+  SegmentHeader h = Sample();
+  h.type = SegmentType::kEagerData;
+  h.offset = 0;
+  h.total = h.length;
+  h.call = {.collective = Collective::kGather, .datatype = DataType::kFloat64, .root = 9};
+  EncodedHeader bytes = Encode(h);
+  EXPECT_EQ(bytes[48], std::byte{6});  // gather
+  EXPECT_EQ(bytes[49], std::byte{7});  // float64
+  EXPECT_EQ(bytes[52], std::byte{9});  // root, low byte first
+  Poke<uint8_t>(bytes, 48, 12);
+  EXPECT_EQ(DecodeError(bytes),
+            "invalid segment header: call signature of collective 12, datatype 7, reduce op 0 "
+            "and byte 0 names no call");
+  bytes = Encode(h);
+  Poke<uint8_t>(bytes, 49, 8);
+  EXPECT_NE(DecodeError(bytes).find("datatype 8"), std::string::npos);
+  bytes = Encode(h);
+  Poke<uint8_t>(bytes, 50, 4);
+  EXPECT_NE(DecodeError(bytes).find("reduce op 4"), std::string::npos);
+  bytes = Encode(h);
+  Poke<uint8_t>(bytes, 51, 1);
+  EXPECT_NE(DecodeError(bytes).find("byte 1 names no call"), std::string::npos);
 }
 
 TEST(WireTest, RendezvousDataIsNeverEmpty) {

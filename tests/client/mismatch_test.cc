@@ -1,0 +1,140 @@
+// Ranks that pass a collective different arguments of the same size (root, datatype,
+// reduction) against real cclods, with both ranks on one daemon and on two: every message
+// says what call sent it, so the receiving rank refuses it and the communicator breaks,
+// naming both calls, instead of an op taking another call's data and giving wrong results.
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "cclo/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace cclo {
+namespace {
+
+using ::testing::ContainsRegex;
+
+constexpr uint64_t kCount = 4;
+
+// One rank: its communicator and a send and a recv buffer of kCount 4-byte elements.
+struct Rank {
+  uint32_t rank;
+  Communicator& comm;
+  Buffer& send;
+  Buffer& recv;
+};
+
+// Parameter: whether the two ranks are on two daemons (else both on the first).
+class MismatchTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    daemons_[0] = new testing::Daemon();
+    daemons_[1] = new testing::Daemon();
+  }
+  static void TearDownTestSuite() {
+    for (testing::Daemon*& daemon : daemons_) {
+      delete daemon;
+      daemon = nullptr;
+    }
+  }
+
+  // Joins a new communicator of two ranks and runs `body` for each in its own thread; the
+  // statuses it returns are kept in results_.
+  void ForEachRank(const std::function<absl::Status(Rank&)>& body) {
+    std::unique_ptr<Client> clients[2];
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      absl::StatusOr<std::unique_ptr<Client>> client =
+          Client::Attach(daemons_[GetParam() ? rank : 0]->runtime_dir());
+      ASSERT_TRUE(client.ok()) << client.status();
+      clients[rank] = *std::move(client);
+    }
+    absl::StatusOr<std::string> token = clients[0]->CreateCommunicatorId();
+    ASSERT_TRUE(token.ok()) << token.status();
+    std::thread threads[2];
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      threads[rank] = std::thread([&, rank] {
+        absl::StatusOr<std::unique_ptr<Communicator>> comm = clients[rank]->Join(*token, rank, 2);
+        ASSERT_TRUE(comm.ok()) << comm.status();
+        absl::StatusOr<Buffer> send = clients[rank]->AllocBuffer(kCount * 4);
+        absl::StatusOr<Buffer> recv = clients[rank]->AllocBuffer(kCount * 4);
+        ASSERT_TRUE(send.ok() && recv.ok());
+        Rank me{rank, **comm, *send, *recv};
+        results_[rank] = body(me);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+
+  // Both ranks' last ops failed, and one of them says which call sent the message it was
+  // given and which call it was given to (`calls`, a regular expression).
+  void ExpectRefused(const std::string& calls) {
+    for (const absl::Status& result : results_) EXPECT_FALSE(result.ok()) << "an op succeeded";
+    const std::string said = absl::StrCat(results_[0].message(), " | ", results_[1].message());
+    EXPECT_THAT(said, ContainsRegex("was sent by " + calls));
+  }
+
+  absl::Status results_[2];
+  static testing::Daemon* daemons_[2];
+};
+
+testing::Daemon* MismatchTest::daemons_[2] = {nullptr, nullptr};
+
+// Each rank bcasts as its own root: both send and neither receives, so both bcasts end OK.
+// The allreduce after them meets the other rank's bcast message where it expects its peer's
+// allreduce message.
+TEST_P(MismatchTest, RanksThatEachBcastAsRootBreakTheNextCollective) {
+  ForEachRank([](Rank& me) -> absl::Status {
+    absl::Status bcast = me.comm.Bcast(me.send, 0, kCount, DataType::kInt32, me.rank);
+    if (!bcast.ok()) return bcast;
+    return me.comm.Allreduce(me.send, me.recv, kCount, DataType::kInt32, ReduceOp::kSum);
+  });
+  ExpectRefused("bcast of int32 from root [01] to allreduce of int32 \\(sum\\)");
+}
+
+TEST_P(MismatchTest, DatatypesOfOneSizeThatDifferAreRefused) {
+  ForEachRank([](Rank& me) {
+    const DataType type = me.rank == 0 ? DataType::kInt32 : DataType::kFloat32;
+    return me.comm.Allreduce(me.send, me.recv, kCount, type, ReduceOp::kSum);
+  });
+  ExpectRefused(
+      "allreduce of (float32 \\(sum\\) to allreduce of int32|int32 \\(sum\\) to allreduce of "
+      "float32) \\(sum\\)");
+}
+
+TEST_P(MismatchTest, ReductionsThatDifferAreRefused) {
+  ForEachRank([](Rank& me) {
+    const ReduceOp op = me.rank == 0 ? ReduceOp::kSum : ReduceOp::kMax;
+    return me.comm.Allreduce(me.send, me.recv, kCount, DataType::kInt32, op);
+  });
+  ExpectRefused(
+      "allreduce of int32 \\((max\\) to allreduce of int32 \\(sum|sum\\) to allreduce of "
+      "int32 \\(max)\\)");
+}
+
+// The same arguments still work, on both layouts.
+TEST_P(MismatchTest, MatchingCallsRunAsBefore) {
+  ForEachRank([](Rank& me) -> absl::Status {
+    for (int32_t& value : me.send.span<int32_t>()) value = static_cast<int32_t>(me.rank + 1);
+    absl::Status bcast = me.comm.Bcast(me.send, 0, kCount, DataType::kInt32, 1);
+    if (!bcast.ok()) return bcast;
+    absl::Status sum =
+        me.comm.Allreduce(me.send, me.recv, kCount, DataType::kInt32, ReduceOp::kSum);
+    if (!sum.ok()) return sum;
+    for (int32_t value : me.recv.span<int32_t>()) EXPECT_EQ(value, 4);  // 2 + 2
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(results_[0].ok()) << results_[0];
+  EXPECT_TRUE(results_[1].ok()) << results_[1];
+}
+
+INSTANTIATE_TEST_SUITE_P(OneDaemonAndTwo, MismatchTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "TwoDaemons" : "OneDaemon";
+                         });
+
+}  // namespace
+}  // namespace cclo
