@@ -25,6 +25,8 @@ struct TenantQuotas {
   /// Scratch memory of the engine its running calls hold (within scratch_max_bytes); the
   /// engine counts it, and refuses a call that would take more.
   uint64_t scratch_bytes = 4ull << 30;
+
+  bool operator==(const TenantQuotas&) const = default;
 };
 
 /// A tenant: who belongs to it (any of the listed uids, user names or group names, as
@@ -36,6 +38,8 @@ struct TenantConfig {
   std::vector<std::string> groups;  ///< the caller's primary or supplementary groups
   uint32_t weight = 1;              ///< share of the engine, 1..1000
   TenantQuotas quotas;
+
+  bool operator==(const TenantConfig&) const = default;
 };
 
 struct Config {

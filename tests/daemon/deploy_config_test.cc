@@ -4,10 +4,17 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "daemon/config.h"
+#include "hw/types.h"
 
 namespace cclo::daemon {
 namespace {
@@ -17,49 +24,76 @@ std::string ShippedPath() {
   return std::string(root ? root : ".") + "/cclod/deploy/cclod.yaml";
 }
 
+/// The keys ParseConfig takes, as its error for an unknown key lists them.
+std::vector<std::string> ConfigKeys() {
+  const absl::StatusOr<Config> refused = ParseConfig("no_such_key: 0");
+  const std::string message(refused.status().message());
+  const std::string list = "; valid keys: ";
+  return absl::StrSplit(message.substr(message.find(list) + list.size()), ", ");
+}
+
+/// Expects the field of a key equal in the shipped config and the defaults.
+using SameField = std::function<void(const Config& shipped, const Config& defaults)>;
+
+template <typename T>
+SameField Same(T Config::*field) {
+  return [field](const Config& shipped, const Config& defaults) {
+    EXPECT_EQ(shipped.*field, defaults.*field);
+  };
+}
+
+// Every key the parser takes has a built-in default; the shipped config states each (the
+// TLS files commented out) and equals the defaults in every one. The tenants compare whole,
+// every quota included.
 TEST(DeployConfigTest, ShippedConfigEqualsDefaults) {
   absl::StatusOr<Config> shipped = LoadConfig(ShippedPath());
   ASSERT_TRUE(shipped.ok()) << shipped.status();
-  Config defaults;
-  EXPECT_EQ(shipped->runtime_dir, defaults.runtime_dir);
-  EXPECT_EQ(shipped->host, defaults.host);
-  EXPECT_EQ(shipped->peer_port, defaults.peer_port);
-  EXPECT_EQ(shipped->data_port, defaults.data_port);
-  EXPECT_EQ(shipped->metrics_host, defaults.metrics_host);
-  EXPECT_EQ(shipped->metrics_port, defaults.metrics_port);
-  EXPECT_EQ(shipped->rx_pool_bytes, defaults.rx_pool_bytes);
-  EXPECT_EQ(shipped->scratch_max_bytes, defaults.scratch_max_bytes);
-  EXPECT_EQ(shipped->segment_bytes, defaults.segment_bytes);
-  EXPECT_EQ(shipped->eager_max_bytes, defaults.eager_max_bytes);
-  EXPECT_EQ(shipped->credits_per_peer, defaults.credits_per_peer);
-  EXPECT_EQ(shipped->data_link_gbps, defaults.data_link_gbps);
-  EXPECT_EQ(shipped->data_tcp_congestion, defaults.data_tcp_congestion);
-  EXPECT_EQ(shipped->max_buffer_bytes, defaults.max_buffer_bytes);
-  EXPECT_EQ(shipped->op_deadline, defaults.op_deadline);
-  EXPECT_EQ(shipped->join_timeout, defaults.join_timeout);
-  EXPECT_EQ(shipped->log_level, defaults.log_level);
-  EXPECT_EQ(shipped->log_format, defaults.log_format);
-  EXPECT_EQ(shipped->admin_group, defaults.admin_group);
-  EXPECT_EQ(shipped->default_tenant, defaults.default_tenant);
-  EXPECT_EQ(shipped->scheduler, defaults.scheduler);
-  ASSERT_EQ(shipped->tenants.size(), defaults.tenants.size());
-  const TenantConfig& tenant = shipped->tenants[0];
-  const TenantConfig& expected = defaults.tenants[0];
-  EXPECT_EQ(tenant.name, expected.name);
-  EXPECT_EQ(tenant.uids, expected.uids);
-  EXPECT_EQ(tenant.users, expected.users);
-  EXPECT_EQ(tenant.groups, expected.groups);
-  EXPECT_EQ(tenant.weight, expected.weight);
-  EXPECT_EQ(tenant.quotas.buffer_bytes, expected.quotas.buffer_bytes);
-  EXPECT_EQ(tenant.quotas.communicators, expected.quotas.communicators);
-  EXPECT_EQ(tenant.quotas.inflight_ops, expected.quotas.inflight_ops);
-  EXPECT_EQ(tenant.quotas.sessions, expected.quotas.sessions);
-  EXPECT_EQ(tenant.quotas.buffers, expected.quotas.buffers);
-  EXPECT_EQ(tenant.quotas.scratch_bytes, expected.quotas.scratch_bytes);
-  EXPECT_EQ(shipped->peer_tls_cert_file, defaults.peer_tls_cert_file);
-  EXPECT_EQ(shipped->peer_tls_key_file, defaults.peer_tls_key_file);
-  EXPECT_EQ(shipped->peer_tls_ca_file, defaults.peer_tls_ca_file);
-  EXPECT_EQ(shipped->policy.rules_size(), defaults.policy.rules_size());
+  const Config defaults;
+  const std::map<std::string, SameField> fields = {
+      {"runtime_dir", Same(&Config::runtime_dir)},
+      {"host", Same(&Config::host)},
+      {"peer_port", Same(&Config::peer_port)},
+      {"data_port", Same(&Config::data_port)},
+      {"metrics_host", Same(&Config::metrics_host)},
+      {"metrics_port", Same(&Config::metrics_port)},
+      {"rx_pool_bytes", Same(&Config::rx_pool_bytes)},
+      {"scratch_max_bytes", Same(&Config::scratch_max_bytes)},
+      {"segment_bytes", Same(&Config::segment_bytes)},
+      {"eager_max_bytes", Same(&Config::eager_max_bytes)},
+      {"credits_per_peer", Same(&Config::credits_per_peer)},
+      {"rendezvous_waiting_per_peer", Same(&Config::rendezvous_waiting_per_peer)},
+      {"peer_timeout_ms", Same(&Config::peer_timeout)},
+      {"data_link_gbps", Same(&Config::data_link_gbps)},
+      {"data_tcp_congestion", Same(&Config::data_tcp_congestion)},
+      {"max_buffer_bytes", Same(&Config::max_buffer_bytes)},
+      {"op_deadline_ms", Same(&Config::op_deadline)},
+      {"join_timeout_ms", Same(&Config::join_timeout)},
+      {"log_level", Same(&Config::log_level)},
+      {"log_format", Same(&Config::log_format)},
+      {"admin_group", Same(&Config::admin_group)},
+      {"tenants", Same(&Config::tenants)},
+      {"default_tenant", Same(&Config::default_tenant)},
+      {"scheduler", Same(&Config::scheduler)},
+      {"peer_tls_cert_file", Same(&Config::peer_tls_cert_file)},
+      {"peer_tls_key_file", Same(&Config::peer_tls_key_file)},
+      {"peer_tls_ca_file", Same(&Config::peer_tls_ca_file)},
+      {"policy",
+       [](const Config& shipped, const Config& defaults) {
+         EXPECT_EQ(shipped.policy.DebugString(), defaults.policy.DebugString());
+       }},
+  };
+  absl::StatusOr<std::string> text = hw::ReadTextFile("config file", ShippedPath());
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::vector<std::string> keys = ConfigKeys();
+  EXPECT_EQ(keys.size(), fields.size());
+  for (const std::string& key : keys) {
+    SCOPED_TRACE(key);
+    EXPECT_TRUE(absl::StrContains(*text, "\n" + key + ":") ||
+                absl::StrContains(*text, "\n# " + key + ":"));
+    auto field = fields.find(key);
+    ASSERT_NE(field, fields.end()) << "a key this test does not compare";
+    field->second(*shipped, defaults);
+  }
 }
 
 TEST(DeployConfigTest, PolicyExampleIsValid) {
