@@ -75,7 +75,9 @@ std::string RenderReport(const BenchOptions& options, const Measurements& measur
     row.push_back(measurable ? Fixed(cpu->second / moved, 2) : "-");
     if (options.check) {
       auto check = measurements.cclo.checks.find(key);
-      row.push_back(check == measurements.cclo.checks.end() ? "missing" : check->second);
+      row.push_back(!moves                                    ? "-"
+                    : check == measurements.cclo.checks.end() ? "missing"
+                                                              : check->second);
     }
     for (const auto& [stack, timings] : measurements.stacks) {
       auto theirs = timings.find(key);

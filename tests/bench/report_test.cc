@@ -116,6 +116,28 @@ TEST(RenderReportTest, SendCountsTheMessagesItSends) {
   EXPECT_EQ(cpu["sendrecv"], "25.60");  // 0.3 s over 12 MiB
 }
 
+// A nop has no output: the ranks report no check of it, and its check column says "-" (it
+// said "ok").
+TEST(RenderReportTest, NopsAreNotChecked) {
+  BenchOptions options;
+  options.daemons = 2;
+  options.check = true;
+  Measurements measured;
+  for (Op op : {Op::kNop, Op::kNopGrpc}) measured.cclo.timings[{op, 0}] = {10, 10};
+  measured.cclo.timings[kKey] = {10, 10};
+  measured.cclo.checks[kKey] = "ok";
+  const std::string table = RenderReport(options, measured);
+  std::map<std::string, std::string> check;
+  for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> row = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    ASSERT_EQ(row.size(), 8u) << table;
+    check[row[0]] = row[7];
+  }
+  EXPECT_EQ(check["nop"], "-") << table;
+  EXPECT_EQ(check["nop_grpc"], "-") << table;
+  EXPECT_EQ(check["allreduce"], "ok") << table;
+}
+
 TEST(RenderGeomeansTest, AveragesEachStackOverTheSizesFromOneMiB) {
   Measurements measured;
   auto& ours = measured.cclo.timings;
