@@ -310,7 +310,7 @@ absl::Status Communicator::Nop(const OpOptions& options) { return WaitFor(NopAsy
 
 absl::Status Communicator::Destroy() {
   if (destroyed_) return absl::OkStatus();
-  if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
+  if (absl::Status open = session_->ring().CheckOpen(); !open.ok()) return open;
   v1::DestroyCommunicatorRequest request;
   request.set_comm_handle(handle_);
   v1::DestroyCommunicatorResponse response;

@@ -97,7 +97,7 @@ absl::StatusOr<bool> Request::Test() {
 
 absl::Status Request::Cancel() {
   if (!session_) return MovedFrom();
-  if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
+  if (absl::Status open = session_->ring().CheckOpen(); !open.ok()) return open;
   if (done()) {
     return absl::FailedPreconditionError(absl::StrCat("op ", op_id_, " already finished"));
   }

@@ -269,9 +269,17 @@ absl::Status ClientRing::InAttachingProcess() const {
                                                     " is a forked child: attach its own Client"));
 }
 
+absl::Status ClientRing::CheckOpen() const {
+  if (absl::Status here = InAttachingProcess(); !here.ok()) return here;
+  if (closed_.load(std::memory_order_relaxed)) {
+    return absl::FailedPreconditionError("the session is closed");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> ClientRing::Submit(
     v1::SubmitRequest request, const std::vector<Dependency>& after, hw::SteadyTime deadline) {
-  if (absl::Status here = InAttachingProcess(); !here.ok()) return here;
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
   // Refused before waiting for room (the dependencies left out below only shorten the list).
   if (absl::Status fits = ring::CheckFits(request, after.size()); !fits.ok()) return fits;
   uint64_t cookie = 0;

@@ -72,6 +72,15 @@ class ClientRing {
   /// Does nothing in a forked child.
   void Forget(uint64_t cookie);
 
+  /// Marks the session ended here (its Client was destroyed): from now on Submit fails
+  /// before it posts, and so does CheckOpen.
+  void Close() { closed_.store(true, std::memory_order_relaxed); }
+
+  /// InAttachingProcess's answer, then FAILED_PRECONDITION ("the session is closed") once
+  /// Close was called: what every call that would reach the daemon for the session checks
+  /// first (Submit here, the RPCs of Communicators and Requests).
+  absl::Status CheckOpen() const;
+
   /// OK in the process that attached. In a forked child FAILED_PRECONDITION: the rings are
   /// shared memory the child inherited, and its posts or consumption would corrupt the
   /// parent's session (and a lock held at the fork stays held). Submit and Finished check it.
@@ -115,6 +124,8 @@ class ClientRing {
   /// the sleeper then wakes at its next alive check).
   const int self_doorbell_;
   const AliveFn alive_;
+  /// Set by Close; read by CheckOpen.
+  std::atomic<bool> closed_{false};
   const absl::Duration alive_check_;
   /// When AliveNow last asked (or the ring was mapped), ns on the monotonic clock (since
   /// hw::SteadyTime(), its epoch).

@@ -194,6 +194,7 @@ void Session::CloseFds() {
 }
 
 void Session::Close() {
+  if (ring_ != nullptr) ring_->Close();
   if (Forked()) return CloseFds();  // one thread there; the lock may be held since the fork
   absl::MutexLock lock(&attach_mutex_);
   CloseFds();

@@ -33,10 +33,11 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  /// Closes the attach socket, which ends the session at the daemon. Idempotent. In a
-  /// forked child (whose copy of the attach socket was closed at the fork) it closes the
-  /// child's copies of the other fds, without waiting for a lock another thread held at the
-  /// fork.
+  /// Closes the attach socket, which ends the session at the daemon, after closing the ring
+  /// (ClientRing::Close: later ops and RPCs fail before they reach the daemon). Idempotent.
+  /// In a forked child (whose copy of the attach socket was closed at the fork) it closes
+  /// the child's copies of the other fds, without waiting for a lock another thread held at
+  /// the fork.
   void Close();
 
   /// The daemon's session id.

@@ -415,6 +415,8 @@ TEST_F(ClientTest, CallsAfterTheClientWasDestroyedSayTheSessionIsClosed) {
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
     EXPECT_TRUE(absl::StrContains(status.message(), "the session is closed")) << status;
   }
+  // An op is refused before it is posted to the command ring (not after waiting there).
+  EXPECT_EQ(comm->Nop().message(), "Submit: the session is closed");
 }
 
 TEST_F(ClientTest, JoinTimesOutWhenRanksAreMissing) {

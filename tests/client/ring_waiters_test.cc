@@ -3,7 +3,8 @@
 // news from that one, and a thread that consumes a completion another waits for wakes
 // that one, instead of leaving it asleep until its nap ends (100 ms; here an hour, past
 // the waiters' 20 s deadlines, so that only the wake-up can end a sleep sooner).
-// The daemon's side is the daemon's own SessionRing, in this process.
+// The daemon's side is the daemon's own SessionRing, in this process. Also: a closed ring
+// refuses commands.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -128,6 +129,20 @@ TEST(ClientRingTest, TwoWaitersEachWakeForTheResultAnotherThreadConsumed) {
   EXPECT_TRUE(first.result->has_value());
   EXPECT_TRUE(second.result->has_value());
   EXPECT_EQ(rings.naps.load(), 0) << "a waiter slept until its deadline with its result here";
+}
+
+// Once its session is closed here (the Client destroyed), the ring refuses an op before
+// posting it: no daemon would take it (or one not yet aware of the end would run it).
+TEST(ClientRingTest, AClosedRingRefusesAnOpWithoutPostingIt) {
+  Rings rings;
+  rings.client->Close();
+  v1::SubmitRequest request;
+  request.set_collective(v1::NOP);
+  absl::StatusOr<std::pair<uint64_t, ClientRing::Accepted>> submitted =
+      rings.client->Submit(request, {}, hw::SteadyNow() + absl::Seconds(1));
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(submitted.status().message(), "the session is closed");
+  EXPECT_FALSE(rings.daemon_side->HasCommands());
 }
 
 }  // namespace
