@@ -311,6 +311,9 @@ absl::Status Communicator::Nop(const OpOptions& options) { return WaitFor(NopAsy
 absl::Status Communicator::Destroy() {
   if (destroyed_) return absl::OkStatus();
   if (absl::Status open = session_->ring().CheckOpen(); !open.ok()) return open;
+  // A call that waited here for another finds what a later call would.
+  absl::MutexLock lock(&destroy_mutex_);
+  if (destroyed_) return absl::OkStatus();
   v1::DestroyCommunicatorRequest request;
   request.set_comm_handle(handle_);
   v1::DestroyCommunicatorResponse response;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <latch>
 #include <memory>
 #include <string>
 #include <thread>
@@ -107,6 +108,29 @@ void Ignore(int) {}
 
 // Signals arriving at a thread waiting on a Request (EINTR in its sleeps) do not end the
 // wait: it returns the op's result.
+// Threads destroying one communicator at once: each gets what a second Destroy after the
+// first gets, OK (one of them got the daemon's refusal of the handle the other released).
+TEST(ThreadsTest, ConcurrentDestroysAreAsSequentialOnes) {
+  testing::Daemon daemon;
+  std::unique_ptr<Client> client = AttachOrDie(daemon.runtime_dir());
+  constexpr int kThreads = 4;
+  for (int round = 0; round < 10; ++round) {
+    std::unique_ptr<Communicator> comm = JoinAlone(*client);
+    std::latch start(kThreads);
+    std::vector<absl::Status> destroyed(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        destroyed[i] = comm->Destroy();
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (const absl::Status& status : destroyed)
+      EXPECT_TRUE(status.ok()) << round << ": " << status;
+  }
+}
+
 TEST(ThreadsTest, SignalsDoNotEndAWait) {
   testing::Daemon daemon;
   Pair pair = JoinPair(daemon.runtime_dir());

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cclo/buffer.h"
 #include "cclo/request.h"
@@ -188,7 +189,9 @@ class Communicator {
   /// Leaves the communicator at the daemon; later ops on it fail with FAILED_PRECONDITION.
   /// Ops of this rank still in flight end with UNAVAILABLE ("rank R destroyed the
   /// communicator") when no other rank of it is on this daemon; while one is, they run on
-  /// until they finish or reach their deadline. Their Requests stay valid either way.
+  /// until they finish or reach their deadline. Their Requests stay valid either way. Calls
+  /// from several threads at once go one after the other: once one succeeded, the rest
+  /// return OK, as later calls do.
   absl::Status Destroy();
 
  private:
@@ -211,6 +214,7 @@ class Communicator {
   uint32_t size_;
   std::string id_hex_;
   std::atomic<bool> destroyed_ = false;  // set once by Destroy(); read by every op
+  absl::Mutex destroy_mutex_;            // one Destroy() at a time
 };
 
 }  // namespace cclo
