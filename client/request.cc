@@ -1,6 +1,7 @@
 #include "cclo/request.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/session.h"
@@ -11,11 +12,12 @@ Request& Request::operator=(Request&& other) noexcept {
   if (this == &other) return *this;
   if (session_) session_->ring().Forget(cookie_);
   session_ = std::move(other.session_);
-  op_id_ = other.op_id_;
-  cookie_ = other.cookie_;
+  // `other` holds no op from here on (request.h).
+  op_id_ = std::exchange(other.op_id_, 0);
+  cookie_ = std::exchange(other.cookie_, 0);
   report_by_ = other.report_by_;
   record_mu_ = std::move(other.record_mu_);
-  done_.store(other.done_.load(std::memory_order_acquire), std::memory_order_release);
+  done_.store(other.done_.exchange(false, std::memory_order_acquire), std::memory_order_release);
   status_ = std::move(other.status_);
   algorithm_ = std::move(other.algorithm_);
   elapsed_ = other.elapsed_;

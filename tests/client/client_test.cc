@@ -303,8 +303,12 @@ TEST_F(ClientTest, RequestWaitTimesOutAndStaysValid) {
   EXPECT_FALSE(*done);
   EXPECT_FALSE(receive->done());
 
-  // A Request moved from says so rather than failing somewhere else.
+  // A Request moved from says so rather than failing somewhere else, and holds no op: it
+  // kept the id of the op that is now the other's.
+  const uint64_t op_id = receive->op_id();
   Request moved = *std::move(receive);
+  EXPECT_EQ(moved.op_id(), op_id);
+  EXPECT_EQ(receive->op_id(), 0u);
   EXPECT_EQ(receive->Wait().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(receive->Test().status().message(), "this Request was moved from");
   EXPECT_EQ(receive->Cancel().code(), absl::StatusCode::kFailedPrecondition);
@@ -322,6 +326,11 @@ TEST_F(ClientTest, RequestWaitTimesOutAndStaysValid) {
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(*done);
   EXPECT_TRUE(receive->Wait().ok());
+  // Moved from once done, it is not done (it kept the done() of the op it gave away).
+  moved = *std::move(receive);
+  EXPECT_TRUE(moved.done());
+  EXPECT_FALSE(receive->done());
+  EXPECT_EQ(receive->op_id(), 0u);
 }
 
 TEST_F(ClientTest, FailedOpReportsTheDaemonsError) {

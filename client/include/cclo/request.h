@@ -20,7 +20,11 @@ class Session;
 
 /// Handle of one submitted op (returned by the Communicator's *Async methods).
 ///
-/// Move-only. Wait, Test, Cancel, op_id() and done() may be called from several threads at
+/// Move-only. A moved-from request holds no op: op_id() is 0 (no op's id), done() is false,
+/// and Wait, Test and Cancel fail with FAILED_PRECONDITION ("this Request was moved from");
+/// another request may be moved into it.
+///
+/// Wait, Test, Cancel, op_id() and done() may be called from several threads at
 /// once (progress threads waiting on one request): every waiter learns the op's result.
 /// The other accessors are read once done() is true (they do not change after that).
 /// Moving, assigning or destroying a request while another thread uses it is not allowed.
@@ -61,7 +65,7 @@ class Request {
   /// into its deadline; a withdrawn send or receive is as if never submitted.
   absl::Status Cancel();
 
-  /// The daemon's id of the op.
+  /// The daemon's id of the op (ids start at 1); 0 once moved from.
   uint64_t op_id() const { return op_id_; }
   /// True once the op's result is known.
   bool done() const { return done_.load(std::memory_order_acquire); }
