@@ -115,11 +115,11 @@ absl::Status CheckType(const SegmentHeader& h) {
 
 }  // namespace
 
-EncodedHeader Encode(const SegmentHeader& header) {
+EncodedHeader Encode(const SegmentHeader& header, uint8_t version) {
   EncodedHeader out{};
   std::byte* p = out.data();
   Put<uint32_t>(p + 0, kMagic);
-  Put<uint8_t>(p + 4, kWireVersion);
+  Put<uint8_t>(p + 4, version);
   Put<uint8_t>(p + 5, static_cast<uint8_t>(header.type));
   Put<uint16_t>(p + 6, 0);
   std::memcpy(p + 8, header.comm.data(), header.comm.size());
@@ -185,6 +185,19 @@ absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size) {
   }
   if (absl::Status status = CheckType(h); !status.ok()) return status;
   return h;
+}
+
+std::optional<ForeignHeader> DecodeForeign(const std::byte* data, size_t size) {
+  if (data == nullptr || size < kHeaderBytes) return std::nullopt;
+  EncodedHeader ours;
+  std::memcpy(ours.data(), data, kHeaderBytes);
+  Put<uint8_t>(ours.data() + 4, kWireVersion);
+  absl::StatusOr<SegmentHeader> header = Decode(ours.data(), ours.size());
+  const uint8_t version = Get<uint8_t>(data + 4);
+  if (version == kWireVersion || !header.ok() || header->type != SegmentType::kControl) {
+    return std::nullopt;
+  }
+  return ForeignHeader{.version = version, .header = *header};
 }
 
 std::string SegmentTypeName(SegmentType type) {

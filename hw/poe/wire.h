@@ -37,11 +37,16 @@
 // message (a clear-to-send the one it clears, so its src is the rank it goes to). Decode
 // checks everything that can be checked without knowing the communicator; the receiver
 // checks the rest (ranks, credits, the posted receive) before it touches memory.
+//
+// Every version keeps the magic, the version, the communicator and the layout of control
+// segments where they are (versions 1 to 5 all do), so that an engine can read the HELLO of
+// a peer of another version far enough to refuse it in a segment that peer reads.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -88,12 +93,23 @@ struct SegmentHeader {
 
 using EncodedHeader = std::array<std::byte, kHeaderBytes>;
 
-/// Encodes `header` in the layout above.
-EncodedHeader Encode(const SegmentHeader& header);
+/// Encodes `header` in the layout above, as a segment of `version`: another version only for
+/// a control segment, which every version lays out alike.
+EncodedHeader Encode(const SegmentHeader& header, uint8_t version = kWireVersion);
 
 /// Decodes and validates the first kHeaderBytes of `data`. Fails with INVALID_ARGUMENT
 /// naming the bad field and its value.
 absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size);
+
+/// A control segment of another wire version, as Decode would take it in this one.
+struct ForeignHeader {
+  uint8_t version = 0;
+  SegmentHeader header;
+};
+
+/// The first kHeaderBytes of `data` as a valid control segment of a version other than
+/// kWireVersion (which Decode refuses), or nothing if they are not one.
+std::optional<ForeignHeader> DecodeForeign(const std::byte* data, size_t size);
 
 /// Lower-case name of a segment type ("eager", "rendezvous request", ...).
 std::string SegmentTypeName(SegmentType type);

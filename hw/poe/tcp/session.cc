@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -161,10 +162,11 @@ void TcpSession::Fail(const absl::Status& reason) {
   engine_.handler().OnSessionClosed(*this, reason);
 }
 
-void TcpSession::Refuse(const absl::Status& reason) {
+void TcpSession::Refuse(const absl::Status& reason, uint8_t version) {
   engine_.CountWireError();
   spdlog::warn("refusing {}: {}", Name(), std::string(reason.message()));
-  SendFinal(ControlKind::kRefuse, std::string(reason.message()));
+  SendFinal(ControlKind::kRefuse, std::string(reason.message()), version);
+  DiscardInput();  // or the close resets the connection, and the refusal may be lost with it
   Fail(reason);
 }
 
@@ -192,14 +194,14 @@ void TcpSession::FinishPartialEntry() {
   tx_.pop_front();  // written whole; its on_written goes with the session
 }
 
-void TcpSession::SendFinal(ControlKind kind, const std::string& reason) {
+void TcpSession::SendFinal(ControlKind kind, const std::string& reason, uint8_t version) {
   FinishPartialEntry();  // the per-turn write budget may have stopped mid-segment
   if (!tx_.empty() && tx_.front().written > 0) return;  // mid-segment: the stream is busy
   const std::vector<std::byte> payload = EncodeControl({.kind = kind, .reason = reason});
   SegmentHeader header{.type = SegmentType::kControl, .comm = comm_};
   header.length = static_cast<uint32_t>(payload.size());
   header.total = header.length;
-  EncodedHeader encoded = Encode(header);
+  EncodedHeader encoded = Encode(header, version);
   iovec iov[2] = {{encoded.data(), encoded.size()},
                   {const_cast<std::byte*>(payload.data()), payload.size()}};
   msghdr msg{};
@@ -394,6 +396,18 @@ bool TcpSession::TakeStaged(uint64_t& payload_read) {
 void TcpSession::OnHeader() {
   absl::StatusOr<SegmentHeader> header = Decode(header_bytes_.data(), header_bytes_.size());
   if (!header.ok()) {
+    // A HELLO of another version is refused in that version, so that its daemon can say why.
+    const std::optional<ForeignHeader> foreign =
+        state_ == State::kAwaitHello ? DecodeForeign(header_bytes_.data(), header_bytes_.size())
+                                     : std::nullopt;
+    if (foreign) {
+      comm_ = foreign->header.comm;
+      return Refuse(absl::FailedPreconditionError(absl::StrCat(
+                        "the HELLO came in data wire version ", foreign->version, " and daemon ",
+                        engine_.address(), " speaks version ", kWireVersion,
+                        ": all daemons of a communicator must speak one data wire version")),
+                    foreign->version);
+    }
     engine_.CountWireError();
     spdlog::warn("closing {}: {}", Name(), std::string(header.status().message()));
     return Fail(header.status());

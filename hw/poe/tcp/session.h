@@ -140,14 +140,15 @@ class TcpSession final : public Session {
   void OnChallenge(const ControlMessage& challenge);
   void OnResponse(const ControlMessage& response);
   void SendControl(const ControlMessage& message);
-  /// Refuses the handshake: counts a wire error, tells the peer, closes.
-  void Refuse(const absl::Status& reason);
+  /// Refuses the handshake: counts a wire error, tells the peer (in a control segment of
+  /// `version`, the peer's), closes.
+  void Refuse(const absl::Status& reason, uint8_t version = kWireVersion);
   /// The handshake is done: data may flow, and the socket's buffers suit the path.
   void BecomeUp();
   /// Ends the session on our side's initiative and reports it to the handler.
   void Fail(const absl::Status& reason);
-  /// Best effort: writes one last control message without waiting.
-  void SendFinal(ControlKind kind, const std::string& reason);
+  /// Best effort: writes one last control message (of wire `version`) without waiting.
+  void SendFinal(ControlKind kind, const std::string& reason, uint8_t version = kWireVersion);
   /// Writes the rest of a segment left partly written, as far as the socket takes it now,
   /// so that a final control message is not cut into it.
   void FinishPartialEntry();

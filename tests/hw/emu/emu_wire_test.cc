@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -452,21 +453,42 @@ TEST_F(EmuWireTest, GarbageOnAnIdleCommunicatorIsReportedAsABreak) {
   EXPECT_THAT(broken.reason.message(), HasSubstr("invalid data from peer daemon"));
 }
 
-TEST_F(EmuWireTest, PeerSpeakingWireVersion2IsTurnedAway) {
-  FakePeer peer(device_->DataAddress(), comm_);
-  SegmentHeader hello{.type = SegmentType::kControl, .comm = comm_.config.id};
-  const std::vector<std::byte> payload = poe::EncodeControl({.kind = ControlKind::kHello,
-                                                             .segment_bytes = 4096,
-                                                             .connector = kFakeAddress,
-                                                             .acceptor = device_->DataAddress()});
-  hello.length = hello.total = payload.size();
-  poe::EncodedHeader bytes = poe::Encode(hello);
-  bytes[4] = std::byte{2};  // one session carrying both ways
-  peer.Write(bytes.data(), bytes.size());
-  peer.Write(payload.data(), payload.size());
-  char byte;
-  EXPECT_FALSE(peer.Read(&byte, 1));  // the device hangs up
-  EXPECT_EQ(device_->Stats().wire_errors, 1u);
+// A daemon of an older version (4: before call signatures; 2: one session carrying both
+// ways) gets the refusal in its own version, naming both, so that it can say why.
+TEST_F(EmuWireTest, PeerOfAnotherWireVersionIsRefusedInItsVersion) {
+  for (const uint8_t version : {4, 2}) {
+    FakePeer peer(device_->DataAddress(), comm_);
+    SegmentHeader hello{.type = SegmentType::kControl, .comm = comm_.config.id};
+    const std::vector<std::byte> payload = poe::EncodeControl({.kind = ControlKind::kHello,
+                                                               .segment_bytes = 4096,
+                                                               .timeout_ms = 10'000,
+                                                               .connector = kFakeAddress,
+                                                               .acceptor = device_->DataAddress()});
+    hello.length = hello.total = payload.size();
+    const poe::EncodedHeader bytes = poe::Encode(hello, version);
+    peer.Write(bytes.data(), bytes.size());
+    peer.Write(payload.data(), payload.size());
+    poe::EncodedHeader answer;
+    ASSERT_TRUE(peer.Read(answer.data(), answer.size()));
+    EXPECT_EQ(answer[4], std::byte{version});
+    const std::optional<poe::ForeignHeader> refusal =
+        poe::DecodeForeign(answer.data(), answer.size());
+    ASSERT_TRUE(refusal.has_value());
+    EXPECT_EQ(refusal->header.comm, comm_.config.id);
+    std::vector<std::byte> reason(refusal->header.length);
+    ASSERT_TRUE(peer.Read(reason.data(), reason.size()));
+    absl::StatusOr<ControlMessage> message = poe::DecodeControl(reason.data(), reason.size());
+    ASSERT_TRUE(message.ok()) << message.status();
+    EXPECT_EQ(message->kind, ControlKind::kRefuse);
+    EXPECT_EQ(message->reason,
+              absl::StrCat("the HELLO came in data wire version ", version, " and daemon ",
+                           device_->DataAddress(),
+                           " speaks version 5: all daemons of a communicator must speak one "
+                           "data wire version"));
+    char byte;
+    EXPECT_FALSE(peer.Read(&byte, 1));  // then the device hangs up
+  }
+  EXPECT_EQ(device_->Stats().wire_errors, 2u);
 }
 
 TEST_F(EmuWireTest, WrongProofIsRefusedByTheAcceptor) {

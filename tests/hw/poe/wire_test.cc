@@ -1,6 +1,7 @@
 #include "hw/poe/wire.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,27 @@ TEST(WireTest, RejectsOtherVersions) {
   Poke<uint8_t>(bytes, 4, 6);
   EXPECT_EQ(DecodeError(bytes),
             "invalid segment header: unsupported version 6, this engine speaks 5");
+}
+
+// A control segment of another version (a HELLO to refuse, the refusal in the peer's
+// version) reads as in this one; nothing else does.
+TEST(WireTest, ControlSegmentsOfOtherVersionsAreReadAsForeign) {
+  SegmentHeader control{.type = SegmentType::kControl, .comm = Sample().comm, .length = 40};
+  control.total = 40;
+  const EncodedHeader bytes = Encode(control, 4);
+  EXPECT_EQ(bytes[4], std::byte{4});
+  std::optional<ForeignHeader> foreign = DecodeForeign(bytes.data(), bytes.size());
+  ASSERT_TRUE(foreign.has_value());
+  EXPECT_EQ(foreign->version, 4);
+  EXPECT_EQ(foreign->header, control);
+  const EncodedHeader ours = Encode(control);
+  EXPECT_FALSE(DecodeForeign(ours.data(), ours.size()).has_value());
+  const EncodedHeader data = Encode(Sample(), 4);
+  EXPECT_FALSE(DecodeForeign(data.data(), data.size()).has_value());
+  EncodedHeader bad_magic = bytes;
+  Poke<uint32_t>(bad_magic, 0, 0xDEADBEEF);
+  EXPECT_FALSE(DecodeForeign(bad_magic.data(), bad_magic.size()).has_value());
+  EXPECT_FALSE(DecodeForeign(bytes.data(), kHeaderBytes - 1).has_value());
 }
 
 TEST(WireTest, RejectsUnknownTypes) {
