@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "firmware/registry.h"
+#include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -55,6 +56,7 @@ absl::StatusOr<std::string> Communicators::CreateId(const SessionPtr& session,
   *policy.mutable_policy() = *policies_->Current();
   policy.set_root_address(self_address_);
   policy.set_selection(firmware::kSelectionVersion);
+  policy.set_wire_version(hw::poe::kWireVersion);
   policy.set_tenant(session->tenant()->name());
   policy.set_comm_label(label);
   CommToken token = NewToken(self_address_);
@@ -127,6 +129,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   cclo::v1::PeerJoinRequest request;
   request.set_version(1);
   request.set_selection(firmware::kSelectionVersion);
+  request.set_wire_version(hw::poe::kWireVersion);
   request.set_comm_id(IdBytes(id));
   request.set_rank(rank);
   request.set_size(size);
@@ -166,13 +169,12 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
     }
   }
   // The root may run another version: its policy and its built-in selection must be this
-  // daemon's too, or the ranks could choose differently.
-  if (absl::Status same = SameSelection(response->policy().selection(),
-                                        absl::StrCat("root daemon ", token->root_address),
-                                        "this daemon");
-      !same.ok()) {
-    return fail(same);
-  }
+  // daemon's too, or the ranks could choose differently; its data wire version too, or
+  // the data sessions would be refused.
+  const std::string root = absl::StrCat("root daemon ", token->root_address);
+  absl::Status same = SameSelection(response->policy().selection(), root, "this daemon");
+  if (same.ok()) same = SameWireVersion(response->policy().wire_version(), root, "this daemon");
+  if (!same.ok()) return fail(same);
   if (absl::Status usable = ValidatePolicy(response->policy().policy()); !usable.ok()) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat("root daemon ", token->root_address,

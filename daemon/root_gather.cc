@@ -8,6 +8,7 @@
 #include "daemon/policy.h"
 #include "daemon/token.h"
 #include "firmware/registry.h"
+#include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -24,6 +25,15 @@ absl::Status SameSelection(uint32_t theirs, const std::string& who, const std::s
                    theirs == 0 ? " (a release from before selections were numbered)" : "", " and ",
                    self, " by selection ", firmware::kSelectionVersion,
                    ": all daemons of a communicator must run releases of one selection"));
+}
+
+absl::Status SameWireVersion(uint32_t theirs, const std::string& who, const std::string& self) {
+  if (theirs == hw::poe::kWireVersion) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      who, " speaks data wire version ",
+      theirs == 0 ? "4 or older (a release from before joins carried it)" : absl::StrCat(theirs),
+      " and ", self, " version ", hw::poe::kWireVersion,
+      ": all daemons of a communicator must speak one data wire version"));
 }
 
 uint32_t JoinTimeoutMs(absl::Duration remaining) {
@@ -110,11 +120,11 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   const hw::SteadyTime deadline =
       std::min(rpc_deadline,
                hw::SteadyNow() + std::min(absl::Milliseconds(request.timeout_ms()), longest_wait_));
-  if (absl::Status same = SameSelection(
-          request.selection(),
-          absl::StrCat("rank ", request.rank(), "'s daemon at ", request.daemon_address()),
-          "the root daemon");
-      !same.ok()) {
+  const std::string joiner =
+      absl::StrCat("rank ", request.rank(), "'s daemon at ", request.daemon_address());
+  absl::Status same = SameSelection(request.selection(), joiner, "the root daemon");
+  if (same.ok()) same = SameWireVersion(request.wire_version(), joiner, "the root daemon");
+  if (!same.ok()) {
     // The communicator cannot form: the ranks waiting for it, and later ones, learn why now.
     Fail(gather, same);
     return same;

@@ -2,7 +2,7 @@
 // tokens for (with the policy snapshot taken then), checks each joining rank's proof, and
 // answers every rank with the rank table and the snapshot once all `size` ranks have
 // joined (or fails them at the deadline, once a rank's daemon has another built-in
-// selection, or once the daemon refuses joins).
+// selection or data wire version, or once the daemon refuses joins).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,10 @@ std::string JoinMessage(const cclo::v1::PeerJoinRequest& request);
 /// this daemon's (`self` in the message); else FAILED_PRECONDITION naming both: their
 /// ranks could choose different algorithms for the same collective.
 absl::Status SameSelection(uint32_t theirs, const std::string& who, const std::string& self);
+
+/// The same for `theirs`, the data wire version of the daemon described by `who`: their
+/// data sessions would be refused.
+absl::Status SameWireVersion(uint32_t theirs, const std::string& who, const std::string& self);
 
 /// The timeout_ms a joining rank with `remaining` time gives the root: 9/10 of it, so that
 /// the root's answer (which ranks are missing) arrives before the rank's own deadline, and

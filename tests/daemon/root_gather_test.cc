@@ -8,11 +8,13 @@
 #include "daemon/token.h"
 #include "firmware/registry.h"
 #include "hw/clock.h"
+#include "hw/poe/wire.h"
 
 namespace cclo::daemon {
 namespace {
 
 static_assert(firmware::kSelectionVersion == 1, "the expected messages below name selection 1");
+static_assert(hw::poe::kWireVersion == 5, "the expected messages below name wire version 5");
 
 // A join of `rank` of a communicator of `size`, with its proof, from a daemon of `selection`.
 cclo::v1::PeerJoinRequest JoinFrom(const CommToken& token, uint32_t rank, uint32_t size,
@@ -20,6 +22,7 @@ cclo::v1::PeerJoinRequest JoinFrom(const CommToken& token, uint32_t rank, uint32
   cclo::v1::PeerJoinRequest request;
   request.set_version(1);
   request.set_selection(selection);
+  request.set_wire_version(hw::poe::kWireVersion);
   request.set_comm_id(std::string(token.id.begin(), token.id.end()));
   request.set_rank(rank);
   request.set_size(size);
@@ -34,19 +37,23 @@ cclo::v1::CommPolicy RootPolicy() {
   cclo::v1::CommPolicy policy;
   policy.set_root_address("10.0.0.1:7470");
   policy.set_selection(firmware::kSelectionVersion);
+  policy.set_wire_version(hw::poe::kWireVersion);
   return policy;
 }
 
-struct OtherSelection {
+// A daemon of another release: its built-in selection and data wire version.
+struct OtherRelease {
   uint32_t selection;
+  uint32_t wire_version;
   std::string message;
 };
 
-class RootGatherSelectionTest : public ::testing::TestWithParam<OtherSelection> {};
+class RootGatherOtherReleaseTest : public ::testing::TestWithParam<OtherRelease> {};
 
-// The rank of the other selection is refused, and so is the rank that waits for it: at once,
-// not at its deadline, with the reason. Later joins get the same answer.
-TEST_P(RootGatherSelectionTest, ARankOfAnotherSelectionFailsTheJoinNamingBoth) {
+// The rank of the other selection or data wire version is refused, and so is the rank that
+// waits for it: at once, not at its deadline, with the reason. Later joins get the same
+// answer.
+TEST_P(RootGatherOtherReleaseTest, ARankOfAnotherReleaseFailsTheJoinNamingBoth) {
   RootGather gather(absl::Minutes(1));
   const CommToken token = NewToken("10.0.0.1:7470");
   ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
@@ -57,8 +64,9 @@ TEST_P(RootGatherSelectionTest, ARankOfAnotherSelectionFailsTheJoinNamingBoth) {
   // Gives rank 0 time to reach its wait, so that the wake-up is what is tested; a join
   // arriving after the refusal gets the same answer, so either order passes.
   absl::SleepFor(absl::Milliseconds(200));
-  absl::StatusOr<cclo::v1::PeerJoinResponse> refused =
-      gather.Join(JoinFrom(token, 1, 2, GetParam().selection), deadline);
+  cclo::v1::PeerJoinRequest other = JoinFrom(token, 1, 2, GetParam().selection);
+  other.set_wire_version(GetParam().wire_version);
+  absl::StatusOr<cclo::v1::PeerJoinResponse> refused = gather.Join(other, deadline);
   first.join();
   const absl::Status expected = absl::FailedPreconditionError(GetParam().message);
   EXPECT_EQ(refused.status(), expected);
@@ -66,17 +74,27 @@ TEST_P(RootGatherSelectionTest, ARankOfAnotherSelectionFailsTheJoinNamingBoth) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    OlderAndNewer, RootGatherSelectionTest,
+    OlderAndNewer, RootGatherOtherReleaseTest,
     ::testing::Values(
-        OtherSelection{0,
-                       "rank 1's daemon at 10.0.0.3:7470 chooses built-in algorithms by "
-                       "selection 0 (a release from before selections were numbered) and the "
-                       "root daemon by selection 1: all daemons of a communicator must run "
-                       "releases of one selection"},
-        OtherSelection{2,
-                       "rank 1's daemon at 10.0.0.3:7470 chooses built-in algorithms by "
-                       "selection 2 and the root daemon by selection 1: all daemons of a "
-                       "communicator must run releases of one selection"}));
+        OtherRelease{0, hw::poe::kWireVersion,
+                     "rank 1's daemon at 10.0.0.3:7470 chooses built-in algorithms by "
+                     "selection 0 (a release from before selections were numbered) and the "
+                     "root daemon by selection 1: all daemons of a communicator must run "
+                     "releases of one selection"},
+        OtherRelease{2, hw::poe::kWireVersion,
+                     "rank 1's daemon at 10.0.0.3:7470 chooses built-in algorithms by "
+                     "selection 2 and the root daemon by selection 1: all daemons of a "
+                     "communicator must run releases of one selection"},
+        // A release from before joins carried the data wire version, whose data sessions
+        // the root's daemon would refuse.
+        OtherRelease{firmware::kSelectionVersion, 0,
+                     "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 4 or older (a "
+                     "release from before joins carried it) and the root daemon version 5: all "
+                     "daemons of a communicator must speak one data wire version"},
+        OtherRelease{firmware::kSelectionVersion, 6,
+                     "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 6 and the root "
+                     "daemon version 5: all daemons of a communicator must speak one data wire "
+                     "version"}));
 
 TEST(RootGatherTest, TheAnswerCarriesTheRootsSelection) {
   RootGather gather(absl::Minutes(1));
@@ -199,6 +217,15 @@ TEST(RootGatherTest, AJoiningRankAsksForAtLeastOneMillisecond) {
   EXPECT_EQ(JoinTimeoutMs(absl::ZeroDuration()), 1u);
   EXPECT_EQ(JoinTimeoutMs(-absl::Seconds(1)), 1u);
   EXPECT_EQ(JoinTimeoutMs(absl::InfiniteDuration()), UINT32_MAX);
+}
+
+// What a member says of a root of another data wire version.
+TEST(RootGatherTest, SameWireVersionNamesBothDaemons) {
+  EXPECT_TRUE(SameWireVersion(5, "root daemon a:1", "this daemon").ok());
+  EXPECT_EQ(SameWireVersion(6, "root daemon a:1", "this daemon"),
+            absl::FailedPreconditionError(
+                "root daemon a:1 speaks data wire version 6 and this daemon version 5: all "
+                "daemons of a communicator must speak one data wire version"));
 }
 
 // What a member says of a root of another selection.

@@ -15,6 +15,7 @@
 #include "cclo/v1/peer.grpc.pb.h"
 #include "daemon/token.h"
 #include "firmware/registry.h"
+#include "hw/poe/wire.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
 #include "tests/loopback/loopback.h"
@@ -48,6 +49,8 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   void PlaceOtherRanksAt(std::string address) { others_data_address_ = std::move(address); }
   /// Answers every join with `status` instead of a table.
   void Refuse(grpc::Status status) { refusal_ = std::move(status); }
+  /// Answers with data wire version `version` instead of this build's.
+  void SetWireVersion(uint32_t version) { wire_version_ = version; }
   /// Sends `rule` in the policy.
   void AddRule(cclo::v1::PolicyRule rule) { rules_.push_back(std::move(rule)); }
 
@@ -65,6 +68,7 @@ class StandInRoot final : public cclo::v1::Peer::Service {
       }
     }
     response->mutable_policy()->set_selection(selection_);
+    response->mutable_policy()->set_wire_version(wire_version_);
     response->mutable_policy()->set_transport("tcp");
     for (const cclo::v1::PolicyRule& rule : rules_) {
       *response->mutable_policy()->mutable_policy()->add_rules() = rule;
@@ -75,6 +79,7 @@ class StandInRoot final : public cclo::v1::Peer::Service {
  private:
   const std::vector<uint32_t> ranks_;
   const uint32_t selection_;
+  uint32_t wire_version_ = hw::poe::kWireVersion;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::string forged_data_address_;
@@ -103,6 +108,22 @@ TEST(RootAnswerTest, ADaemonRefusesToJoinAtARootOfAnotherSelection) {
   joined = rank0.Join(token, 0, 1);
   EXPECT_EQ(joined.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << joined.error_message();
   EXPECT_EQ(joined.error_message(), refused);
+}
+
+// A root of a release from before joins carried the data wire version (4 and before),
+// whose data sessions would refuse this daemon's: the join is refused with both named.
+TEST(RootAnswerTest, ADaemonRefusesToJoinAtARootOfAnotherWireVersion) {
+  StandInRoot root({0}, firmware::kSelectionVersion);
+  root.SetWireVersion(0);
+  Daemon member;
+  RawSession rank0(member.runtime_dir());
+  grpc::Status joined = rank0.Join(root.Token(), 0, 1);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << joined.error_message();
+  EXPECT_EQ(joined.error_message(),
+            absl::StrCat("root daemon ", root.address(),
+                         " speaks data wire version 4 or older (a release from before joins "
+                         "carried it) and this daemon version 5: all daemons of a communicator "
+                         "must speak one data wire version"));
 }
 
 // A table whose positions are not its ranks is refused: positions index the ranks after.
