@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iterator>
 #include <mutex>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -67,10 +68,12 @@ absl::StatusOr<std::unique_ptr<ClientRing>> ClientRing::Map(int memfd, uint64_t 
   if (header->magic != ring::kMagic || header->version != ring::kVersion ||
       header->command_slots != ring::kCommandSlots ||
       header->completion_slots != ring::kCompletionSlots) {
-    munmap(base, ring::kRingBytes);
-    return fail(absl::FailedPreconditionError(
+    // Said before the unmap: the header lies in the mapping.
+    absl::Status other = absl::FailedPreconditionError(
         absl::StrCat("cclod's rings have magic 0x", absl::Hex(header->magic), ", version ",
-                     header->version, "; this libcclo speaks version ", ring::kVersion)));
+                     header->version, "; this libcclo speaks version ", ring::kVersion));
+    munmap(base, ring::kRingBytes);
+    return fail(std::move(other));
   }
   return std::unique_ptr<ClientRing>(new ClientRing(
       memfd, base, command_doorbell, completion_doorbell, std::move(alive), alive_check));

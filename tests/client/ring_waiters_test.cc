@@ -4,8 +4,9 @@
 // that one, instead of leaving it asleep until its nap ends (100 ms; here an hour, past
 // the waiters' 20 s deadlines, so that only the wake-up can end a sleep sooner).
 // The daemon's side is the daemon's own SessionRing, in this process. Also: a closed ring
-// refuses commands.
+// refuses commands, and rings of another version are refused.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/ring.h"
 #include "daemon/session_ring.h"
 #include "hw/clock.h"
@@ -143,6 +145,25 @@ TEST(ClientRingTest, AClosedRingRefusesAnOpWithoutPostingIt) {
   EXPECT_EQ(submitted.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(submitted.status().message(), "the session is closed");
   EXPECT_FALSE(rings.daemon_side->HasCommands());
+}
+
+// Rings of another version (a daemon of another release) are refused naming both versions,
+// and the app lives on to say so.
+TEST(ClientRingTest, RingsOfAnotherVersionAreRefusedNamingBoth) {
+  absl::StatusOr<std::unique_ptr<daemon::SessionRing>> daemon_side = daemon::SessionRing::Create();
+  ASSERT_TRUE(daemon_side.ok()) << daemon_side.status();
+  const std::vector<int> fds = (*daemon_side)->ClientFds();
+  void* base = mmap(nullptr, ring::kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ring::Header(base)->version = ring::kVersion + 1;
+  munmap(base, ring::kRingBytes);
+  absl::StatusOr<std::unique_ptr<ClientRing>> mapped = ClientRing::Map(
+      dup(fds[0]), ring::kRingBytes, dup(fds[1]), dup(fds[2]), [] { return absl::OkStatus(); },
+      absl::Hours(1));
+  EXPECT_EQ(mapped.status(),
+            absl::FailedPreconditionError(
+                absl::StrCat("cclod's rings have magic 0x474e5243, version ", ring::kVersion + 1,
+                             "; this libcclo speaks version ", ring::kVersion)));
 }
 
 }  // namespace
