@@ -39,10 +39,13 @@ absl::Status Rbm::Mismatch(const MessageKey& key, const std::string& problem) co
 
 absl::Status Rbm::CheckFits(const MessageKey& key, uint64_t total, const CallSignature& call,
                             const RxTarget& target) const {
-  // A call that differs says more than the sizes that differ with it.
+  // A call that differs says more than the sizes that differ with it. The calls come first:
+  // they are what to fix, and the other ranks get this behind their own longer prefix, in
+  // the 255 bytes of a completion ring's message.
   if (call != target.call) {
-    return Mismatch(key, absl::StrCat("was sent by ", DescribeSignature(call), " to ",
-                                      DescribeSignature(target.call)));
+    return absl::InvalidArgumentError(absl::StrCat(DescribeSignature(call), " sent to ",
+                                                   DescribeSignature(target.call), ": ",
+                                                   DescribeMessage(key)));
   }
   if (total != target.bytes) {
     return Mismatch(

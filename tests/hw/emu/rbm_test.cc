@@ -419,7 +419,8 @@ TEST_F(RbmTest, MessageOfAnotherCallIsRefusedWhicheverCameFirst) {
     return target;
   };
   const std::string refused =
-      "was sent by bcast of float32 from root 1 to allreduce of float32 (sum)";
+      "bcast of float32 from root 1 sent to allreduce of float32 (sum): message from rank 1 to "
+      "rank 0";
   // Eager, receive first.
   ASSERT_TRUE(rbm_.Post(Key(0), for_sum()).ok());
   poe::SegmentHeader eager = Segment(SegmentType::kEagerData, 0, data.size(), data.size(), 0);
