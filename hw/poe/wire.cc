@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "hw/call.h"
 
 namespace cclo::hw::poe {
 namespace {
@@ -68,10 +69,22 @@ absl::StatusOr<CallSignature> GetCall(const std::byte* in) {
                                 datatype, ", reduce op ", reduce_op, " and byte ", zero,
                                 " names no call"));
   }
-  return CallSignature{.collective = static_cast<Collective>(collective),
-                       .datatype = static_cast<DataType>(datatype),
-                       .reduce_op = static_cast<ReduceOp>(reduce_op),
-                       .root = Get<uint32_t>(in + 4)};
+  const CallSignature call{.collective = static_cast<Collective>(collective),
+                           .datatype = static_cast<DataType>(datatype),
+                           .reduce_op = static_cast<ReduceOp>(reduce_op),
+                           .root = Get<uint32_t>(in + 4)};
+  // One encoding per call: any other would be refused as another call than its receive's,
+  // described as the same one ("send/recv sent to send/recv").
+  if (call != SignatureOf({.collective = call.collective,
+                           .root = call.root,
+                           .datatype = call.datatype,
+                           .reduce_op = call.reduce_op})) {
+    return Invalid(absl::StrCat("call signature of collective ", collective, ", datatype ",
+                                datatype, ", reduce op ", reduce_op, " and root ", call.root,
+                                " is not a call's: point-to-point is send, fields its "
+                                "collective does not use are 0"));
+  }
+  return call;
 }
 
 /// The rules of each segment type (wire.h), once the generic bounds hold.

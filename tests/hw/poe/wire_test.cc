@@ -228,6 +228,30 @@ TEST(WireTest, RejectsCallSignaturesThatNameNoCall) {
   EXPECT_NE(DecodeError(bytes).find("byte 1 names no call"), std::string::npos);
 }
 
+// A call has one signature: another spelling of it would be refused by its receive as
+// another call, described as the same one ("send/recv sent to send/recv").
+TEST(WireTest, RejectsCallSignaturesNoCallSends) {
+  SegmentHeader h = Sample();
+  h.type = SegmentType::kRequest;
+  h.length = 0;
+  h.offset = 0;
+  for (const CallSignature& call : std::initializer_list<CallSignature>{
+           {.collective = Collective::kRecv},
+           {.collective = Collective::kSend, .datatype = DataType::kInt32},
+           {.collective = Collective::kBarrier, .root = 1},
+           {.collective = Collective::kAllreduce, .root = 1},
+           {.collective = Collective::kBcast, .reduce_op = ReduceOp::kMax}}) {
+    h.call = call;
+    EXPECT_NE(DecodeError(Encode(h)).find("is not a call's"), std::string::npos)
+        << DescribeSignature(call);
+  }
+  h.call = {.collective = Collective::kRecv};
+  EXPECT_EQ(DecodeError(Encode(h)),
+            "invalid segment header: call signature of collective 2, datatype 0, reduce op 0 "
+            "and root 0 is not a call's: point-to-point is send, fields its collective does not "
+            "use are 0");
+}
+
 TEST(WireTest, RendezvousDataIsNeverEmpty) {
   SegmentHeader h = Sample();
   h.length = 0;
