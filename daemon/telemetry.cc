@@ -268,7 +268,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
         absl::StrCat("cannot serve metrics on ", hw::HostPort(host, port), ": ", error.what()));
   }
   auto collectable = std::make_shared<StatusCollectable>(std::move(snapshot));
-  server->exposer_->RegisterCollectable(collectable);
+  // civetweb takes a handler's path as a prefix ("/metricsx" and "/metrics/a" would answer);
+  // a trailing $ makes it the path itself.
+  server->exposer_->RegisterCollectable(collectable, "/metrics$");
   server->collectable_ = collectable;
   std::vector<int> ports = server->exposer_->GetListeningPorts();
   server->address_ =

@@ -363,5 +363,15 @@ TEST(MetricsTest, ConnectionsThatSendNothingDoNotHoldOffAScrape) {
   for (int fd : idle) close(fd);
 }
 
+TEST(MetricsTest, OnlyTheMetricsPathServesTheExposition) {
+  Daemon daemon;
+  EXPECT_NE(Scrape(daemon).find("\ncclod_uptime_seconds "), std::string::npos);
+  for (const char* path : {"/metricsx", "/metrics/", "/metrics/a", "/", "/metric"}) {
+    EXPECT_EQ(HttpGet(daemon.metrics_address(), path).find("cclod_uptime_seconds"),
+              std::string::npos)
+        << path;
+  }
+}
+
 }  // namespace
 }  // namespace cclo::testing
