@@ -2,9 +2,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cclo/v1/attach.h"
+#include "cclo/v1/ring.h"
 #include "daemon/services.h"
 #include "daemon/status.h"
 #include "daemon/version.h"
+#include "firmware/registry.h"
+#include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -19,6 +23,10 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   cclo::v1::StatusResponse snapshot;
   cclo::v1::StatusResponse* response = &snapshot;
   response->set_version(kVersion);
+  response->set_data_wire_version(hw::poe::kWireVersion);
+  response->set_selection_version(firmware::kSelectionVersion);
+  response->set_attach_version(attach::kVersion);
+  response->set_ring_version(ring::kVersion);
   response->set_peer_address(peer_address_);
   response->set_data_address(device_->DataAddress());
   response->set_uptime_seconds(static_cast<uint64_t>(absl::ToInt64Seconds(hw::Since(start_))));

@@ -173,8 +173,14 @@ class StatusCollectable : public prometheus::Collectable {
     const Snapshot snapshot = snapshot_();
     const cclo::v1::StatusResponse& s = snapshot.status;
     std::vector<prometheus::MetricFamily> families = {
-        Family("cclod_build_info", "Build of the running cclod.", MetricType::Gauge, 1,
-               {{"version", s.version()}}),
+        Family("cclod_build_info",
+               "Build of the running cclod, and the protocol versions it speaks.",
+               MetricType::Gauge, 1,
+               {{"version", s.version()},
+                {"data_wire_version", absl::StrCat(s.data_wire_version())},
+                {"selection_version", absl::StrCat(s.selection_version())},
+                {"attach_version", absl::StrCat(s.attach_version())},
+                {"ring_version", absl::StrCat(s.ring_version())}}),
         Family("cclod_uptime_seconds", "Seconds since the daemon started.", MetricType::Gauge,
                static_cast<double>(s.uptime_seconds())),
         Family("cclod_sessions", "Attached client sessions.", MetricType::Gauge, s.sessions()),

@@ -20,11 +20,16 @@
 #include <tuple>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cclo/client.h"
 #include "cclo/v1/admin.pb.h"
+#include "cclo/v1/attach.h"
+#include "cclo/v1/ring.h"
+#include "firmware/registry.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "hw/poe/wire.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo::testing {
@@ -361,6 +366,22 @@ TEST(MetricsTest, ConnectionsThatSendNothingDoNotHoldOffAScrape) {
   // Scrape gives up after 10 s: the idle ones must have been closed well before.
   EXPECT_NE(Scrape(daemon).find("\ncclod_uptime_seconds "), std::string::npos);
   for (int fd : idle) close(fd);
+}
+
+// So that an operator rolling an upgrade can tell which daemons can work together.
+TEST(MetricsTest, BuildInfoNamesTheProtocolVersions) {
+  Daemon daemon;
+  const Samples info = Named(Parse(Scrape(daemon)), "cclod_build_info");
+  ASSERT_EQ(info.size(), 1u);
+  const std::string& series = info.begin()->first;
+  for (const std::string& label :
+       {absl::StrCat("data_wire_version=\"", hw::poe::kWireVersion, "\""),
+        absl::StrCat("selection_version=\"", firmware::kSelectionVersion, "\""),
+        absl::StrCat("attach_version=\"", attach::kVersion, "\""),
+        absl::StrCat("ring_version=\"", ring::kVersion, "\"")}) {
+    EXPECT_TRUE(absl::StrContains(series, label)) << series << " lacks " << label;
+  }
+  EXPECT_EQ(info.begin()->second, 1);
 }
 
 TEST(MetricsTest, OnlyTheMetricsPathServesTheExposition) {
