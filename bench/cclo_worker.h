@@ -39,10 +39,11 @@ struct WorkerOptions {
 /// barrier: a barrier, then per rank its warm-up and timed iterations and a barrier. Prints per op
 /// and size a TimesLine; with `check`, fills the inputs before and checks the output after
 /// every iteration (outside the timing) and prints "check <op> <size> ok" or
-/// "check <op> <size> <first mismatch>" (nops, without an output, print none); rank 0 prints "cpu
-/// <op> <size> <seconds>", the CPU time the daemons used between the first barrier after the
-/// warm-up (nops: before the first turn) and the last barrier. Sizes too small for the world size
-/// are skipped. A failed op ends the run with its error; a mismatch does not.
+/// "check <op> <size> <first mismatch>" (nops, without an output, print none); rank 0
+/// prints "cpu <op> <size> <seconds>", the CPU time the daemons used between the first
+/// barrier after the warm-up (nops: before the first turn) and the last barrier. Sizes too
+/// small for the world size are skipped. A failed op ends the run with its error; a mismatch
+/// does not.
 absl::Status RunWorker(const WorkerOptions& options);
 
 }  // namespace cclo::bench

@@ -36,20 +36,10 @@ struct CallDescriptor {
 
 /// The call's CallSignature: what the other ranks' calls must match.
 inline CallSignature SignatureOf(const CallDescriptor& call) {
-  switch (call.collective) {
-    case Collective::kSend:
-    case Collective::kRecv:
-      return {.collective = Collective::kSend};
-    case Collective::kNop:
-    case Collective::kBarrier:
-      return {.collective = call.collective};
-    default:
-      break;
-  }
-  return {.collective = call.collective,
-          .datatype = call.datatype,
-          .reduce_op = Reduces(call.collective) ? call.reduce_op : ReduceOp::kSum,
-          .root = HasRoot(call.collective) ? call.root : 0};
+  return Canonical({.collective = call.collective,
+                    .datatype = call.datatype,
+                    .reduce_op = call.reduce_op,
+                    .root = call.root});
 }
 
 /// A mapped byte range of one call buffer.

@@ -79,6 +79,23 @@ bool Reduces(Collective collective) {
          collective == Collective::kReduceScatter;
 }
 
+CallSignature Canonical(const CallSignature& signature) {
+  switch (signature.collective) {
+    case Collective::kSend:
+    case Collective::kRecv:
+      return {.collective = Collective::kSend};
+    case Collective::kNop:
+    case Collective::kBarrier:
+      return {.collective = signature.collective};
+    default:
+      break;
+  }
+  return {.collective = signature.collective,
+          .datatype = signature.datatype,
+          .reduce_op = Reduces(signature.collective) ? signature.reduce_op : ReduceOp::kSum,
+          .root = HasRoot(signature.collective) ? signature.root : 0};
+}
+
 std::string DescribeSignature(const CallSignature& signature) {
   switch (signature.collective) {
     case Collective::kSend:

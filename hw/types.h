@@ -80,6 +80,10 @@ struct CallSignature {
   bool operator==(const CallSignature&) const = default;
 };
 
+/// `signature` as every call makes it: the fields its collective does not use 0, and
+/// point-to-point (recv too) as kSend.
+CallSignature Canonical(const CallSignature& signature);
+
 /// "bcast of float32 from root 1", "allreduce of float32 (sum)", "send/recv", "barrier".
 std::string DescribeSignature(const CallSignature& signature);
 

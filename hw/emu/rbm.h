@@ -273,7 +273,7 @@ class Rbm {
 };
 
 /// "message from rank 1 to rank 0 (tag 7, sequence 3)", or "collective message from rank 1
-/// to rank 0 (sequence 3)" (kCollectiveTag); what says it names the communicator.
+/// to rank 0 (sequence 3)" (kCollectiveTag); the errors that carry it name the communicator.
 std::string DescribeMessage(const MessageKey& key);
 
 }  // namespace cclo::hw::emu

@@ -5,7 +5,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "hw/call.h"
 
 namespace cclo::hw::poe {
 namespace {
@@ -75,10 +74,7 @@ absl::StatusOr<CallSignature> GetCall(const std::byte* in) {
                            .root = Get<uint32_t>(in + 4)};
   // One encoding per call: any other would be refused as another call than its receive's,
   // described as the same one ("send/recv sent to send/recv").
-  if (call != SignatureOf({.collective = call.collective,
-                           .root = call.root,
-                           .datatype = call.datatype,
-                           .reduce_op = call.reduce_op})) {
+  if (call != Canonical(call)) {
     return Invalid(absl::StrCat("call signature of collective ", collective, ", datatype ",
                                 datatype, ", reduce op ", reduce_op, " and root ", call.root,
                                 " is not a call's: point-to-point is send, fields its "

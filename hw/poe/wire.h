@@ -21,7 +21,7 @@
 //
 // The call signature (hw::CallSignature) of the sender's call, in the first segment of
 // each message, where the offset is 0 anyway: at 48 the collective, 49 the datatype, 50
-// the reduce op (1 byte each), 51 zero, 52 the root (4 bytes). As hw::SignatureOf makes it:
+// the reduce op (1 byte each), 51 zero, 52 the root (4 bytes), as hw::Canonical makes it:
 // a field the collective does not use is 0, point-to-point is send.
 //
 // Segment types and what each must carry (anything else is rejected by Decode):

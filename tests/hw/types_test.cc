@@ -57,5 +57,28 @@ TEST(ReadTextFileTest, ReadsTheWholeFileAndNamesWhyItCannot) {
       absl::NotFoundError("cannot read test file " + dir + "/none: No such file or directory"));
 }
 
+TEST(CallSignatureTest, CanonicalKeepsOnlyWhatTheCollectiveUses) {
+  const CallSignature full{.collective = Collective::kAllreduce,
+                           .datatype = DataType::kFloat32,
+                           .reduce_op = ReduceOp::kMax,
+                           .root = 3};
+  EXPECT_EQ(Canonical(full), (CallSignature{.collective = Collective::kAllreduce,
+                                            .datatype = DataType::kFloat32,
+                                            .reduce_op = ReduceOp::kMax}));
+  CallSignature bcast = full;
+  bcast.collective = Collective::kBcast;
+  EXPECT_EQ(
+      Canonical(bcast),
+      (CallSignature{.collective = Collective::kBcast, .datatype = DataType::kFloat32, .root = 3}));
+  CallSignature recv = full;
+  recv.collective = Collective::kRecv;
+  EXPECT_EQ(Canonical(recv), CallSignature{.collective = Collective::kSend});
+  CallSignature barrier = full;
+  barrier.collective = Collective::kBarrier;
+  EXPECT_EQ(Canonical(barrier), CallSignature{.collective = Collective::kBarrier});
+  EXPECT_EQ(DescribeSignature(Canonical(bcast)), "bcast of float32 from root 3");
+  EXPECT_EQ(DescribeSignature(full), "allreduce of float32 (max)");
+}
+
 }  // namespace
 }  // namespace cclo::hw

@@ -76,7 +76,8 @@ class Request {
   /// The protocol it ran with, as the policy chose it ("eager": each message of at most
   /// eager_max_bytes goes eagerly while a credit is there, a larger one by rendezvous;
   /// "rendezvous": every message), not how each message went, and its largest rendezvous
-  /// segment (0: the data session's); the policy rule that chose (or "built-in") and the policy's version.
+  /// segment (0: the data session's); the policy rule that chose (or "built-in") and the
+  /// policy's version.
   /// Set once done() for ops that reached the engine.
   const std::string& protocol() const { return protocol_; }
   uint64_t segment_bytes() const { return segment_bytes_; }
