@@ -23,11 +23,12 @@
 //
 // Credits: the pool is cut into buffers of max(eager_bytes, 4 KiB). A credit account per
 // peer link reserves some of them (OpenAccount): its peer may have that many eager
-// messages unapplied. The free buffers never fall below what open accounts may still
-// claim, so an eager message within its credits always finds room, and one beyond them
-// is an error: no session ever waits for pool space. TakeCredits hands out again what
-// was freed, in batches of half an account's credits (rounded down, at least one), or at
-// once while its peer holds fewer than that.
+// messages unapplied. An account opened while the pool was short reserves the buffers it
+// lacks as they are freed, before local messages may take them. The free buffers never fall below
+// what open accounts may still claim, so an eager message within its credits always finds room, and
+// one beyond them is an error: no session ever waits for pool space. TakeCredits hands out again
+// what was freed, in batches of half an account's credits (rounded down, at least one), or at once
+// while its peer holds fewer than that.
 //
 // Cost: one copy for a staged message, none otherwise; O(1) hash lookups per segment.
 #pragma once
@@ -119,7 +120,8 @@ class Rbm {
     uint32_t credits = 0;
   };
   /// Opens a credit account for one peer link, reserving up to `credits` buffers that
-  /// no one else claims (fewer when the pool is short) and granting them all.
+  /// no one else claims (fewer when the pool is short: the rest as buffers are freed,
+  /// granted by TakeCredits) and granting them all.
   Grant OpenAccount(uint32_t credits);
   /// Releases the account's reservation; its staged messages stay until applied or
   /// dropped, and its credits are no longer handed out.
@@ -208,6 +210,7 @@ class Rbm {
     uint64_t landing_applied = 0;  ///< bytes of the landing segment LandedPart applied
   };
   struct Account {
+    uint32_t wanted = 0;      ///< buffers it asked to reserve
     uint32_t reserved = 0;    ///< buffers reserved
     uint32_t granted = 0;     ///< credits the peer holds
     uint32_t returnable = 0;  ///< credits freed and not yet granted again
@@ -247,6 +250,8 @@ class Rbm {
   /// message was applied, so its credit returns.
   void Release(uint64_t account, uint32_t buffer, bool credit);
   void Free(uint32_t buffer);
+  /// Reserves free buffers that no account claims for the accounts in short_, and grants them.
+  void TopUp();
   /// A rendezvous request that came on `account` no longer waits for its receive.
   void StopWaiting(uint64_t account);
 
@@ -268,6 +273,9 @@ class Rbm {
   uint64_t next_account_ = 1;
   absl::flat_hash_map<uint64_t, Account> accounts_;
   std::vector<uint64_t> returning_;  ///< accounts with credits due back (Release)
+  /// Open accounts reserving fewer buffers than they want, oldest first. While there is
+  /// one, no free buffer is unclaimed.
+  std::vector<uint64_t> short_;
   std::vector<std::byte> bounce_;    ///< local reduce whose source overlaps its result
   absl::node_hash_map<MessageKey, Stream> streams_;  ///< node map: references stay valid
 };

@@ -207,14 +207,42 @@ TEST_F(RbmTest, AccountsReserveOnlyWhatThePoolHas) {
   ASSERT_TRUE(eager.ok());
   EXPECT_FALSE(*eager);
   EXPECT_EQ(sent, 0);
+  // The third account, short of all it asked for, takes the buffers the second one freed.
   rbm_.CloseAccount(second.account);
+  EXPECT_EQ(rbm_.reserved_bytes(), 4 * kEager);
+  EXPECT_EQ(rbm_.TakeCredits(), (std::vector<std::pair<uint64_t, uint32_t>>{{third, 2}}));
+  rbm_.CloseAccount(third);
   EXPECT_EQ(rbm_.reserved_bytes(), 2 * kEager);
   EXPECT_TRUE(*rbm_.Deliver(Key(10), {}, data.data(), 64, true, [&] { ++sent; }));
   EXPECT_EQ(sent, 1);
   EXPECT_EQ(rbm_.used_bytes(), kEager);
   rbm_.CloseAccount(account_);
-  rbm_.CloseAccount(third);
   EXPECT_EQ(rbm_.reserved_bytes(), 0u);
+}
+
+// Local messages staged in the two buffers no account reserved leave none for a link that
+// comes up meanwhile; once they are applied, the link gets the credits it was short of.
+TEST_F(RbmTest, AnAccountShortOfCreditsGetsThemOnceBuffersAreFree) {
+  const std::vector<std::byte> data = Pattern(64);
+  for (uint64_t sequence = 0; sequence < 2; ++sequence) {
+    absl::StatusOr<bool> eager = rbm_.Deliver(Key(sequence), {}, data.data(), 64, true, [] {});
+    ASSERT_TRUE(eager.ok() && *eager);
+  }
+  const Rbm::Grant grant = rbm_.OpenAccount(2);
+  EXPECT_EQ(grant.credits, 0u);
+  std::vector<std::byte> out(64);
+  ASSERT_TRUE(rbm_.Post(Key(0), CopyInto(out)).ok());
+  EXPECT_EQ(rbm_.TakeCredits(), (std::vector<std::pair<uint64_t, uint32_t>>{{grant.account, 1}}));
+  ASSERT_TRUE(rbm_.Post(Key(1), CopyInto(out)).ok());
+  EXPECT_EQ(rbm_.TakeCredits(), (std::vector<std::pair<uint64_t, uint32_t>>{{grant.account, 1}}));
+  EXPECT_EQ(rbm_.reserved_bytes(), 4 * kEager);
+  // Its eager messages now have room, and a local one finds no unclaimed buffer.
+  const poe::SegmentHeader segment = Segment(SegmentType::kEagerData, 0, 8, 8, 9);
+  ASSERT_TRUE(rbm_.Land(segment, scratch_.data(), grant.account).ok());
+  ASSERT_TRUE(rbm_.Landed(segment).ok());
+  absl::StatusOr<bool> eager = rbm_.Deliver(Key(10), {}, data.data(), 64, true, [] {});
+  ASSERT_TRUE(eager.ok());
+  EXPECT_FALSE(*eager);
 }
 
 TEST_F(RbmTest, StagedMessagesOfAClosedAccountAreStillReceived) {
@@ -222,12 +250,15 @@ TEST_F(RbmTest, StagedMessagesOfAClosedAccountAreStillReceived) {
   ASSERT_TRUE(Eager(data).ok());
   rbm_.CloseAccount(account_);
   EXPECT_EQ(rbm_.reserved_bytes(), 0u);
-  // Three buffers are free and unclaimed; the staged one comes back when applied.
-  EXPECT_EQ(rbm_.OpenAccount(4).credits, 3u);
+  // Three buffers are free and unclaimed; the staged one comes back when applied, to the
+  // new account short of it (no credit for the closed one).
+  const Rbm::Grant reopened = rbm_.OpenAccount(4);
+  EXPECT_EQ(reopened.credits, 3u);
   std::vector<std::byte> out(kEager);
   ASSERT_TRUE(rbm_.Post(Key(), CopyInto(out)).ok());
   EXPECT_EQ(out, data);
-  EXPECT_TRUE(rbm_.TakeCredits().empty());  // no credit for a closed account
+  EXPECT_EQ(rbm_.TakeCredits(),
+            (std::vector<std::pair<uint64_t, uint32_t>>{{reopened.account, 1}}));
   EXPECT_EQ(rbm_.used_bytes(), 0u);
 }
 
