@@ -118,6 +118,31 @@ TEST_P(MismatchTest, ReductionsThatDifferAreRefused) {
       "allreduce of int32 \\(max)\\)");
 }
 
+// An op refused on one rank, at submission (a root out of range) or by the engine (an
+// algorithm it does not know), is as if not called: called again, it meets rank 1's
+// allreduce, which waited for it, and both get the sum of their own inputs.
+TEST_P(MismatchTest, AnOpRefusedOnOneRankAndCalledAgainMeetsTheOthers) {
+  ForEachRank([](Rank& me) -> absl::Status {
+    for (int32_t& value : me.send.span<int32_t>()) value = static_cast<int32_t>(me.rank + 1);
+    if (me.rank == 0) {
+      absl::Status refused = me.comm.Bcast(me.send, 0, kCount, DataType::kInt32, 2);
+      EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+      refused = me.comm.Allreduce(me.send, me.recv, kCount, DataType::kInt32, ReduceOp::kSum,
+                                  {.algorithm = "bogus"});
+      EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+      EXPECT_THAT(std::string(refused.message()),
+                  ContainsRegex("^unknown allreduce algorithm 'bogus'; valid: "));
+    }
+    absl::Status sum =
+        me.comm.Allreduce(me.send, me.recv, kCount, DataType::kInt32, ReduceOp::kSum);
+    if (!sum.ok()) return sum;
+    for (int32_t value : me.recv.span<int32_t>()) EXPECT_EQ(value, 3);  // 1 + 2
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(results_[0].ok()) << results_[0];
+  EXPECT_TRUE(results_[1].ok()) << results_[1];
+}
+
 // The same arguments still work, on both layouts.
 TEST_P(MismatchTest, MatchingCallsRunAsBefore) {
   ForEachRank([](Rank& me) -> absl::Status {
