@@ -480,6 +480,11 @@ void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank, const std::
   comm.local_ranks.erase(rank);
   if (!comm.local_ranks.empty()) {
     comm.departed[rank] = reason;
+    // The engine keeps the communicator for the others: their calls that need this rank
+    // fail with the reason instead of waiting for it until their deadline.
+    if (comm.state == State::kReady) {
+      device_->DepartLocalRank(id, rank, absl::UnavailableError(reason));
+    }
     return;
   }
   if (!comm.device_removed) device_->RemoveCommunicator(id, absl::UnavailableError(reason));

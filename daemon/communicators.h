@@ -152,8 +152,9 @@ class Communicators {
   /// pending calls and tells the other daemons `reason`.
   void BreakLocked(const hw::CommId& id, Comm& comm, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Removes one local rank; when none is left, takes the communicator out of the engine
-  /// (telling the other daemons `reason`) and forgets it.
+  /// Removes one local rank: while others stay, the engine's calls that need it fail with
+  /// `reason`; when none is left, takes the communicator out of the engine (telling the
+  /// other daemons `reason`) and forgets it.
   void LeaveLocked(const hw::CommId& id, uint32_t rank, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Configure(const hw::CommId& id, hw::SteadyTime deadline);

@@ -100,8 +100,9 @@ struct Scheduling {
 /// What the engine learned about a communicator on its own, not as the end of a call.
 struct CommunicatorEvent {
   CommId comm{};
-  /// Ranks on another engine that left, or were lost with it, for `reason`. Empty: the
-  /// engine broke the communicator for `reason`, and no call of it can run any more.
+  /// Ranks on another engine that left, or were lost with it, for `reason` (or a rank here
+  /// that left, DepartLocalRank). Empty: the engine broke the communicator for `reason`,
+  /// and no call of it can run any more.
   std::vector<uint32_t> departed;
   absl::Status reason;
 };
@@ -133,6 +134,12 @@ class Device {
   /// closes its sessions and forgets it.
   virtual void RemoveCommunicator(const CommId& id, absl::Status reason) = 0;
 
+  /// Rank `rank`, hosted here, left the communicator while others hosted here stay: as
+  /// for the ranks of a peer engine that departed, the pending and later calls that need
+  /// it to send or receive anything more fail with `reason`, and the rest go on. The
+  /// rank's own calls are not touched.
+  virtual void DepartLocalRank(const CommId& id, uint32_t rank, absl::Status reason) = 0;
+
   /// Runs one call. Calls of one (communicator, rank) start in submission order; a
   /// collective runs alone, consecutive sends and receives side by side. `done`
   /// runs exactly once, also on failure (a lost peer is UNAVAILABLE naming the peer; an
@@ -154,8 +161,8 @@ class Device {
   /// queued from the engine's next turn on.
   virtual void SetScheduling(const Scheduling& scheduling) = 0;
 
-  /// From the engine's next turn on, `events` hears when ranks on other engines depart and
-  /// when the engine breaks a communicator (after failing its calls).
+  /// From the engine's next turn on, `events` hears when ranks depart and when the engine
+  /// breaks a communicator (after failing its calls).
   virtual void SetEventHandler(EventFn events) = 0;
 
   /// A snapshot of the engine's counters.

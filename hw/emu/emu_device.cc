@@ -160,6 +160,17 @@ void EmuDevice::RemoveCommunicator(const CommId& id, absl::Status reason) {
   });
 }
 
+void EmuDevice::DepartLocalRank(const CommId& id, uint32_t rank, absl::Status reason) {
+  engine_->Post([this, id, rank, reason = std::move(reason)] {
+    Communicator* comm = Find(id);
+    if (comm == nullptr || !comm->broken.ok() || rank >= comm->size() || !comm->local[rank]) {
+      return;
+    }
+    Depart(*comm, {rank}, reason);
+    dmp_.Progress();
+  });
+}
+
 void EmuDevice::Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
                      CompletionFn done) {
   engine_->Post(

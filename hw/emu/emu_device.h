@@ -31,9 +31,10 @@
 // is kept: a receive from them whose message fully arrived (now or staged earlier)
 // completes; a call that needs anything more of them fails with UNAVAILABLE naming them
 // (BYE: "rank N on peer daemon A left: <reason>"; otherwise "lost peer daemon A ...");
-// calls among the other ranks go on. Invalid data from a peer or a missed deadline
-// breaks the whole communicator. RemoveCommunicator and the destructor end every session
-// with BYE after the bytes of completed sends.
+// calls among the other ranks go on. A rank of this engine that leaves while others here
+// stay (DepartLocalRank) departs the same way. Invalid data from a peer or a missed
+// deadline breaks the whole communicator. RemoveCommunicator and the destructor end every
+// session with BYE after the bytes of completed sends.
 #pragma once
 
 #include <algorithm>
@@ -130,6 +131,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void ConfigureCommunicator(const CommunicatorConfig& config, SteadyTime deadline,
                              StatusFn done) override;
   void RemoveCommunicator(const CommId& id, absl::Status reason) override;
+  void DepartLocalRank(const CommId& id, uint32_t rank, absl::Status reason) override;
   void Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
             CompletionFn done) override;
   void Withdraw(const CallDescriptor& call, absl::Status why) override;
@@ -182,8 +184,9 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// call `expired` gets `expired_status`), closes its sessions and fails its calls.
   void Break(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
              const absl::Status& expired_status = absl::OkStatus());
-  /// The sessions of `link` ended with `reason` (not invalid data): its ranks departed.
-  void Depart(Communicator& comm, PeerLink& link, const absl::Status& reason);
+  /// `ranks` departed with `reason`: those of a peer whose sessions ended (not for invalid
+  /// data), or one of this engine's that left (DepartLocalRank).
+  void Depart(Communicator& comm, const std::vector<uint32_t>& ranks, const absl::Status& reason);
   /// Closes the sessions of `comm` with BYE `reason`; their ranks are not marked departed.
   void CloseSessions(Communicator& comm, const absl::Status& reason);
   /// A call failed mid-way (its program's data did not fit): breaks the communicator.

@@ -199,7 +199,7 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     if (poe::Session* other = link->tx != nullptr ? link->tx : link->rx) other->Close(gone);
     LinkDown(*link);
     if (bye) SetLinkState(*link, LinkState::kLeft);
-    Depart(*comm, *link, gone);
+    Depart(*comm, link->ranks, gone);
   }
   dmp_.Progress();
 }
@@ -223,13 +223,14 @@ void EmuDevice::ExpireHalfClosed(SteadyTime now) {
   }
 }
 
-void EmuDevice::Depart(Communicator& comm, PeerLink& link, const absl::Status& reason) {
+void EmuDevice::Depart(Communicator& comm, const std::vector<uint32_t>& ranks,
+                       const absl::Status& reason) {
   spdlog::info("communicator {}: {}; calls running: {}", CommIdHex(comm.id),
                std::string(reason.message()), dmp_.Running(comm));
-  for (uint32_t rank : link.ranks) comm.departed[rank] = reason;
-  rbm_.DropUnfinished(comm.id, link.ranks);
+  for (uint32_t rank : ranks) comm.departed[rank] = reason;
+  rbm_.DropUnfinished(comm.id, ranks);
   dmp_.Depart(comm);
-  events_({comm.id, link.ranks, reason});
+  events_({comm.id, ranks, reason});
 }
 
 void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t expired,

@@ -460,6 +460,48 @@ TEST_F(ClientTest, OpPastItsDeadlineFailsAndBreaksTheCommunicator) {
             absl::StrCat("Submit: communicator ", pair.comms[0]->id_hex(), " is broken: ", late));
 }
 
+// A rank that destroys the communicator while another rank on its daemon waits in an op
+// that needs it: that op fails at once naming the reason, as one on another daemon does,
+// instead of waiting for the rank until its deadline.
+TEST_F(ClientTest, DestroyFailsTheOpsThatNeedTheRankOnItsDaemonToo) {
+  testing::Daemon other;
+  std::unique_ptr<Client> clients[3] = {AttachOrDie(runtime_dir()), AttachOrDie(runtime_dir()),
+                                        AttachOrDie(other.runtime_dir())};
+  absl::StatusOr<std::string> token = clients[0]->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  std::unique_ptr<Communicator> comms[3];
+  std::vector<std::thread> joins;
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    joins.emplace_back([&, rank] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = clients[rank]->Join(*token, rank, 3);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      comms[rank] = *std::move(comm);
+    });
+  }
+  for (std::thread& join : joins) join.join();
+  ASSERT_TRUE(comms[0] && comms[1] && comms[2]);
+  std::vector<Buffer> buffers;
+  std::vector<Request> sums;
+  for (uint32_t rank = 1; rank < 3; ++rank) {
+    absl::StatusOr<Buffer> buffer = clients[rank]->AllocBuffer(16);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    buffers.push_back(*std::move(buffer));
+    absl::StatusOr<Request> sum =
+        comms[rank]->AllreduceAsync(buffers.back(), buffers.back(), 4, DataType::kInt32,
+                                    ReduceOp::kSum, {.timeout = absl::Seconds(20)});
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    sums.push_back(*std::move(sum));
+  }
+  ASSERT_TRUE(comms[0]->Destroy().ok());
+  const absl::Status same_daemon = sums[0].Wait();
+  EXPECT_EQ(same_daemon.code(), absl::StatusCode::kUnavailable) << same_daemon;
+  EXPECT_EQ(same_daemon.message(), "rank 0 destroyed the communicator");
+  const absl::Status other_daemon = sums[1].Wait();
+  EXPECT_EQ(other_daemon.code(), absl::StatusCode::kUnavailable) << other_daemon;
+  EXPECT_THAT(std::string(other_daemon.message()),
+              ::testing::EndsWith(": rank 0 destroyed the communicator"));
+}
+
 TEST_F(ClientTest, KilledDaemonIsUnavailable) {
   testing::Daemon doomed;
   Pair pair = JoinPair(doomed.runtime_dir());
