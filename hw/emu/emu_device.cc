@@ -9,6 +9,7 @@
 #include "hw/emu/program_check.h"
 #include "hw/poe/tcp/engine.h"
 #include "hw/poe/wire.h"
+#include "spdlog/spdlog.h"
 
 namespace cclo::hw::emu {
 namespace {
@@ -305,7 +306,15 @@ void EmuDevice::Remove(const CommId& id, absl::Status reason) {
     for (poe::Session* session : sessions) session->Close(reason);
   }
   if (Communicator* comm = Find(id)) {
-    Break(*comm, reason);
+    // Its ranks here are done with it: a warning (Break's) only where calls are cut off.
+    const bool idle = std::all_of(comm->queues.begin(), comm->queues.end(),
+                                  [](const auto& rank_calls) { return rank_calls.second.empty(); });
+    if (comm->broken.ok() && idle) {
+      spdlog::info("communicator {} removed: {}", CommIdHex(id), std::string(reason.message()));
+      End(*comm, reason);
+    } else {
+      Break(*comm, reason);
+    }
     for (const auto& [address, link] : comm->peers) {
       counters_.links[static_cast<size_t>(link.state)].fetch_sub(1);
     }

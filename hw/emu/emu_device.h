@@ -184,6 +184,9 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// call `expired` gets `expired_status`), closes its sessions and fails its calls.
   void Break(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
              const absl::Status& expired_status = absl::OkStatus());
+  /// Break without its log line (Remove says why a communicator ends).
+  void End(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
+           const absl::Status& expired_status = absl::OkStatus());
   /// `ranks` departed with `reason`: those of a peer whose sessions ended (not for invalid
   /// data), or one of this engine's that left (DepartLocalRank).
   void Depart(Communicator& comm, const std::vector<uint32_t>& ranks, const absl::Status& reason);

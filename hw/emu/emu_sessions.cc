@@ -236,10 +236,15 @@ void EmuDevice::Depart(Communicator& comm, const std::vector<uint32_t>& ranks,
 void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t expired,
                       const absl::Status& expired_status) {
   if (!comm.broken.ok()) return dmp_.FailCalls(comm, comm.broken, expired, expired_status);
-  comm.broken = status;
   spdlog::log(shutting_down_ ? spdlog::level::info : spdlog::level::warn,
               "communicator {} broken: {}; calls running: {}", CommIdHex(comm.id),
               std::string(status.message()), dmp_.Running(comm));
+  End(comm, status, expired, expired_status);
+}
+
+void EmuDevice::End(Communicator& comm, const absl::Status& status, uint64_t expired,
+                    const absl::Status& expired_status) {
+  comm.broken = status;
   CloseSessions(comm, status);
   rbm_.Drop(comm.id);
   dmp_.FailCalls(comm, status, expired, expired_status);

@@ -11,11 +11,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/hw/emu/device_harness.h"
 
 namespace cclo::hw::emu::testing {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 
 constexpr uint32_t kNeverSent = 99;  ///< a tag nobody sends on
@@ -306,6 +309,36 @@ TEST_F(EmuDepartureTest, RemovalFreesStagedData) {
   // ...and removing the communicator frees it.
   RemoveAndWait(*devices_[1], comm_, "gone too");
   EXPECT_EQ(devices_[1]->Stats().rx_pool_bytes_used, 0u);
+}
+
+// A communicator removed with no call of it pending is a normal end, logged at info; one
+// removed while calls wait is a warning that says what they waited for.
+TEST_F(EmuDepartureTest, RemovalWarnsOnlyWhereCallsAreCutOff) {
+  ASSERT_NO_FATAL_FAILURE(Start(2, 91));
+  auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  spdlog::default_logger()->sinks().push_back(log);
+  const spdlog::level::level_enum level = spdlog::default_logger()->level();
+  spdlog::default_logger()->set_level(spdlog::level::info);
+  auto sentinel = Sentinel(1, 0);
+  RemoveAndWait(*devices_[0], comm_, "rank 0 destroyed the communicator");
+  EXPECT_EQ(Wait(sentinel).status.code(), absl::StatusCode::kUnavailable);
+  auto cut_off = Sentinel(1, 1);
+  RemoveAndWait(*devices_[1], comm_, "rank 1 destroyed the communicator");
+  EXPECT_EQ(Wait(cut_off).status.code(), absl::StatusCode::kUnavailable);
+  spdlog::default_logger()->set_level(level);
+  spdlog::default_logger()->sinks().pop_back();
+
+  std::vector<std::string> infos, warnings;
+  for (const spdlog::details::log_msg_buffer& line : log->last_raw()) {
+    std::string text(line.payload.data(), line.payload.size());
+    (line.level == spdlog::level::warn ? warnings : infos).push_back(std::move(text));
+  }
+  EXPECT_THAT(infos, Contains(HasSubstr("removed: rank 0 destroyed the communicator")));
+  EXPECT_THAT(warnings, Contains(HasSubstr("broken: rank 1 destroyed the communicator; calls "
+                                           "running: recv on rank 1: ")));
+  for (const std::string& warning : warnings) {
+    EXPECT_THAT(warning, ::testing::Not(HasSubstr("rank 0 destroyed"))) << warning;
+  }
 }
 
 }  // namespace
