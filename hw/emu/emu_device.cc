@@ -240,7 +240,7 @@ std::string EmuDevice::DescribePeer(const Communicator& comm, const std::string&
   const std::vector<uint32_t> none;
   const std::vector<uint32_t>& ranks = it == comm.peers.end() ? none : it->second.ranks;
   return absl::StrCat(address, " (rank", ranks.size() == 1 ? " " : "s ", absl::StrJoin(ranks, ", "),
-                      ") of communicator ", CommIdHex(comm.id));
+                      ")");
 }
 
 void EmuDevice::Configure(const CommunicatorConfig& config, SteadyTime deadline, StatusFn done) {

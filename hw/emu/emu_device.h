@@ -207,6 +207,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void ForgetSession(poe::Session& session);
   /// Closes the rx of links whose peer ended tx but did not end rx by the deadline.
   void ExpireHalfClosed(SteadyTime now);
+  /// "<address> (rank N)" or "<address> (ranks N, M)": the peer engine and the ranks of
+  /// `comm` it hosts (what reaches a rank's op names its communicator elsewhere).
   std::string DescribePeer(const Communicator& comm, const std::string& address) const;
 
   const EmuConfig config_;

@@ -263,8 +263,7 @@ void EmuDevice::CloseSessions(Communicator& comm, const absl::Status& reason) {
 }
 
 void EmuDevice::BreakMidCall(Communicator& comm, const absl::Status& reason) {
-  Break(comm, absl::UnavailableError(absl::StrCat("communicator ", CommIdHex(comm.id),
-                                                  " is broken: ", reason.message())));
+  Break(comm, absl::UnavailableError(reason.message()));
 }
 
 void EmuDevice::Reject(Communicator& comm, const std::string& address,
@@ -300,10 +299,7 @@ SteadyTime EmuDevice::OnTimer(SteadyTime now) {
     const std::string what =
         absl::StrCat(std::string(CollectiveName(call->desc.collective)), " on rank ",
                      call->desc.rank, " of communicator ", CommIdHex(call->comm->id));
-    Break(*call->comm,
-          absl::UnavailableError(absl::StrCat("communicator ", CommIdHex(call->comm->id),
-                                              " is broken: ", what, " missed its deadline")),
-          call->id,
+    Break(*call->comm, absl::UnavailableError(absl::StrCat(what, " missed its deadline")), call->id,
           absl::DeadlineExceededError(
               absl::StrCat(what, " did not finish by its deadline: ", dmp_.Waiting(*call))));
   }

@@ -118,6 +118,25 @@ TEST_P(MismatchTest, ReductionsThatDifferAreRefused) {
       "allreduce of int32 \\(max)\\)");
 }
 
+// An op on the communicator once it broke says so once, then why.
+TEST_P(MismatchTest, LaterOpsSayTheCommunicatorIsBrokenOnce) {
+  ForEachRank([](Rank& me) -> absl::Status {
+    const ReduceOp op = me.rank == 0 ? ReduceOp::kSum : ReduceOp::kMax;
+    absl::Status refused = me.comm.Allreduce(me.send, me.recv, kCount, DataType::kInt32, op);
+    EXPECT_FALSE(refused.ok());
+    return me.comm.Barrier();
+  });
+  ExpectRefused(
+      "allreduce of int32 \\((max\\) sent to allreduce of int32 \\(sum|sum\\) sent to "
+      "allreduce of int32 \\(max)\\)");
+  for (const absl::Status& result : results_) {
+    EXPECT_THAT(std::string(result.message()),
+                ContainsRegex("^Submit: communicator [0-9a-f]+ is broken: "));
+    EXPECT_THAT(std::string(result.message()),
+                ::testing::Not(ContainsRegex("is broken: .*is broken: ")));
+  }
+}
+
 // An op refused on one rank, at submission (a root out of range) or by the engine (an
 // algorithm it does not know), is as if not called: called again, it meets rank 1's
 // allreduce, which waited for it, and both get the sum of their own inputs.
