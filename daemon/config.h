@@ -66,7 +66,8 @@ struct Config {
   /// Unset, it is 256 KiB or segment_bytes, whichever is smaller.
   uint64_t eager_max_bytes = 256ull << 10;
   /// Rx pool buffers reserved per communicator and peer daemon: how many eager messages
-  /// that peer may have waiting here for their receive.
+  /// that peer may have waiting here for their receive; also how many a communicator's
+  /// ranks on this daemon may have staged for each other (in buffers no peer holds).
   uint32_t credits_per_peer = 8;
   /// Rendezvous requests a peer daemon may have waiting here for their receives, per
   /// communicator; one more breaks the communicator (a bound on what a peer can make this

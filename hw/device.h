@@ -66,7 +66,7 @@ struct DeviceStats {
   uint64_t eager_messages = 0;       ///< messages sent eagerly (no receive needed first)
   uint64_t rendezvous_messages = 0;  ///< messages sent once their receive was posted
   /// Of those, small enough for eager but short of credit (to a rank on this engine: of a
-  /// free rx buffer).
+  /// free rx buffer, or the communicator had credits_per_peer local messages staged).
   uint64_t eager_fallbacks = 0;
   /// Scratch memory the running calls may hold in all and hold now, kept
   /// from finished calls for the next ones, and the scratch buffers allocated because none

@@ -5,10 +5,11 @@
 // smaller one (a whole number of elements, so a reduce receive can apply each on
 // arrival). A sender never waits for a credit: one could be held by a
 // message the receiver takes only after this one, so waiting could deadlock. To a rank on
-// this engine the RBM takes the message (staged when small and a buffer is free, else
-// copied straight into the receive once it is posted). Every segment is written from the
-// call's memory; a failing call lets go of the sends still waiting for their receive by
-// copying their data. Cost: O(segments) per send, one hash entry per rendezvous send.
+// this engine the RBM takes the message (staged when small, a buffer is free and the
+// communicator has fewer than credits_per_peer staged, else copied straight into the
+// receive once it is posted). Every segment is written from the call's memory; a failing
+// call lets go of the sends still waiting for their receive by copying their data. Cost:
+// O(segments) per send, one hash entry per rendezvous send.
 #include <algorithm>
 #include <cstring>
 #include <memory>

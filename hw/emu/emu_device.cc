@@ -63,7 +63,7 @@ EmuDevice::EmuDevice(const EmuConfig& config)
     : config_(config),
       rbm_(
           config.rx_pool_bytes, config.eager_max_bytes, config.segment_bytes,
-          config.rendezvous_waiting_per_peer,
+          config.rendezvous_waiting_per_peer, config.credits_per_peer,
           [this](const MessageKey& key, uint64_t total) { SendClearToSend(key, total); },
           [this](const CommId& id, std::function<void()> piece) {
             // A local message comes from a call here, which set the tenant.

@@ -9,7 +9,10 @@
 // receive). When a link comes up each side reserves up to credits_per_peer rx pool
 // buffers for what the other sends and grants them in a credit segment (a communicator is
 // ready once every peer's grant arrived); applied eager messages return their credits at
-// the end of an engine turn, in batches (Rbm::TakeCredits). A peer that sends beyond its
+// the end of an engine turn, in batches (Rbm::TakeCredits). Messages between the ranks of a
+// communicator on this engine are staged in buffers no link reserved, at most
+// credits_per_peer at once per communicator, as if from one more peer; the others wait
+// for their receives. A peer that sends beyond its
 // credits, more rendezvous requests waiting for their receives than
 // rendezvous_waiting_per_peer, data nobody cleared, or a clear-to-send for nothing this
 // side sends breaks the communicator, like any invalid data.
@@ -70,7 +73,8 @@ struct EmuConfig {
   /// The rx pool is cut into buffers of this size (at least 4 KiB).
   uint64_t eager_max_bytes = 64ull << 10;
   /// Rx pool buffers reserved for each peer link (as far as the pool goes): how many
-  /// eager messages that peer may have unapplied here.
+  /// eager messages that peer may have unapplied here. A communicator's local ranks may
+  /// have as many staged for each other (in buffers no link reserved).
   uint32_t credits_per_peer = 8;
   /// Rendezvous requests each peer link may have waiting here for their receives; one
   /// more is invalid data (its communicator breaks).

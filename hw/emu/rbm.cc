@@ -20,10 +20,12 @@ std::string DescribeMessage(const MessageKey& key) {
 }
 
 Rbm::Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
-         uint64_t max_waiting_requests, ClearToSendFn clear_to_send, DeferFn defer)
+         uint64_t max_waiting_requests, uint32_t local_credits, ClearToSendFn clear_to_send,
+         DeferFn defer)
     : eager_bytes_(eager_bytes),
       segment_bytes_(segment_bytes),
       max_waiting_(max_waiting_requests),
+      local_credits_(local_credits),
       buffer_bytes_(std::max(eager_bytes, kMinBufferBytes)),
       buffer_count_(pool_bytes / buffer_bytes_),
       clear_to_send_(std::move(clear_to_send)),
@@ -143,6 +145,7 @@ absl::Status Rbm::Post(const MessageKey& key, RxTarget target) {
       if (stream.landing != Landing::kNone) return absl::OkStatus();  // Landed applies it
       status = Apply(stream, 0, stream.buffer == kNoBuffer ? nullptr : BufferData(stream.buffer),
                      stream.total);
+      if (stream.account == 0) --local_staged_[key.comm];
       Release(stream.account, std::exchange(stream.buffer, kNoBuffer), true);
       break;
     case Protocol::kRendezvous:
@@ -317,7 +320,10 @@ absl::StatusOr<bool> Rbm::Deliver(const MessageKey& key, const CallSignature& ca
   }
   stream.total = bytes;
   stream.call = call;
-  if (!stream.posted && eager && (bytes == 0 || free_.size() > promised_)) {
+  uint32_t& staged = local_staged_[key.comm];
+  if (!stream.posted && eager && staged < local_credits_ &&
+      (bytes == 0 || free_.size() > promised_)) {
+    ++staged;
     stream.protocol = Protocol::kEager;
     stream.arrived = bytes;
     if (bytes > 0) {
@@ -384,6 +390,7 @@ void Rbm::DropUnfinished(const CommId& comm, const std::vector<uint32_t>& source
 
 void Rbm::Drop(const CommId& comm) {
   DropIf([&](const MessageKey& key, const Stream&) { return key.comm == comm; });
+  local_staged_.erase(comm);
 }
 
 void Rbm::DropIf(const std::function<bool(const MessageKey&, const Stream&)>& drop) {

@@ -15,11 +15,14 @@
 //    bytes until its receive is posted or the communicator goes); one more is an error,
 //    so a peer cannot grow the RBM without bound.
 //  - Local (from a rank on this engine): staged in a pool buffer that no credit claims
-//    when small enough and one is free (eager); otherwise its source is kept and copied
-//    (or reduced) straight into the destination when the receive is posted (local
-//    rendezvous). on_sent says when the source is no longer read. While tenants share the
-//    engine, a local rendezvous message of more than a piece is applied a piece at a time
-//    in the engine's turns (DeferFn), so that a big one takes its share, not all of it.
+//    when small enough, one is free and its communicator has fewer than `local_credits`
+//    local messages staged (eager: a communicator's ranks here count as one more peer
+//    link, so that none holds more of the pool by sending among its own ranks than a peer
+//    may); otherwise its source is kept and copied (or reduced) straight into the
+//    destination when the receive is posted (local rendezvous). on_sent says when the
+//    source is no longer read. While tenants share the engine, a local rendezvous message
+//    of more than a piece is applied a piece at a time in the engine's turns (DeferFn), so
+//    that a big one takes its share, not all of it.
 //
 // Credits: the pool is cut into buffers of max(eager_bytes, 4 KiB). A credit account per
 // peer link reserves some of them (OpenAccount): its peer may have that many eager
@@ -98,10 +101,12 @@ class Rbm {
   /// A pool of pool_bytes cut into buffers of max(eager_bytes, kMinBufferBytes); eager
   /// messages of at most eager_bytes and rendezvous segments of at most segment_bytes
   /// are accepted, and per peer link at most max_waiting_requests rendezvous requests
-  /// whose receive is not posted. Local rendezvous messages are applied whole until
-  /// SetPieceBytes sets a piece.
+  /// whose receive is not posted. Per communicator at most local_credits local messages
+  /// are staged at once. Local rendezvous messages are applied whole until SetPieceBytes
+  /// sets a piece.
   Rbm(uint64_t pool_bytes, uint64_t eager_bytes, uint64_t segment_bytes,
-      uint64_t max_waiting_requests, ClearToSendFn clear_to_send, DeferFn defer);
+      uint64_t max_waiting_requests, uint32_t local_credits, ClearToSendFn clear_to_send,
+      DeferFn defer);
 
   /// Local rendezvous messages applied from now on go in pieces of at most `bytes` (> 0;
   /// rounded down to whole elements), or whole (kWhole).
@@ -155,7 +160,8 @@ class Rbm {
 
   /// A message of `bytes` of a `call` from a rank on this engine, read from `data`: applied if its
   /// receive is posted (at once, or in pieces when bigger than a piece), else staged when
-  /// `eager` and a buffer is free, else kept until the receive is posted. on_sent runs
+  /// `eager`, a buffer is free and its communicator has fewer than local_credits local
+  /// messages staged, else kept until the receive is posted. on_sent runs
   /// (maybe inside) once `data` is no longer read. Returns whether it went eagerly (at
   /// once) rather than by rendezvous.
   absl::StatusOr<bool> Deliver(const MessageKey& key, const CallSignature& call,
@@ -258,6 +264,7 @@ class Rbm {
   const uint64_t eager_bytes_;
   const uint64_t segment_bytes_;
   const uint64_t max_waiting_;
+  const uint32_t local_credits_;
   const uint64_t buffer_bytes_;
   const uint64_t buffer_count_;
   ClearToSendFn clear_to_send_;
@@ -276,6 +283,9 @@ class Rbm {
   /// Open accounts reserving fewer buffers than they want, oldest first. While there is
   /// one, no free buffer is unclaimed.
   std::vector<uint64_t> short_;
+  /// Per communicator that sent a local message: its local messages staged (empty ones
+  /// too) and not yet applied, at most local_credits_; forgotten with it (Drop).
+  absl::flat_hash_map<CommId, uint32_t> local_staged_;
   std::vector<std::byte> bounce_;    ///< local reduce whose source overlaps its result
   absl::node_hash_map<MessageKey, Stream> streams_;  ///< node map: references stay valid
 };

@@ -9,12 +9,20 @@
 //       communicator token in every Client RPC and ring command that takes them (steps
 //       ring_*), tries a forged session
 //       token and the admin socket, and prints "STEP CODE MESSAGE" for each.
+//   intruder RUNTIME_DIR UID hog COUNT
+//       attaches, joins ranks 0 and 1 of a new communicator and sends COUNT int32 from
+//       rank 0 to rank 1, which never receives them; then rank 0 receives one int32 from
+//       rank 1, a receive submitted after those sends, so that once it is done the engine
+//       has taken them all. Prints "hog CODE MESSAGE" (the receive's result) and stays
+//       attached for 60 s.
 #include <grp.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cclo/client.h"
 #include "cclo/v1/admin.grpc.pb.h"
@@ -86,12 +94,43 @@ void Intrude(const std::string& dir, uint64_t buffer, uint64_t handle, uint64_t 
   Print("ring_own", session.RunOnRing(AllreduceRequest(own_handle, own_buffer, 16)));
 }
 
+void PrintHog(const absl::Status& status) {
+  std::printf("hog %d %s\n", static_cast<int>(status.code()),
+              std::string(status.message()).c_str());
+  std::fflush(stdout);
+}
+
+void Hog(const std::string& dir, uint64_t count) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(dir);
+  if (!client.ok()) return PrintHog(client.status());
+  absl::StatusOr<Buffer> buffer = (*client)->AllocBuffer(4096);
+  absl::StatusOr<std::string> token = (*client)->CreateCommunicatorId();
+  if (!buffer.ok() || !token.ok()) return PrintHog(buffer.ok() ? token.status() : buffer.status());
+  absl::StatusOr<std::unique_ptr<Communicator>> second;
+  std::thread joining([&] { second = (*client)->Join(*token, 1, 2); });
+  absl::StatusOr<std::unique_ptr<Communicator>> first = (*client)->Join(*token, 0, 2);
+  joining.join();
+  if (!first.ok() || !second.ok()) return PrintHog(first.ok() ? second.status() : first.status());
+  std::vector<Request> sends;
+  for (uint64_t i = 0; i < count; ++i) {
+    absl::StatusOr<Request> sent = (*first)->SendAsync(*buffer, 0, 1, DataType::kInt32, 1, 1);
+    if (!sent.ok()) return PrintHog(sent.status());
+    sends.push_back(*std::move(sent));
+  }
+  absl::StatusOr<Request> received = (*first)->RecvAsync(*buffer, 64, 1, DataType::kInt32, 1, 2);
+  if (!received.ok()) return PrintHog(received.status());
+  absl::Status status = (*second)->Send(*buffer, 128, 1, DataType::kInt32, 0, 2);
+  if (status.ok()) status = received->Wait();
+  PrintHog(status);
+  if (status.ok()) sleep(60);  // holds what it staged while the test looks
+}
+
 }  // namespace
 }  // namespace cclo::testing
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: intruder RUNTIME_DIR UID attach|intrude ...\n");
+    std::fprintf(stderr, "usage: intruder RUNTIME_DIR UID attach|intrude|hog ...\n");
     return 2;
   }
   const std::string dir = argv[1];
@@ -115,6 +154,10 @@ int main(int argc, char** argv) {
     cclo::testing::Intrude(dir, std::strtoull(argv[4], nullptr, 10),
                            std::strtoull(argv[5], nullptr, 10), std::strtoull(argv[6], nullptr, 10),
                            argv[7]);
+    return 0;
+  }
+  if (mode == "hog" && argc == 5) {
+    cclo::testing::Hog(dir, std::strtoull(argv[4], nullptr, 10));
     return 0;
   }
   std::fprintf(stderr, "intruder: bad arguments\n");

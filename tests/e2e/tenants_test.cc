@@ -437,6 +437,44 @@ TEST(TenantsTest, EachQuotaIsEnforcedAndReported) {
   EXPECT_TRUE(absl::StrContains(table.output, "8192/8192")) << table.output;
 }
 
+// Ranks of one daemon count as one more peer daemon of their communicator: at most
+// credits_per_peer of their messages to each other are staged at once. Beta sends 16 small
+// messages between its two ranks here that it never receives, as many as the rx pool has
+// buffers; the pool keeps the rest for alpha, whose small send between its own two ranks
+// still completes before its receive is posted.
+TEST(TenantsTest, ATenantSendingAmongItsOwnRanksHoldsAtMostItsCreditsOfTheRxPool) {
+  Daemon daemon(std::string(kTwoTenants) +
+                "rx_pool_bytes: 65536\nsegment_bytes: 65536\neager_max_bytes: 4096\n"
+                "credits_per_peer: 4\n");
+  OpenToOthers(daemon);
+  Process hog(
+      {Runfile("tests/e2e/intruder"), daemon.runtime_dir(), absl::StrCat(kNobody), "hog", "16"});
+  ASSERT_TRUE(hog.WaitForOutput("hog ", absl::Seconds(60))) << hog.Output();
+  ASSERT_TRUE(absl::StrContains(hog.Output(), "hog 0 ")) << hog.Output();
+  v1::StatusResponse status = AdminJson<v1::StatusResponse>(daemon, "status");
+  EXPECT_EQ(status.rx_pool_bytes_total(), 65536u);
+  EXPECT_EQ(status.rx_pool_bytes_used(), 4 * 4096u);
+
+  absl::StatusOr<std::unique_ptr<Client>> alpha = Client::Attach(daemon.runtime_dir());
+  ASSERT_TRUE(alpha.ok()) << alpha.status();
+  absl::StatusOr<Buffer> buffer = (*alpha)->AllocBuffer(4096);
+  absl::StatusOr<std::string> token = (*alpha)->CreateCommunicatorId();
+  ASSERT_TRUE(buffer.ok() && token.ok()) << buffer.status() << token.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> rank1;
+  std::thread joiner([&] { rank1 = (*alpha)->Join(*token, 1, 2); });
+  absl::StatusOr<std::unique_ptr<Communicator>> rank0 = (*alpha)->Join(*token, 0, 2);
+  joiner.join();
+  ASSERT_TRUE(rank0.ok() && rank1.ok()) << rank0.status() << rank1.status();
+  int32_t* values = reinterpret_cast<int32_t*>(buffer->data());
+  values[0] = 42;
+  absl::Status sent = (*rank0)->Send(*buffer, 0, 1, DataType::kInt32, 1, 7);
+  EXPECT_TRUE(sent.ok()) << sent;
+  EXPECT_EQ(AdminJson<v1::StatusResponse>(daemon, "status").rx_pool_bytes_used(), 5 * 4096u);
+  EXPECT_TRUE((*rank1)->Recv(*buffer, 64, 1, DataType::kInt32, 0, 7).ok());
+  EXPECT_EQ(values[16], 42);
+  EXPECT_EQ(AdminJson<v1::StatusResponse>(daemon, "status").rx_pool_bytes_used(), 4 * 4096u);
+}
+
 // A token refused at CreateCommunicatorId for the communicators quota (the tokens made here
 // that not all ranks joined fill it) counts as a refusal of that quota, as one refused at
 // JoinCommunicator does.

@@ -142,6 +142,7 @@ class DmpDepartureTest : public ::testing::Test {
            kSegment,
            kSegment,
            /*max_waiting_requests=*/4,
+           /*local_credits=*/8,
            [this](const MessageKey& key, uint64_t) { cleared_.push_back(key); },
            [this](const CommId&, std::function<void()> piece) { dmp_.Defer(0, std::move(piece)); }};
   Dmp dmp_{rbm_,

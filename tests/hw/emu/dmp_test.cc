@@ -78,6 +78,7 @@ class DmpTest : public ::testing::Test {
            kSegment,
            kSegment,
            /*max_waiting_requests=*/1,
+           /*local_credits=*/8,
            [](const MessageKey&, uint64_t) {},
            [this](const CommId&, std::function<void()> piece) { dmp_.Defer(0, std::move(piece)); }};
   Dmp dmp_{rbm_,

@@ -18,6 +18,7 @@ constexpr uint64_t kEager = 4096;    ///< eager limit and pool buffer size
 constexpr uint64_t kSegment = 8192;  ///< rendezvous segment size
 constexpr uint64_t kBuffers = 4;
 constexpr uint64_t kWaiting = 3;  ///< rendezvous requests a link may have waiting
+constexpr uint32_t kLocalCredits = 2;  ///< local messages a communicator may have staged
 
 using poe::SegmentType;
 
@@ -92,6 +93,7 @@ class RbmTest : public ::testing::Test {
            kEager,
            kSegment,
            kWaiting,
+           kLocalCredits,
            [this](const MessageKey& key, uint64_t total) {
              cleared_.push_back({key, total});
            },
@@ -133,7 +135,7 @@ TEST_F(RbmTest, EarlyEagerMessageIsStagedAndItsCreditReturnsWhenApplied) {
 
 TEST_F(RbmTest, CreditsGoBackInBatchesOfHalfOrAtOnceWhenThePeerRunsShort) {
   Rbm rbm(
-      16 * kEager, kEager, kSegment, kWaiting, [](const MessageKey&, uint64_t) {},
+      16 * kEager, kEager, kSegment, kWaiting, kLocalCredits, [](const MessageKey&, uint64_t) {},
       [](const CommId&, std::function<void()>) {});
   const Rbm::Grant grant = rbm.OpenAccount(8);
   ASSERT_EQ(grant.credits, 8u);
@@ -515,6 +517,42 @@ TEST_F(RbmTest, LocalMessagesGoEagerWhenSmallElseWaitForTheReceive) {
   EXPECT_EQ(completed_, 3);
   EXPECT_EQ(rbm_.used_bytes(), 0u);
   EXPECT_TRUE(rbm_.TakeCredits().empty());
+}
+
+// A communicator's ranks here are like one more peer link: at most kLocalCredits of their
+// messages are staged at once, whatever the pool has free, and the rest wait for their
+// receives, so that one sending among its own ranks leaves room for others and for links.
+TEST_F(RbmTest, ACommunicatorStagesAtMostItsCreditsOfLocalMessages) {
+  Rbm rbm(
+      8 * kEager, kEager, kSegment, kWaiting, kLocalCredits, [](const MessageKey&, uint64_t) {},
+      [](const CommId&, std::function<void()>) {});
+  const std::vector<std::byte> data = Pattern(64);
+  int sent = 0;
+  // Communicator 7 sends six, communicator 8 one; nothing is received yet.
+  for (uint64_t sequence = 0; sequence < 6; ++sequence) {
+    ASSERT_TRUE(rbm.Deliver(Key(sequence), {}, data.data(), 64, true, [&] { ++sent; }).ok());
+  }
+  ASSERT_TRUE(*rbm.Deliver({CommId{8}, 1, 0, 5, 0}, {}, data.data(), 64, true, [&] { ++sent; }));
+  EXPECT_EQ(sent, 3);  // communicator 7's first two and communicator 8's
+  EXPECT_EQ(rbm.used_bytes(), 3 * kEager);
+  EXPECT_FALSE(rbm.Arrived(Key(2)));
+  // A link that comes up now gets all the credits it asks for.
+  EXPECT_EQ(rbm.OpenAccount(4).credits, 4u);
+  // Once one of communicator 7's messages is applied, its next one is staged again; the
+  // ones that wait are copied straight across when received.
+  std::vector<std::byte> out(64);
+  ASSERT_TRUE(rbm.Post(Key(0), CopyInto(out)).ok());
+  ASSERT_TRUE(*rbm.Deliver(Key(6), {}, data.data(), 64, true, [&] { ++sent; }));
+  ASSERT_TRUE(rbm.Post(Key(2), CopyInto(out)).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(completed_, 2);
+  EXPECT_EQ(sent, 5);
+  EXPECT_EQ(rbm.used_bytes(), 3 * kEager);
+  // A communicator dropped with messages staged starts afresh.
+  rbm.Drop(CommId{7});
+  for (uint64_t sequence = 0; sequence < 2; ++sequence) {
+    EXPECT_TRUE(*rbm.Deliver(Key(sequence), {}, data.data(), 64, true, [] {}));
+  }
 }
 
 TEST_F(RbmTest, DetachedLocalMessageIsCopiedAndStillDelivered) {
