@@ -172,10 +172,15 @@ TEST(CleanupTest, ThousandKilledClientsLeakNothing) {
   // Allocator slack: after the warm-up, VmRSS grew here by 800, 470, 170 and 90 KiB over
   // four quarters of 1,000 cycles while the heap in use stayed level. The bound, 8 KiB a
   // cycle, is generous: it catches leaked buffer pages (64 KiB each) and anything of that
-  // order; the daemon's own objects are checked by the counts above.
+  // order; the daemon's own objects are checked by the counts above. Not under
+  // AddressSanitizer (--config=asan), whose quarantine keeps freed memory (VmRSS grew by
+  // 330 MB here) and whose allocator adds redzones and metadata; there LeakSanitizer checks
+  // the daemon's heap as it exits (the exit code below).
+#ifndef __SANITIZE_ADDRESS__
   EXPECT_LT(rss_after - rss_before, kCycles * 8)
       << "VmRSS grew from " << rss_before << " KiB to " << rss_after << " KiB over " << kCycles
       << " cycles";
+#endif
   daemon.process().Signal(SIGTERM);
   EXPECT_EQ(daemon.process().Wait(absl::Seconds(20)).exit_code, 0);
 }

@@ -191,9 +191,17 @@ Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& 
 
 Daemon::~Daemon() {
   process_->Signal(SIGTERM);
-  process_->Wait(absl::Seconds(15));
+  const ProcessResult result = process_->Wait(absl::Seconds(15));
   std::error_code ignored;
   std::filesystem::remove_all(std::string(absl::StripSuffix(dir_, "/run")), ignored);
+  // A sanitizer's report (--config=asan) ends the daemon, or is printed at its exit, where no
+  // test looks: it fails the test here.
+  for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}) {
+    if (result.output.find(report) != std::string::npos) {
+      std::fprintf(stderr, "cclod reported a sanitizer error:\n%s\n", result.output.c_str());
+      std::abort();
+    }
+  }
 }
 
 ProcessResult RunCclod(const std::string& extra_config) {
