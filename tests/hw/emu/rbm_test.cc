@@ -510,7 +510,7 @@ TEST_F(RbmTest, LocalMessagesGoEagerWhenSmallElseWaitForTheReceive) {
   EXPECT_EQ(completed_, 2);
   // Receive first: applied as the message comes.
   ASSERT_TRUE(rbm_.Post(Key(2), CopyInto(large_out)).ok());
-  eager = rbm_.Deliver(Key(2), {}, small.data(), large.size(), false, [&] { ++sent; });
+  eager = rbm_.Deliver(Key(2), {}, large.data(), large.size(), false, [&] { ++sent; });
   ASSERT_TRUE(eager.ok());
   RunDeferred();
   EXPECT_EQ(sent, 3);
