@@ -210,6 +210,14 @@ TEST(OpRequestTest, TextIsCutWholeCharactersFirst) {
   EXPECT_EQ(ring::GetText(field, sizeof(field)), "123...");
 }
 
+TEST(OpRequestTest, EmptyTextClearsTheField) {
+  char field[8];
+  std::memset(field, 'x', sizeof(field));
+  // No characters and no pointer, as the message of an OK absl::Status.
+  ring::PutText(std::string_view(), field, sizeof(field));
+  EXPECT_EQ(std::string(field, sizeof(field)), std::string(sizeof(field), '\0'));
+}
+
 TEST(OpRequestTest, AFinishedSlotCarriesWhatWaitReports) {
   OpResult result;
   result.completion.status = absl::InternalError(std::string(300, 'm'));

@@ -100,7 +100,7 @@ void PutText(std::string_view text, char* out, size_t size) {
     // Not inside a UTF-8 character: back over its continuation bytes.
     while (length > 0 && (static_cast<unsigned char>(text[length]) & 0xC0) == 0x80) --length;
   }
-  std::memcpy(out, text.data(), length);
+  text.copy(out, length);  // not memcpy: an empty text may have no pointer
   if (cut) {
     std::memcpy(out + length, kCut.data(), kCut.size());
     length += kCut.size();
