@@ -1,38 +1,39 @@
 #include "tests/client/sessions.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
-#include "gtest/gtest.h"
-
 namespace cclo::testing {
+namespace {
+
+// What `made` holds, or ends the test binary naming `what` and why: a test goes on to use it.
+template <typename T>
+T OrDie(absl::StatusOr<T> made, const char* what) {
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s failed: %s\n", what, made.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(made);
+}
+
+}  // namespace
 
 std::unique_ptr<Client> AttachOrDie(const std::string& runtime_dir) {
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(runtime_dir);
-  EXPECT_TRUE(client.ok()) << client.status();
-  return client.ok() ? *std::move(client) : nullptr;
+  return OrDie(Client::Attach(runtime_dir), "Attach");
 }
 
 std::unique_ptr<Communicator> JoinAlone(Client& client) {
-  absl::StatusOr<std::string> token = client.CreateCommunicatorId();
-  EXPECT_TRUE(token.ok()) << token.status();
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = client.Join(*token, 0, 1);
-  EXPECT_TRUE(comm.ok()) << comm.status();
-  return comm.ok() ? *std::move(comm) : nullptr;
+  const std::string token = OrDie(client.CreateCommunicatorId(), "CreateCommunicatorId");
+  return OrDie(client.Join(token, 0, 1), "Join");
 }
 
 Pair JoinPair(const std::string& runtime_dir) {
   Pair pair;
   for (auto& client : pair.clients) client = AttachOrDie(runtime_dir);
-  absl::StatusOr<std::string> token = pair.clients[0]->CreateCommunicatorId();
-  EXPECT_TRUE(token.ok()) << token.status();
-  std::thread rank1([&] {
-    absl::StatusOr<std::unique_ptr<Communicator>> comm = pair.clients[1]->Join(*token, 1, 2);
-    EXPECT_TRUE(comm.ok()) << comm.status();
-    if (comm.ok()) pair.comms[1] = *std::move(comm);
-  });
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = pair.clients[0]->Join(*token, 0, 2);
-  EXPECT_TRUE(comm.ok()) << comm.status();
-  if (comm.ok()) pair.comms[0] = *std::move(comm);
+  const std::string token = OrDie(pair.clients[0]->CreateCommunicatorId(), "CreateCommunicatorId");
+  std::thread rank1([&] { pair.comms[1] = OrDie(pair.clients[1]->Join(token, 1, 2), "Join"); });
+  pair.comms[0] = OrDie(pair.clients[0]->Join(token, 0, 2), "Join");
   rank1.join();
   return pair;
 }

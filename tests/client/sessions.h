@@ -1,5 +1,6 @@
 // libcclo sessions for tests against a real cclod: attached clients and communicators of
-// one or two ranks, failing the test (not aborting it) when the daemon refuses.
+// one or two ranks. Each ends the test binary, naming the call and its error, when the
+// daemon refuses: the tests go on to use what they return.
 #pragma once
 
 #include <memory>
@@ -9,8 +10,7 @@
 
 namespace cclo::testing {
 
-/// A client attached to the daemon in `runtime_dir`; nullptr (and a test failure) if the
-/// attach fails.
+/// A client attached to the daemon in `runtime_dir`.
 std::unique_ptr<Client> AttachOrDie(const std::string& runtime_dir);
 
 /// A communicator of one rank on `client`.
