@@ -320,10 +320,10 @@ absl::StatusOr<bool> Rbm::Deliver(const MessageKey& key, const CallSignature& ca
   }
   stream.total = bytes;
   stream.call = call;
-  uint32_t& staged = local_staged_[key.comm];
-  if (!stream.posted && eager && staged < local_credits_ &&
-      (bytes == 0 || free_.size() > promised_)) {
-    ++staged;
+  // Looked up only for a message that may be staged: most find their receive posted.
+  if (!stream.posted && eager && (bytes == 0 || free_.size() > promised_) &&
+      local_staged_[key.comm] < local_credits_) {
+    ++local_staged_[key.comm];
     stream.protocol = Protocol::kEager;
     stream.arrived = bytes;
     if (bytes > 0) {

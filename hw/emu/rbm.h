@@ -27,11 +27,11 @@
 // Credits: the pool is cut into buffers of max(eager_bytes, 4 KiB). A credit account per
 // peer link reserves some of them (OpenAccount): its peer may have that many eager
 // messages unapplied. An account opened while the pool was short reserves the buffers it
-// lacks as they are freed, before local messages may take them. The free buffers never fall below
-// what open accounts may still claim, so an eager message within its credits always finds room, and
-// one beyond them is an error: no session ever waits for pool space. TakeCredits hands out again
-// what was freed, in batches of half an account's credits (rounded down, at least one), or at once
-// while its peer holds fewer than that.
+// lacks as they are freed, before local messages may take them. The free buffers never
+// fall below what open accounts may still claim, so an eager message within its credits
+// always finds room, and one beyond them is an error: no session ever waits for pool
+// space. TakeCredits hands out again what was freed, in batches of half an account's
+// credits (rounded down, at least one), or at once while its peer holds fewer than that.
 //
 // Cost: one copy for a staged message, none otherwise; O(1) hash lookups per segment.
 #pragma once
