@@ -121,8 +121,8 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
     return absl::UnavailableError(
         absl::StrCat("cannot connect to ", target, " within ", absl::FormatDuration(timeout)));
   }
-  std::shared_ptr<Session> session(new Session(*fd, welcome->frame.id, welcome->frame.text,
-                                               timeout, v1::Client::NewStub(channel)));
+  std::shared_ptr<Session> session(
+      new Session(runtime_dir, *fd, welcome->frame.id, welcome->frame.text, timeout, channel));
   // The ring's liveness check holds the session weakly: the ring lives inside it.
   absl::StatusOr<std::unique_ptr<ClientRing>> ring = ClientRing::Map(
       welcome->fd, welcome->frame.bytes, welcome->more_fds[0], welcome->more_fds[1],
@@ -146,7 +146,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
   return session;
 }
 
-absl::Status Session::Alive() {
+absl::Status Session::Alive(absl::Duration wait) {
   // Never waits behind a reader of the attach socket: that reader would see it closed.
   if (!attach_mutex_.TryLock()) return absl::OkStatus();
   absl::Status alive;
@@ -154,20 +154,25 @@ absl::Status Session::Alive() {
     alive = absl::FailedPreconditionError("the session is closed");
   } else {
     pollfd attach{attach_fd_, POLLRDHUP, 0};
-    if (poll(&attach, 1, 0) > 0 && (attach.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-      alive = absl::UnavailableError("cclod ended the session (its attach socket closed)");
+    const timespec timeout = absl::ToTimespec(wait);
+    if (ppoll(&attach, 1, &timeout, nullptr) > 0 &&
+        (attach.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+      alive = absl::UnavailableError(absl::StrCat("cclod ended the session (attach socket ",
+                                                  runtime_dir_, "/attach.sock closed)"));
     }
   }
   attach_mutex_.Unlock();
   return alive;
 }
 
-Session::Session(int attach_fd, uint64_t id, std::string token, absl::Duration rpc_timeout,
-                 std::unique_ptr<v1::Client::Stub> stub)
-    : id_(id),
+Session::Session(std::string runtime_dir, int attach_fd, uint64_t id, std::string token,
+                 absl::Duration rpc_timeout, std::shared_ptr<grpc::Channel> channel)
+    : runtime_dir_(std::move(runtime_dir)),
+      id_(id),
       token_(std::move(token)),
       rpc_timeout_(rpc_timeout),
-      stub_(std::move(stub)),
+      channel_(channel.get()),
+      stub_(v1::Client::NewStub(std::move(channel))),
       attach_fd_(attach_fd) {}
 
 Session::~Session() {
@@ -261,7 +266,12 @@ absl::Status Session::FromGrpc(const grpc::Status& status, const std::string& rp
   if (status.ok()) return absl::OkStatus();
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
       status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    if (absl::Status alive = Alive(); !alive.ok()) {
+    // A channel that is not READY after the call lost its connection to the daemon, not an
+    // answer from it.
+    const bool connection_lost = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                                 channel_->GetState(false) != GRPC_CHANNEL_READY;
+    if (absl::Status alive = Alive(connection_lost ? kHangupGrace : absl::ZeroDuration());
+        !alive.ok()) {
       return absl::Status(alive.code(), absl::StrCat(rpc, ": ", alive.message(), "; attach again (",
                                                      status.error_message(), ")"));
     }

@@ -51,9 +51,11 @@ class Session {
 
   /// Converts an RPC failure to absl::Status naming the RPC: "<rpc>: <message>", with the
   /// daemon's code, unless the session is over, whatever the daemon answered a token it no
-  /// longer knows: UNAVAILABLE when the daemon ended it (it restarted, or dropped the
-  /// session), FAILED_PRECONDITION when this process closed it (its Client was destroyed),
-  /// as the command ring reports either.
+  /// longer knows: UNAVAILABLE when the daemon ended it (it stopped, died, restarted, or
+  /// dropped the session), FAILED_PRECONDITION when this process closed it (its Client was
+  /// destroyed), as the command ring reports either. A call whose connection to client.sock
+  /// broke under it waits up to kHangupGrace for the attach socket to close: a daemon that
+  /// died closes its sockets one after the other.
   absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc);
 
   /// Adds the session metadata and a deadline `timeout` from now to `context`.
@@ -78,10 +80,15 @@ class Session {
   absl::StatusOr<attach::Received> TakeBuffer(uint64_t buffer_id, hw::SteadyTime deadline);
 
  private:
-  Session(int attach_fd, uint64_t id, std::string token, absl::Duration rpc_timeout,
-          std::unique_ptr<v1::Client::Stub> stub);
-  /// OK while the daemon holds the session (the attach socket is open at both ends).
-  absl::Status Alive();
+  /// Longest wait of FromGrpc for the attach socket of a daemon whose client.sock
+  /// connection broke.
+  static constexpr absl::Duration kHangupGrace = absl::Seconds(1);
+
+  Session(std::string runtime_dir, int attach_fd, uint64_t id, std::string token,
+          absl::Duration rpc_timeout, std::shared_ptr<grpc::Channel> channel);
+  /// OK while the daemon holds the session (the attach socket is open at both ends), waiting
+  /// up to `wait` for its end; UNAVAILABLE naming the attach socket once it closed.
+  absl::Status Alive(absl::Duration wait = absl::ZeroDuration());
   /// Closes this process's copy of the attach socket (for CloseFds), and in every forked
   /// child right after the fork (the only thread there), so that the daemon ends the session
   /// when the attaching process closes its own, whatever children it forked. Touches only
@@ -94,9 +101,11 @@ class Session {
   /// Whether this is a forked child of the process that attached.
   bool Forked() const { return ring_ != nullptr && !ring_->InAttachingProcess().ok(); }
 
+  const std::string runtime_dir_;
   const uint64_t id_;
   const std::string token_;
   const absl::Duration rpc_timeout_;
+  grpc::Channel* const channel_;            // owned by stub_
   std::unique_ptr<v1::Client::Stub> stub_;  // leaked in a forked child (see ~Session)
   std::unique_ptr<ClientRing> ring_;  // set once by Open
 

@@ -157,21 +157,37 @@ std::string ReadyAddress(const std::string& output, const std::string& label) {
   return output.substr(begin, output.find_first_of(", \n", begin) - begin);
 }
 
+// A sanitizer's report (--config=asan) ends the daemon, or is printed at its exit, where no
+// test looks: it fails the test here.
+void AbortOnSanitizerReport(const std::string& output) {
+  for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}) {
+    if (output.find(report) != std::string::npos) {
+      std::fprintf(stderr, "cclod reported a sanitizer error:\n%s\n", output.c_str());
+      std::abort();
+    }
+  }
+}
+
 }  // namespace
 
 Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& launcher,
-               const std::string& host) {
+               const std::string& host)
+    : command_(launcher), host_(host) {
   char dir_template[] = "/tmp/cclo.XXXXXX";
-  dir_ = mkdtemp(dir_template);
-  const std::string config_path = dir_ + "/cclod.yaml";
-  std::ofstream(config_path) << "runtime_dir: " << dir_ << "/run\n"
+  const std::string dir = mkdtemp(dir_template);
+  const std::string config_path = dir + "/cclod.yaml";
+  std::ofstream(config_path) << "runtime_dir: " << dir << "/run\n"
                              << "host: '" << host << "'\n"
                              << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n"
                              << "log_level: debug\n"
                              << extra_config;
-  std::vector<std::string> command = launcher;
-  command.insert(command.end(), {Runfile("daemon/cclod"), "--config", config_path});
-  process_ = std::make_unique<Process>(command);
+  command_.insert(command_.end(), {Runfile("daemon/cclod"), "--config", config_path});
+  dir_ = dir + "/run";
+  Start();
+}
+
+void Daemon::Start() {
+  process_ = std::make_unique<Process>(command_);
   if (!process_->WaitForOutput("ready: peer", absl::Seconds(30))) {
     std::fprintf(stderr, "cclod did not become ready:\n%s\n", process_->Output().c_str());
     std::abort();
@@ -181,12 +197,16 @@ Daemon::Daemon(const std::string& extra_config, const std::vector<std::string>& 
   data_address_ = ReadyAddress(output, "data ");
   metrics_address_ = ReadyAddress(output, "metrics ");
   data_port_ = std::atoi(data_address_.c_str() + data_address_.rfind(':') + 1);
-  if (data_address_ != hw::HostPort(host, data_port_)) {
-    std::fprintf(stderr, "cclod's ready line has no data address on %s:\n%s\n", host.c_str(),
+  if (data_address_ != hw::HostPort(host_, data_port_)) {
+    std::fprintf(stderr, "cclod's ready line has no data address on %s:\n%s\n", host_.c_str(),
                  output.c_str());
     std::abort();
   }
-  dir_ += "/run";
+}
+
+void Daemon::Restart() {
+  AbortOnSanitizerReport(process_->Wait(absl::Seconds(15)).output);
+  Start();
 }
 
 Daemon::~Daemon() {
@@ -194,14 +214,7 @@ Daemon::~Daemon() {
   const ProcessResult result = process_->Wait(absl::Seconds(15));
   std::error_code ignored;
   std::filesystem::remove_all(std::string(absl::StripSuffix(dir_, "/run")), ignored);
-  // A sanitizer's report (--config=asan) ends the daemon, or is printed at its exit, where no
-  // test looks: it fails the test here.
-  for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}) {
-    if (result.output.find(report) != std::string::npos) {
-      std::fprintf(stderr, "cclod reported a sanitizer error:\n%s\n", result.output.c_str());
-      std::abort();
-    }
-  }
+  AbortOnSanitizerReport(result.output);
 }
 
 ProcessResult RunCclod(const std::string& extra_config) {

@@ -65,6 +65,9 @@ class Daemon {
                   const std::vector<std::string>& launcher = {},
                   const std::string& host = "127.0.0.1");
   ~Daemon();
+  /// Starts cclod again with the same config and runtime dir (new ports) once the process
+  /// before it ended (the test killed or stopped it); waits until ready.
+  void Restart();
   const std::string& runtime_dir() const { return dir_; }
   /// "host:port" of the daemon's Peer service, as rank tables name it.
   const std::string& peer_address() const { return peer_address_; }
@@ -77,6 +80,11 @@ class Daemon {
   Process& process() { return *process_; }
 
  private:
+  /// Starts `command_` and reads its ports from its ready line.
+  void Start();
+
+  std::vector<std::string> command_;
+  std::string host_;
   std::string dir_;
   std::string peer_address_;
   std::string data_address_;

@@ -25,8 +25,10 @@ namespace cclo {
 /// daemon then cancels the session's ops, frees its buffers and leaves its communicators.
 /// Communicators and Requests keep the connection state alive but fail once the session is
 /// gone: FAILED_PRECONDITION ("the session is closed") once the Client was destroyed,
-/// UNAVAILABLE once the daemon ended it. Methods are thread-safe. Errors carry the
-/// daemon's message.
+/// UNAVAILABLE once the daemon ended it (it stopped, died or restarted: "cclod ended the
+/// session (attach socket <runtime_dir>/attach.sock closed)"), calls under way then too.
+/// Buffers stay mapped, with what they held, until destroyed; attach a new Client once the
+/// daemon is back. Methods are thread-safe. Errors carry the daemon's message.
 ///
 /// fork(): a Client, its Communicators, Requests and Buffers belong to the process that
 /// attached. In a forked child every call on them fails with FAILED_PRECONDITION (the
