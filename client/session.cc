@@ -61,17 +61,19 @@ absl::StatusOr<int> ConnectUnix(const std::string& path, hw::SteadyTime deadline
   return fd;
 }
 
-// Says HELLO on `fd` and waits for the answer: the WELCOME frame with the rings' fds
-// (memfd, command doorbell, completion doorbell), or the refusal as an error.
-absl::StatusOr<attach::Received> Handshake(int fd, hw::SteadyTime deadline) {
+// Says HELLO on `fd`, connected to `path`, and waits for the answer: the WELCOME frame with
+// the rings' fds (memfd, command doorbell, completion doorbell), or the refusal as an error.
+absl::StatusOr<attach::Received> Handshake(int fd, const std::string& path,
+                                           hw::SteadyTime deadline) {
+  auto failed = [&](const absl::Status& status) {
+    return absl::Status(status.code(),
+                        absl::StrCat("attach handshake on ", path, ": ", status.message()));
+  };
   attach::Frame hello;
   hello.type = attach::FrameType::kHello;
-  if (absl::Status sent = attach::SendFrame(fd, hello); !sent.ok()) return sent;
+  if (absl::Status sent = attach::SendFrame(fd, hello); !sent.ok()) return failed(sent);
   absl::StatusOr<attach::Received> answer = attach::ReceiveFrame(fd, deadline);
-  if (!answer.ok()) {
-    return absl::Status(answer.status().code(),
-                        absl::StrCat("attach handshake: ", answer.status().message()));
-  }
+  if (!answer.ok()) return failed(answer.status());
   if (answer->frame.type == attach::FrameType::kWelcome && answer->more_fds.size() == 2) {
     return answer;
   }
@@ -101,9 +103,10 @@ absl::StatusOr<attach::Received> Handshake(int fd, hw::SteadyTime deadline) {
 absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtime_dir,
                                                        absl::Duration timeout) {
   const hw::SteadyTime deadline = hw::SteadyNow() + timeout;
-  absl::StatusOr<int> fd = ConnectUnix(absl::StrCat(runtime_dir, "/attach.sock"), deadline);
+  const std::string attach_path = absl::StrCat(runtime_dir, "/attach.sock");
+  absl::StatusOr<int> fd = ConnectUnix(attach_path, deadline);
   if (!fd.ok()) return fd.status();
-  absl::StatusOr<attach::Received> welcome = Handshake(*fd, deadline);
+  absl::StatusOr<attach::Received> welcome = Handshake(*fd, attach_path, deadline);
   if (!welcome.ok()) {
     close(*fd);
     return welcome.status();

@@ -116,6 +116,21 @@ TEST(AttachTest, RefusedAttachCarriesTheReason) {
   EXPECT_EQ(client.status().message(), "cclod refused the attach: uid 1234 maps to no tenant");
 }
 
+// A daemon that ends before it answers the HELLO (killed or stopped meanwhile).
+TEST(AttachTest, ADaemonGoneDuringTheHandshakeIsNamed) {
+  const FakeDaemon fake;
+  std::thread gone([listener = fake.listener] {
+    const int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    EXPECT_TRUE(attach::ReceiveFrame(connection, hw::SteadyNow() + absl::Seconds(10)).ok());
+    close(connection);
+  });
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(fake.dir);
+  gone.join();
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client.status().message(), absl::StrCat("attach handshake on ", fake.path,
+                                                    ": attach socket closed by the other side"));
+}
+
 TEST(AttachTest, MissingDaemonIsUnavailable) {
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach("/tmp/no-such-cclod-dir");
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
