@@ -111,21 +111,24 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
     close(*fd);
     return welcome.status();
   }
-  auto close_all = [&] {
-    close(*fd);
-    close(welcome->fd);
-    for (int extra : welcome->more_fds) close(extra);
-  };
   const std::string target = absl::StrCat("unix:", runtime_dir, "/client.sock");
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(hw::ToWallDeadline(deadline))) {
-    close_all();
-    return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", target, " within ", absl::FormatDuration(timeout)));
-  }
   std::shared_ptr<Session> session(
       new Session(runtime_dir, *fd, welcome->frame.id, welcome->frame.text, timeout, channel));
+  // Connects in steps: a daemon that ended the session meanwhile (it stopped) fails the
+  // attach at once, not at its deadline.
+  while (!channel->WaitForConnected(
+      hw::ToWallDeadline(std::min(deadline, hw::SteadyNow() + ClientRing::kAliveCheck)))) {
+    const absl::Status alive = session->Alive();
+    if (alive.ok() && hw::SteadyNow() < deadline) continue;
+    close(welcome->fd);
+    for (int extra : welcome->more_fds) close(extra);
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", target,
+                     alive.ok() ? absl::StrCat(" within ", absl::FormatDuration(timeout))
+                                : absl::StrCat(": ", alive.message())));
+  }
   // The ring's liveness check holds the session weakly: the ring lives inside it.
   absl::StatusOr<std::unique_ptr<ClientRing>> ring = ClientRing::Map(
       welcome->fd, welcome->frame.bytes, welcome->more_fds[0], welcome->more_fds[1],

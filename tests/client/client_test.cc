@@ -3,6 +3,7 @@
 #include "cclo/client.h"
 
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -129,6 +130,29 @@ TEST(AttachTest, ADaemonGoneDuringTheHandshakeIsNamed) {
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(client.status().message(), absl::StrCat("attach handshake on ", fake.path,
                                                     ": attach socket closed by the other side"));
+}
+
+// A daemon that ends the session right after its WELCOME (it was stopping): the attach fails
+// at once, not at its timeout, waiting for a client.sock that will not answer.
+TEST(AttachTest, ADaemonThatEndsTheSessionAfterItsWelcomeFailsTheAttach) {
+  const FakeDaemon fake;
+  std::thread welcomer([listener = fake.listener] {
+    const int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    EXPECT_TRUE(attach::ReceiveFrame(connection, hw::SteadyNow() + absl::Seconds(10)).ok());
+    const int rings[] = {memfd_create("rings", MFD_CLOEXEC), eventfd(0, EFD_CLOEXEC),
+                         eventfd(0, EFD_CLOEXEC)};
+    EXPECT_TRUE(
+        attach::SendFrame(connection, {attach::FrameType::kWelcome, 1, 0, "token"}, rings).ok());
+    for (int fd : rings) close(fd);
+    close(connection);
+  });
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(fake.dir);
+  welcomer.join();
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(
+      client.status().message(),
+      absl::StrCat("cannot connect to unix:", fake.dir,
+                   "/client.sock: cclod ended the session (attach socket ", fake.path, " closed)"));
 }
 
 TEST(AttachTest, MissingDaemonIsUnavailable) {

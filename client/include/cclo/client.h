@@ -47,7 +47,8 @@ class Client {
   /// and client.sock). `timeout` bounds the handshake and is the deadline of every plain
   /// RPC of the session. A daemon that refuses the caller gives its reason: PERMISSION_DENIED
   /// for a caller of no tenant, RESOURCE_EXHAUSTED when the tenant's sessions quota is full;
-  /// an unreachable one UNAVAILABLE.
+  /// an unreachable one UNAVAILABLE, and one that dies or stops during the attach
+  /// UNAVAILABLE at once, naming its socket.
   static absl::StatusOr<std::unique_ptr<Client>> Attach(const std::string& runtime_dir,
                                                         absl::Duration timeout = absl::Seconds(10));
 
