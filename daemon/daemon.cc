@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -294,9 +293,7 @@ absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
 }
 
 Daemon::~Daemon() {
-  // civetweb takes up to a second to stop its HTTP server; it does so beside the rest, which
-  // the metrics can still read until the device goes.
-  std::thread metrics_stop([this] { metrics_server_.reset(); });
+  metrics_server_.reset();  // first: a scrape reads what the rest of this stops
   // Wake every handler that could be waiting (joins, configures, op waits) before the
   // servers wait for their handlers to return.
   root_gather_.Refuse(absl::UnavailableError("root daemon is shutting down"));
@@ -310,7 +307,6 @@ Daemon::~Daemon() {
   for (grpc::Server* server : {peer_server_.get(), client_server_.get(), admin_server_.get()}) {
     if (server) server->Shutdown(hw::ToWallDeadline(deadline));
   }
-  metrics_stop.join();
   device_.reset();
   unlink((config_.runtime_dir + "/client.sock").c_str());
   unlink((config_.runtime_dir + "/admin.sock").c_str());

@@ -41,8 +41,13 @@ class MetricsServer {
 
  private:
   MetricsServer() = default;
+  /// Opens and closes a connection to the server, which wakes its listener.
+  void Knock() const;
+
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<void> collectable_;
+  std::string host_;
+  uint16_t port_ = 0;
   std::string address_;
 };
 
