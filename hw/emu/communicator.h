@@ -80,8 +80,9 @@ struct Communicator {
   std::optional<uint32_t> tenant;
   bool ready = false;   ///< every peer session is up; calls may run
   absl::Status broken;  ///< OK while healthy, else what every later call fails with
-  /// Ranks whose engine left (its session ended), with why: a call that needs one of
-  /// them to send or receive anything more fails with that; other calls go on.
+  /// Ranks that left (their engine's session ended, the engine told their departure, or
+  /// one of this engine's left, DepartLocalRank), with why: a call that needs one of them
+  /// to send or receive anything more fails with that; other calls go on.
   std::map<uint32_t, absl::Status> departed;
   StatusFn configured;  ///< pending ConfigureCommunicator callback
   SteadyTime configure_deadline = SteadyTime::InfiniteFuture();

@@ -168,6 +168,7 @@ void EmuDevice::DepartLocalRank(const CommId& id, uint32_t rank, absl::Status re
       return;
     }
     Depart(*comm, {rank}, reason);
+    departing_.insert({id, rank});
     dmp_.Progress();
   });
 }

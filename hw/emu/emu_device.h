@@ -35,9 +35,11 @@
 // completes; a call that needs anything more of them fails with UNAVAILABLE naming them
 // (BYE: "rank N on peer daemon A left: <reason>"; otherwise "lost peer daemon A ...");
 // calls among the other ranks go on. A rank of this engine that leaves while others here
-// stay (DepartLocalRank) departs the same way. Invalid data from a peer or a missed
-// deadline breaks the whole communicator. RemoveCommunicator and the destructor end every
-// session with BYE after the bytes of completed sends.
+// stay (DepartLocalRank) departs the same way, here at once and at the peers once its own
+// calls are done: then DEPART tells them, and they depart that rank alone as if its
+// session had said BYE, the sessions staying up for the others. Invalid data from a peer
+// or a missed deadline breaks the whole communicator. RemoveCommunicator and the destructor
+// end every session with BYE after the bytes of completed sends.
 #pragma once
 
 #include <algorithm>
@@ -149,6 +151,8 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void OnAuthenticated(poe::Session& session) override;
   void OnSessionUp(poe::Session& session) override;
   void OnSessionClosed(poe::Session& session, const absl::Status& reason) override;
+  absl::Status OnDeparture(poe::Session& session, uint32_t rank,
+                           const std::string& reason) override;
   absl::StatusOr<std::byte*> OnSegment(poe::Session& session,
                                        const poe::SegmentHeader& header) override;
   absl::Status OnPayload(poe::Session& session, const poe::SegmentHeader& header) override;
@@ -211,6 +215,9 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void ForgetSession(poe::Session& session);
   /// Closes the rx of links whose peer ended tx but did not end rx by the deadline.
   void ExpireHalfClosed(SteadyTime now);
+  /// Tells the peers of each departing rank whose own calls are done (DEPART), and forgets
+  /// those of communicators that broke or went.
+  void TellDepartures();
   /// "<address> (rank N)" or "<address> (ranks N, M)": the peer engine and the ranks of
   /// `comm` it hosts (what reaches a rank's op names its communicator elsewhere).
   std::string DescribePeer(const Communicator& comm, const std::string& address) const;
@@ -240,6 +247,9 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// Links whose tx ended while rx stays open, by rx_end_deadline: communicator and peer
   /// address (stale once rx ended).
   std::set<std::tuple<SteadyTime, CommId, std::string>> half_closed_;
+  /// Ranks of this engine that departed (DepartLocalRank) and whose peers are not told yet:
+  /// they are once the rank's own calls are done, so that nothing comes from it after.
+  std::set<std::pair<CommId, uint32_t>> departing_;
   /// Tenants that had engine work lately, and until when each counts as active.
   absl::flat_hash_map<uint32_t, SteadyTime> active_until_;
   bool shared_turns_ = false;  ///< turns and units are at most kSharedTurnBytes

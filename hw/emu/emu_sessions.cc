@@ -7,9 +7,11 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "hw/emu/emu_device.h"
 #include "spdlog/spdlog.h"
 
@@ -20,6 +22,15 @@ namespace {
 /// or more tenants had engine work (units queued or run, or data arriving) within the
 /// last kSharedHold each. A call that only waits counts for nothing.
 constexpr absl::Duration kSharedHold = absl::Milliseconds(50);
+
+/// What the calls that need `ranks` of the peer engine at `address` fail with once they
+/// left for `reason` (the peer's words).
+absl::Status Left(const std::vector<uint32_t>& ranks, const std::string& address,
+                  absl::string_view reason) {
+  return absl::UnavailableError(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                                             absl::StrJoin(ranks, ", "), " on peer daemon ",
+                                             address, " left: ", reason));
+}
 
 }  // namespace
 
@@ -190,18 +201,64 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
   } else if (!comm->ready) {
     Break(*comm, absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
   } else {
-    const std::vector<uint32_t>& ranks = link->ranks;
+    // Those that told their departure (DEPART) keep its reason.
+    std::vector<uint32_t> ranks;
+    for (uint32_t rank : link->ranks) {
+      if (!comm->departed.contains(rank)) ranks.push_back(rank);
+    }
     const absl::Status gone =
-        bye ? absl::UnavailableError(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                                                  absl::StrJoin(ranks, ", "), " on peer daemon ",
-                                                  address, " left: ", end.message()))
+        bye ? Left(ranks, address, end.message())
             : absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why));
     if (poe::Session* other = link->tx != nullptr ? link->tx : link->rx) other->Close(gone);
     LinkDown(*link);
     if (bye) SetLinkState(*link, LinkState::kLeft);
-    Depart(*comm, link->ranks, gone);
+    if (!ranks.empty()) Depart(*comm, ranks, gone);
   }
   dmp_.Progress();
+}
+
+absl::Status EmuDevice::OnDeparture(poe::Session& session, uint32_t rank,
+                                    const std::string& reason) {
+  Communicator* comm = nullptr;
+  PeerLink* link = LinkOf(session, &comm);
+  if (link == nullptr) {
+    return absl::FailedPreconditionError("depart message on a session of no communicator");
+  }
+  absl::Status problem;
+  if (&session != link->rx) {
+    problem = absl::InvalidArgumentError("depart message on the data session this engine sends on");
+  } else if (std::find(link->ranks.begin(), link->ranks.end(), rank) == link->ranks.end()) {
+    problem = absl::InvalidArgumentError(
+        absl::StrCat("depart message for rank ", rank, ", which that peer does not host"));
+  } else if (comm->departed.contains(rank)) {
+    problem = absl::InvalidArgumentError(
+        absl::StrCat("depart message for rank ", rank, ", which already left"));
+  }
+  if (!problem.ok()) {
+    Reject(*comm, session.peer_address(), problem);
+    return comm->broken;
+  }
+  Depart(*comm, {rank}, Left({rank}, session.peer_address(), reason));
+  dmp_.Progress();
+  return absl::OkStatus();
+}
+
+void EmuDevice::TellDepartures() {
+  for (auto it = departing_.begin(); it != departing_.end();) {
+    const auto& [id, rank] = *it;
+    Communicator* comm = Find(id);
+    if (comm != nullptr && comm->broken.ok()) {
+      auto calls = comm->queues.find(rank);
+      if (calls != comm->queues.end() && !calls->second.empty()) {
+        ++it;
+        continue;
+      }
+      for (auto& [address, link] : comm->peers) {
+        if (link.tx != nullptr) link.tx->Depart(rank, comm->departed.at(rank));
+      }
+    }
+    it = departing_.erase(it);
+  }
 }
 
 void EmuDevice::ExpireHalfClosed(SteadyTime now) {
@@ -317,6 +374,7 @@ SteadyTime EmuDevice::OnTimer(SteadyTime now) {
                      absl::StrJoin(missing, ", "), " were not up by the deadline")));
   }
   ExpireHalfClosed(now);
+  TellDepartures();
   SizeTurns(now);
   const bool more_work = dmp_.Serve(CurrentUnitBytes());
   ReturnCredits();

@@ -55,6 +55,12 @@ class EngineHandler {
   /// refused the handshake; other codes for a handshake this side refused or timed out.
   virtual void OnSessionClosed(Session& session, const absl::Status& reason) = 0;
 
+  /// The peer said DEPART on an up session: its rank `rank` left for `reason` (its words).
+  /// An error closes the session with it.
+  virtual absl::Status OnDeparture(Session& session, uint32_t rank, const std::string& reason) {
+    return absl::OkStatus();
+  }
+
   /// A data segment's header arrived. Return where its payload goes (header.length bytes;
   /// ignored when it has none), or an error to close the session with it. The engine
   /// never stops reading: the handler must always have room (flow control is its own).

@@ -13,6 +13,9 @@ namespace {
 class Writer {
  public:
   void Byte(uint8_t value) { out_.push_back(static_cast<std::byte>(value)); }
+  void U32(uint32_t value) {
+    for (int i = 0; i < 4; ++i) Byte(static_cast<uint8_t>(value >> (8 * i)));
+  }
   void U64(uint64_t value) {
     for (int i = 0; i < 8; ++i) Byte(static_cast<uint8_t>(value >> (8 * i)));
   }
@@ -38,6 +41,13 @@ class Reader {
   bool Byte(uint8_t* value) {
     if (pos_ >= size_) return false;
     *value = static_cast<uint8_t>(data_[pos_++]);
+    return true;
+  }
+  bool U32(uint32_t* value) {
+    if (size_ - pos_ < 4) return false;
+    *value = 0;
+    for (int i = 0; i < 4; ++i) *value |= static_cast<uint32_t>(data_[pos_ + i]) << (8 * i);
+    pos_ += 4;
     return true;
   }
   bool U64(uint64_t* value) {
@@ -89,6 +99,8 @@ std::string ControlKindName(ControlKind kind) {
       return "bye";
     case ControlKind::kHeartbeat:
       return "heartbeat";
+    case ControlKind::kDepart:
+      return "depart";
   }
   return absl::StrCat("kind ", static_cast<int>(kind));
 }
@@ -122,6 +134,10 @@ std::vector<std::byte> EncodeControl(const ControlMessage& m) {
     case ControlKind::kBye:
       w.String(m.reason);
       break;
+    case ControlKind::kDepart:
+      w.U32(m.rank);
+      w.String(m.reason);
+      break;
   }
   return w.Take();
 }
@@ -131,7 +147,7 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
   uint8_t kind = 0;
   if (!r.Byte(&kind)) return absl::InvalidArgumentError("empty control message");
   if (kind < static_cast<uint8_t>(ControlKind::kHello) ||
-      kind > static_cast<uint8_t>(ControlKind::kHeartbeat)) {
+      kind > static_cast<uint8_t>(ControlKind::kDepart)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown control message kind ", kind));
   }
   ControlMessage m;
@@ -155,6 +171,9 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
     case ControlKind::kRefuse:
     case ControlKind::kBye:
       ok = r.String(&m.reason);
+      break;
+    case ControlKind::kDepart:
+      ok = r.U32(&m.rank) && r.String(&m.reason);
       break;
   }
   if (!ok || !r.AtEnd()) {

@@ -12,14 +12,17 @@
 //   acceptor  -> connector ACCEPT    once the acceptor has the communicator's rank table
 //
 // Either side answers a failed check with REFUSE (reason) and closes; an open session
-// ends with BYE (reason). On an open session each side sends HEARTBEAT when it has written
-// nothing for a while, and takes a session on which it heard nothing for the session's peer
-// timeout, the smaller of the two announced, as lost (hw/poe/tcp/session.h). Nonces are fresh
-// RAND_bytes per session, so a recorded proof cannot be replayed; the role label keeps one side's
-// proof from serving as the other's. Both proofs cover every field of the HELLO and of the
-// CHALLENGE (but its proof), so a change on the way to an address, a nonce, a size or a
-// timeout fails the check. Segments after the handshake carry no proof. Control messages travel as
-// the payload of a SegmentType::kControl segment.
+// ends with BYE (reason). On the session it sends on, an engine tells the peer with DEPART (rank,
+// reason) that one of its ranks left while its others stay: nothing more comes from that
+// rank, and the session goes on for the others. On an open session each side sends
+// HEARTBEAT when it has written nothing for a while, and takes a session on which it heard
+// nothing for the session's peer timeout, the smaller of the two announced, as lost
+// (hw/poe/tcp/session.h). Nonces are fresh RAND_bytes per session, so a recorded proof
+// cannot be replayed; the role label keeps one side's proof from serving as the other's.
+// Both proofs cover every field of the HELLO and of the CHALLENGE (but its proof), so a
+// change on the way to an address, a nonce, a size or a timeout fails the check. Segments
+// after the handshake carry no proof. Control messages travel as the payload of a
+// SegmentType::kControl segment.
 #pragma once
 
 #include <array>
@@ -54,6 +57,7 @@ enum class ControlKind : uint8_t {
   kRefuse = 5,
   kBye = 6,
   kHeartbeat = 7,
+  kDepart = 8,
 };
 
 /// One control message; which fields are meaningful depends on `kind`.
@@ -70,7 +74,8 @@ struct ControlMessage {
   std::string connector;  ///< hello: the connector's data address
   std::string acceptor;   ///< hello: the acceptor's data address as the connector knows it
   Mac mac{};              ///< challenge, response: the sender's proof
-  std::string reason;     ///< refuse, bye: why
+  std::string reason;     ///< refuse, bye, depart: why
+  uint32_t rank = 0;      ///< depart: the sender's rank that left
 
   bool operator==(const ControlMessage&) const = default;
 };
@@ -81,7 +86,8 @@ std::string ControlKindName(ControlKind kind);
 /// Serializes `message` (strings longer than kMaxControlString are cut).
 std::vector<std::byte> EncodeControl(const ControlMessage& message);
 
-/// Parses a control payload; INVALID_ARGUMENT names what is wrong.
+/// Parses a control payload; INVALID_ARGUMENT names what is wrong. Which ranks a DEPART
+/// may name is the receiver's to check.
 absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size);
 
 enum class HandshakeRole : uint8_t { kConnector, kAcceptor };

@@ -42,6 +42,10 @@ class Session {
   virtual void Send(const SegmentHeader& header, const std::byte* payload,
                     std::function<void()> on_written) = 0;
 
+  /// Queues a DEPART: rank `rank` of this engine left for `reason`, and nothing more comes
+  /// from it (its segments queued before go first).
+  virtual void Depart(uint32_t rank, const absl::Status& reason) = 0;
+
   /// Closes the session, telling the peer `reason` (BYE) when the stream allows it: after
   /// every segment whose on_written has run, so the peer gets those first. Queued segments
   /// are dropped without their on_written; the handler hears nothing more.

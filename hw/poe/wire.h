@@ -1,8 +1,8 @@
 // The segment header that starts every message segment on a data session (DESIGN 7).
 //
-// Fixed 64-byte little-endian layout, version 5 (2 carried both directions on one session
+// Fixed 64-byte little-endian layout, version 6 (2 carried both directions on one session
 // per pair of engines; 3 has one session each way, hw/poe/handshake.h; 4 adds the HEARTBEAT
-// control message; 5 the call signature):
+// control message; 5 the call signature; 6 the DEPART control message):
 //
 //   offset  size  field
 //        0     4  magic        "CCLO" (0x4F4C4343)
@@ -40,8 +40,9 @@
 // checks the rest (ranks, credits, the posted receive) before it touches memory.
 //
 // Every version keeps the magic, the version, the communicator and the layout of control
-// segments where they are (versions 1 to 5 all do), so that an engine can read the HELLO of
-// a peer of another version far enough to refuse it in a segment that peer reads.
+// segments where they are, and the REFUSE message as it is (versions 1 to 6 all do), so that
+// an engine can read the HELLO of a peer of another version far enough to refuse it in a
+// segment that peer reads.
 #pragma once
 
 #include <array>
@@ -56,7 +57,7 @@
 namespace cclo::hw::poe {
 
 inline constexpr uint32_t kMagic = 0x4F4C4343;
-inline constexpr uint8_t kWireVersion = 5;
+inline constexpr uint8_t kWireVersion = 6;
 inline constexpr size_t kHeaderBytes = 64;
 /// Largest payload one segment may carry.
 inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;

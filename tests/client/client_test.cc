@@ -31,7 +31,9 @@ namespace cclo {
 namespace {
 
 using testing::AttachOrDie;
+using testing::Group;
 using testing::JoinAlone;
+using testing::JoinGroup;
 using testing::JoinPair;
 using ::testing::MatchesRegex;
 using testing::Pair;
@@ -503,34 +505,20 @@ TEST_F(ClientTest, OpPastItsDeadlineFailsAndBreaksTheCommunicator) {
 // instead of waiting for the rank until its deadline.
 TEST_F(ClientTest, DestroyFailsTheOpsThatNeedTheRankOnItsDaemonToo) {
   testing::Daemon other;
-  std::unique_ptr<Client> clients[3] = {AttachOrDie(runtime_dir()), AttachOrDie(runtime_dir()),
-                                        AttachOrDie(other.runtime_dir())};
-  absl::StatusOr<std::string> token = clients[0]->CreateCommunicatorId();
-  ASSERT_TRUE(token.ok()) << token.status();
-  std::unique_ptr<Communicator> comms[3];
-  std::vector<std::thread> joins;
-  for (uint32_t rank = 0; rank < 3; ++rank) {
-    joins.emplace_back([&, rank] {
-      absl::StatusOr<std::unique_ptr<Communicator>> comm = clients[rank]->Join(*token, rank, 3);
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      comms[rank] = *std::move(comm);
-    });
-  }
-  for (std::thread& join : joins) join.join();
-  ASSERT_TRUE(comms[0] && comms[1] && comms[2]);
+  Group group = JoinGroup({runtime_dir(), runtime_dir(), other.runtime_dir()});
   std::vector<Buffer> buffers;
   std::vector<Request> sums;
   for (uint32_t rank = 1; rank < 3; ++rank) {
-    absl::StatusOr<Buffer> buffer = clients[rank]->AllocBuffer(16);
+    absl::StatusOr<Buffer> buffer = group.clients[rank]->AllocBuffer(16);
     ASSERT_TRUE(buffer.ok()) << buffer.status();
     buffers.push_back(*std::move(buffer));
     absl::StatusOr<Request> sum =
-        comms[rank]->AllreduceAsync(buffers.back(), buffers.back(), 4, DataType::kInt32,
-                                    ReduceOp::kSum, {.timeout = absl::Seconds(20)});
+        group.comms[rank]->AllreduceAsync(buffers.back(), buffers.back(), 4, DataType::kInt32,
+                                          ReduceOp::kSum, {.timeout = absl::Seconds(20)});
     ASSERT_TRUE(sum.ok()) << sum.status();
     sums.push_back(*std::move(sum));
   }
-  ASSERT_TRUE(comms[0]->Destroy().ok());
+  ASSERT_TRUE(group.comms[0]->Destroy().ok());
   const absl::Status same_daemon = sums[0].Wait();
   EXPECT_EQ(same_daemon.code(), absl::StatusCode::kUnavailable) << same_daemon;
   EXPECT_EQ(same_daemon.message(), "rank 0 destroyed the communicator");
@@ -538,6 +526,31 @@ TEST_F(ClientTest, DestroyFailsTheOpsThatNeedTheRankOnItsDaemonToo) {
   EXPECT_EQ(other_daemon.code(), absl::StatusCode::kUnavailable) << other_daemon;
   EXPECT_THAT(std::string(other_daemon.message()),
               ::testing::EndsWith(": rank 0 destroyed the communicator"));
+}
+
+// The same for a rank on another daemon whose ops need only the destroyed rank (a receive
+// from it, a send to it that waits for its clear-to-send): its daemon hears of it, so they
+// fail at once naming it instead of waiting until their deadline.
+TEST_F(ClientTest, DestroyFailsTheOpsOnOtherDaemonsThatNeedOnlyThatRank) {
+  testing::Daemon other;
+  Group group = JoinGroup({runtime_dir(), runtime_dir(), other.runtime_dir()});
+  absl::StatusOr<Buffer> small = group.clients[2]->AllocBuffer(16);
+  // Past the daemon's eager limit (256 KiB): the send asks for a clear-to-send.
+  absl::StatusOr<Buffer> large = group.clients[2]->AllocBuffer(1 << 20);
+  ASSERT_TRUE(small.ok() && large.ok());
+  // A deadline that bounds the wait, were the departure not told.
+  const OpOptions bounded{.timeout = absl::Seconds(10)};
+  absl::StatusOr<Request> from0 =
+      group.comms[2]->RecvAsync(*small, 0, 4, DataType::kInt32, 0, 1, bounded);
+  absl::StatusOr<Request> to0 =
+      group.comms[2]->SendAsync(*large, 0, (1 << 20) / 4, DataType::kInt32, 0, 2, bounded);
+  ASSERT_TRUE(from0.ok() && to0.ok()) << from0.status() << to0.status();
+  ASSERT_TRUE(group.comms[0]->Destroy().ok());
+  const absl::Status left =
+      absl::UnavailableError(absl::StrCat("rank 0 on peer daemon ", daemon_->data_address(),
+                                          " left: rank 0 destroyed the communicator"));
+  EXPECT_EQ(from0->Wait(), left);
+  EXPECT_EQ(to0->Wait(), left);
 }
 
 TEST_F(ClientTest, KilledDaemonIsUnavailable) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 namespace cclo::testing {
 namespace {
@@ -29,13 +30,31 @@ std::unique_ptr<Communicator> JoinAlone(Client& client) {
 }
 
 Pair JoinPair(const std::string& runtime_dir) {
+  Group group = JoinGroup({runtime_dir, runtime_dir});
   Pair pair;
-  for (auto& client : pair.clients) client = AttachOrDie(runtime_dir);
-  const std::string token = OrDie(pair.clients[0]->CreateCommunicatorId(), "CreateCommunicatorId");
-  std::thread rank1([&] { pair.comms[1] = OrDie(pair.clients[1]->Join(token, 1, 2), "Join"); });
-  pair.comms[0] = OrDie(pair.clients[0]->Join(token, 0, 2), "Join");
-  rank1.join();
+  for (size_t rank = 0; rank < 2; ++rank) {
+    pair.clients[rank] = std::move(group.clients[rank]);
+    pair.comms[rank] = std::move(group.comms[rank]);
+  }
   return pair;
+}
+
+Group JoinGroup(const std::vector<std::string>& runtime_dirs) {
+  const uint32_t size = static_cast<uint32_t>(runtime_dirs.size());
+  Group group;
+  for (const std::string& runtime_dir : runtime_dirs) {
+    group.clients.push_back(AttachOrDie(runtime_dir));
+  }
+  const std::string token = OrDie(group.clients[0]->CreateCommunicatorId(), "CreateCommunicatorId");
+  group.comms.resize(size);
+  std::vector<std::thread> joins;
+  for (uint32_t rank = 0; rank < size; ++rank) {
+    joins.emplace_back([&, rank] {
+      group.comms[rank] = OrDie(group.clients[rank]->Join(token, rank, size), "Join");
+    });
+  }
+  for (std::thread& join : joins) join.join();
+  return group;
 }
 
 }  // namespace cclo::testing

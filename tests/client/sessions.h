@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cclo/client.h"
 
@@ -24,5 +25,15 @@ struct Pair {
 
 /// Attaches two clients to the daemon in `runtime_dir` and joins them as a Pair.
 Pair JoinPair(const std::string& runtime_dir);
+
+/// Sessions joined as ranks 0 to N-1 of one communicator, N the size.
+struct Group {
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::unique_ptr<Communicator>> comms;
+};
+
+/// Attaches one client to the daemon in each of `runtime_dirs` (rank R to the R-th) and
+/// joins them as a Group.
+Group JoinGroup(const std::vector<std::string>& runtime_dirs);
 
 }  // namespace cclo::testing

@@ -126,6 +126,12 @@ void TcpSession::SendControl(const ControlMessage& message) {
   engine_.WantFlush(id_);
 }
 
+void TcpSession::Depart(uint32_t rank, const absl::Status& reason) {
+  if (state_ != State::kUp) return;
+  SendControl(
+      {.kind = ControlKind::kDepart, .reason = std::string(reason.message()), .rank = rank});
+}
+
 void TcpSession::Close(const absl::Status& reason) {
   if (state_ == State::kClosed) return;
   if (state_ != State::kConnecting) {

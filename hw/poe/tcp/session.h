@@ -71,6 +71,7 @@ class TcpSession final : public Session {
   void Admit() override;
   void Send(const SegmentHeader& header, const std::byte* payload,
             std::function<void()> on_written) override;
+  void Depart(uint32_t rank, const absl::Status& reason) override;
   void Close(const absl::Status& reason) override;
 
   // For the engine.

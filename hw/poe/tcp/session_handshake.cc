@@ -1,5 +1,5 @@
 // TcpSession's handshake: HELLO, CHALLENGE, RESPONSE and ACCEPT as hw/poe/handshake.h
-// describes them, plus REFUSE and BYE at any time and HEARTBEAT once up.
+// describes them, plus REFUSE and BYE at any time and HEARTBEAT and DEPART once up.
 #include <algorithm>
 #include <string>
 
@@ -41,6 +41,12 @@ void TcpSession::OnControl() {
   }
   if (kind == ControlKind::kBye) return Fail(absl::CancelledError(EscapeControl(message->reason)));
   if (kind == ControlKind::kHeartbeat && state_ == State::kUp) return;  // it was heard
+  if (kind == ControlKind::kDepart && state_ == State::kUp) {
+    absl::Status status =
+        engine_.handler().OnDeparture(*this, message->rank, EscapeControl(message->reason));
+    if (state_ != State::kClosed && !status.ok()) Fail(status);
+    return;
+  }
   if (kind == ControlKind::kHello && !connector && state_ == State::kAwaitHello) {
     comm_ = current_.comm;
     return OnHello(*message);

@@ -38,6 +38,7 @@ class FakeSession final : public poe::Session {
     payloads.push_back(payload);
     if (on_written) queued.push_back(std::move(on_written));
   }
+  void Depart(uint32_t, const absl::Status&) override {}
   void Close(const absl::Status&) override { queued.clear(); }
 
   std::vector<poe::SegmentHeader> sent;

@@ -243,6 +243,83 @@ TEST_F(EmuDepartureTest, RanksThatStayedKeepTalking) {
   }
 }
 
+// Ranks 0 and 1 on one device, 2 on another. Rank 0 leaves while rank 1 stays: its device
+// tells the other (DEPART), whose calls that need rank 0 fail at once naming it, and whose
+// link to it stays up for rank 1.
+TEST_F(EmuDepartureTest, ALocalRankThatLeftIsToldToPeersAndTheOthersKeepTalking) {
+  devices_ = MakeDevices(2);
+  ASSERT_EQ(devices_.size(), 2u);
+  comm_ = MakeComm({devices_[0].get(), devices_[0].get(), devices_[1].get()}, 57);
+  ASSERT_TRUE(ConfigureAll(comm_).ok());
+  sentinel_.slots[2].resize(4);
+  auto on_rank2 = Submit(*devices_[1], PointToPoint(comm_, Collective::kRecv, 2, 0, 1, kNeverSent),
+                         sentinel_.Views(), absl::Hours(1));
+  const std::string reason = "rank 0 destroyed the communicator";
+  devices_[0]->DepartLocalRank(comm_.config.id, 0, absl::UnavailableError(reason));
+  const absl::Status left = absl::UnavailableError(Left(0, *devices_[0], reason));
+  EXPECT_EQ(Wait(on_rank2).status, left);
+  // Later calls too: a send to it, a receive from it.
+  RankBuffers none;
+  none.slots[0].resize(4);
+  none.slots[2].resize(4);
+  for (Collective collective : {Collective::kSend, Collective::kRecv}) {
+    auto call = Submit(*devices_[1], PointToPoint(comm_, collective, 2, 0, 1), none.Views(),
+                       absl::Hours(1));
+    EXPECT_EQ(Wait(call).status, left);
+  }
+  // Ranks 1 and 2 exchange both ways, eagerly and by rendezvous.
+  for (uint64_t bytes : {1000, 300000}) {
+    for (uint32_t from : {1, 2}) {
+      const uint32_t to = 3 - from;
+      RankBuffers source, target;
+      source.slots[0] = Pattern(bytes, static_cast<int>(from));
+      target.slots[2].resize(bytes);
+      auto send =
+          Submit(*devices_[from - 1],
+                 PointToPoint(comm_, Collective::kSend, from, to, bytes / 4, 5), source.Views());
+      auto recv =
+          Submit(*devices_[to - 1], PointToPoint(comm_, Collective::kRecv, to, from, bytes / 4, 5),
+                 target.Views());
+      EXPECT_TRUE(Wait(send).status.ok());
+      EXPECT_TRUE(Wait(recv).status.ok());
+      EXPECT_TRUE(target.slots[2] == source.slots[0]) << bytes << " bytes from " << from;
+    }
+  }
+  for (const DevicePtr& device : devices_) {
+    EXPECT_EQ(device->Stats().sessions_up, 1u);
+    EXPECT_EQ(device->Stats().sessions_left, 0u);
+    EXPECT_EQ(device->Stats().wire_errors, 0u);
+  }
+}
+
+// A rank that leaves with a send of its own still running (it runs on): the peers hear of
+// the departure only once it is done, so its message still arrives whole.
+TEST_F(EmuDepartureTest, ALocalRankThatLeftIsToldOnceItsOwnCallsAreDone) {
+  devices_ = MakeDevices(2);
+  ASSERT_EQ(devices_.size(), 2u);
+  comm_ = MakeComm({devices_[0].get(), devices_[0].get(), devices_[1].get()}, 58);
+  ASSERT_TRUE(ConfigureAll(comm_).ok());
+  // Past the eager limit: the send waits for rank 2's receive.
+  RankBuffers source, target;
+  source.slots[0] = Pattern(300000, 3);
+  target.slots[2].resize(source.slots[0].size());
+  auto send = Submit(*devices_[0], PointToPoint(comm_, Collective::kSend, 0, 2, 75000),
+                     source.Views(), absl::Hours(1));
+  const std::string reason = "rank 0 destroyed the communicator";
+  devices_[0]->DepartLocalRank(comm_.config.id, 0, absl::UnavailableError(reason));
+  auto recv = Submit(*devices_[1], PointToPoint(comm_, Collective::kRecv, 2, 0, 75000),
+                     target.Views(), absl::Hours(1));
+  EXPECT_TRUE(Wait(send).status.ok());
+  Completion received = Wait(recv);
+  EXPECT_TRUE(received.status.ok()) << received.status;
+  EXPECT_TRUE(target.slots[2] == source.slots[0]);
+  // Then nothing more comes from it.
+  sentinel_.slots[2].resize(4);
+  auto more = Submit(*devices_[1], PointToPoint(comm_, Collective::kRecv, 2, 0, 1, kNeverSent),
+                     sentinel_.Views(), absl::Hours(1));
+  EXPECT_EQ(Wait(more).status, absl::UnavailableError(Left(0, *devices_[0], reason)));
+}
+
 TEST_F(EmuDepartureTest, StagedMessageOfAnotherSizeForAReceiveNeverStartedIsInvalid) {
   ASSERT_NO_FATAL_FAILURE(Start(3, 56));
   // Rank 1 gathers 8 elements to rank 0 (eager: staged there), then sends on tag 5: once

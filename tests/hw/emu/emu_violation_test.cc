@@ -1,7 +1,8 @@
 // EmuDevice against a peer that breaks the eager/rendezvous protocol: rendezvous data
 // nobody cleared, more rendezvous requests waiting than the device takes, eager messages
 // beyond the credits granted, a clear-to-send for a message the device is not sending, a
-// credit grant beyond the limit, data on the session the device sends on. Each breaks only
+// credit grant beyond the limit, data on the session the device sends on, the departure of
+// a rank the peer does not host or that already left. Each breaks only
 // the communicator it came on, with a wire error; another communicator of the same device,
 // with a real peer device, keeps working.
 #include <optional>
@@ -90,6 +91,44 @@ class EmuViolationTest : public FakePeerTest {
   std::vector<DevicePtr> others_;
   TestComm healthy_;
 };
+
+/// A control segment carrying DEPART of `rank`.
+SegmentHeader Departure(const TestComm& comm, uint32_t rank, std::vector<std::byte>* payload) {
+  *payload = poe::EncodeControl({.kind = ControlKind::kDepart, .reason = "done", .rank = rank});
+  return {.type = SegmentType::kControl, .comm = comm.config.id, .total = payload->size()};
+}
+
+TEST_F(EmuViolationTest, DepartureOfTheDevicesOwnRank) {
+  std::vector<std::byte> payload;
+  const SegmentHeader depart = Departure(comm_, 1, &payload);
+  ExpectBreaks(depart, payload, "depart message for rank 1, which that peer does not host");
+}
+
+TEST_F(EmuViolationTest, DepartureOfARankOutsideTheCommunicator) {
+  std::vector<std::byte> payload;
+  const SegmentHeader depart = Departure(comm_, 7, &payload);
+  ExpectBreaks(depart, payload, "depart message for rank 7, which that peer does not host");
+}
+
+TEST_F(EmuViolationTest, DepartureOnTheSessionTheDeviceSendsOn) {
+  std::vector<std::byte> payload;
+  const SegmentHeader depart = Departure(comm_, 0, &payload);
+  ExpectBreaks(depart, payload, "depart message on the data session this engine sends on", true);
+}
+
+// Its first departure is taken (no call waits here to fail with it); its second is not.
+TEST_F(EmuViolationTest, SecondDepartureOfARank) {
+  std::vector<std::byte> payload;
+  const SegmentHeader depart = Departure(comm_, 0, &payload);
+  peer_->SendSegment(depart, payload);
+  peer_->SendSegment(depart, payload);
+  absl::StatusOr<poe::ControlMessage> bye = peer_->ReadControl();
+  ASSERT_TRUE(bye.ok()) << bye.status();
+  EXPECT_EQ(bye->kind, ControlKind::kBye);
+  EXPECT_THAT(bye->reason, HasSubstr("depart message for rank 0, which already left"));
+  EXPECT_EQ(device_->Stats().wire_errors, 1u);
+  ExpectHealthyWorks();
+}
 
 TEST_F(EmuViolationTest, RendezvousDataWithoutClearToSend) {
   ExpectBreaks(peer_->Message(SegmentType::kRendezvousData, 1 << 20), std::vector<std::byte>(4096),

@@ -453,10 +453,11 @@ TEST_F(EmuWireTest, GarbageOnAnIdleCommunicatorIsReportedAsABreak) {
   EXPECT_THAT(broken.reason.message(), HasSubstr("invalid data from peer daemon"));
 }
 
-// A daemon of an older version (4: before call signatures; 2: one session carrying both
-// ways) gets the refusal in its own version, naming both, so that it can say why.
+// A daemon of an older version (5: before departures of one rank were told; 4: before call
+// signatures; 2: one session carrying both ways) gets the refusal in its own version,
+// naming both, so that it can say why.
 TEST_F(EmuWireTest, PeerOfAnotherWireVersionIsRefusedInItsVersion) {
-  for (const uint8_t version : {4, 2}) {
+  for (const uint8_t version : {5, 4, 2}) {
     FakePeer peer(device_->DataAddress(), comm_);
     SegmentHeader hello{.type = SegmentType::kControl, .comm = comm_.config.id};
     const std::vector<std::byte> payload = poe::EncodeControl({.kind = ControlKind::kHello,
@@ -483,12 +484,12 @@ TEST_F(EmuWireTest, PeerOfAnotherWireVersionIsRefusedInItsVersion) {
     EXPECT_EQ(message->reason,
               absl::StrCat("the HELLO came in data wire version ", version, " and daemon ",
                            device_->DataAddress(),
-                           " speaks version 5: all daemons of a communicator must speak one "
+                           " speaks version 6: all daemons of a communicator must speak one "
                            "data wire version"));
     char byte;
     EXPECT_FALSE(peer.Read(&byte, 1));  // then the device hangs up
   }
-  EXPECT_EQ(device_->Stats().wire_errors, 2u);
+  EXPECT_EQ(device_->Stats().wire_errors, 3u);
 }
 
 TEST_F(EmuWireTest, WrongProofIsRefusedByTheAcceptor) {

@@ -51,6 +51,9 @@ TEST(HandshakeTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(EncodeControl({.kind = ControlKind::kHeartbeat}).size(), 1u);
   const ControlMessage bye{.kind = ControlKind::kBye, .reason = "engine shutting down"};
   EXPECT_EQ(Roundtrip(bye), bye);
+  const ControlMessage depart{
+      .kind = ControlKind::kDepart, .reason = "rank 3 left", .rank = 0xFFFFFFFF};
+  EXPECT_EQ(Roundtrip(depart), depart);
   EXPECT_LE(EncodeControl(hello).size(), kMaxControlBytes);
 }
 
@@ -73,6 +76,12 @@ TEST(HandshakeTest, RejectsMalformedMessages) {
   const std::byte heartbeat[] = {std::byte{7}, std::byte{0}};
   EXPECT_EQ(DecodeControl(heartbeat, 2).status().message(),
             "malformed heartbeat message of 2 bytes");
+  // A DEPART names its rank in 4 bytes.
+  const std::vector<std::byte> depart =
+      EncodeControl({.kind = ControlKind::kDepart, .reason = "done", .rank = 1});
+  EXPECT_EQ(depart.size(), 1u + 4 + 2 + 4);
+  EXPECT_EQ(DecodeControl(depart.data(), 3).status().message(),
+            "malformed depart message of 3 bytes");
 }
 
 TEST(HandshakeTest, RandomBytesNeverCrash) {
@@ -81,7 +90,7 @@ TEST(HandshakeTest, RandomBytesNeverCrash) {
   for (int round = 0; round < 100000; ++round) {
     bytes.resize(random.Below(80));
     random.Fill(bytes.data(), bytes.size());
-    if (!bytes.empty()) bytes[0] = std::byte(1 + random.Below(7));  // a known kind
+    if (!bytes.empty()) bytes[0] = std::byte(1 + random.Below(8));  // a known kind
     absl::StatusOr<ControlMessage> decoded = DecodeControl(bytes.data(), bytes.size());
     if (decoded.ok()) {
       EXPECT_EQ(EncodeControl(*decoded), bytes);

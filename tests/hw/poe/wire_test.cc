@@ -124,22 +124,25 @@ TEST(WireTest, RejectsBadMagic) {
 
 TEST(WireTest, RejectsOtherVersions) {
   EncodedHeader bytes = Encode(Sample());
-  EXPECT_EQ(bytes[4], std::byte{5});
+  EXPECT_EQ(bytes[4], std::byte{6});
   Poke<uint8_t>(bytes, 4, 1);  // the eager-only protocol before rendezvous
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 1, this engine speaks 5");
+            "invalid segment header: unsupported version 1, this engine speaks 6");
   Poke<uint8_t>(bytes, 4, 2);  // one session carrying both directions
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 2, this engine speaks 5");
+            "invalid segment header: unsupported version 2, this engine speaks 6");
   Poke<uint8_t>(bytes, 4, 3);  // no heartbeats
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 3, this engine speaks 5");
+            "invalid segment header: unsupported version 3, this engine speaks 6");
   Poke<uint8_t>(bytes, 4, 4);  // no call signature
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 4, this engine speaks 5");
-  Poke<uint8_t>(bytes, 4, 6);
+            "invalid segment header: unsupported version 4, this engine speaks 6");
+  Poke<uint8_t>(bytes, 4, 5);  // no departures of one rank told
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 6, this engine speaks 5");
+            "invalid segment header: unsupported version 5, this engine speaks 6");
+  Poke<uint8_t>(bytes, 4, 7);
+  EXPECT_EQ(DecodeError(bytes),
+            "invalid segment header: unsupported version 7, this engine speaks 6");
 }
 
 // A control segment of another version (a HELLO to refuse, the refusal in the peer's
