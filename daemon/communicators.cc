@@ -469,7 +469,7 @@ void Communicators::BreakLocked(const hw::CommId& id, Comm& comm, const std::str
   spdlog::warn("communicator {} broken: {}", hw::CommIdHex(id), reason);
   if (!comm.device_removed) {
     comm.device_removed = true;
-    device_->RemoveCommunicator(id, absl::UnavailableError(reason));
+    device_->BreakCommunicator(id, absl::UnavailableError(reason));
   }
 }
 

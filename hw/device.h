@@ -134,6 +134,10 @@ class Device {
   /// closes its sessions and forgets it.
   virtual void RemoveCommunicator(const CommId& id, absl::Status reason) = 0;
 
+  /// RemoveCommunicator for a communicator this daemon breaks, where its ranks did not
+  /// leave it: the peer engines hear that this one broke it.
+  virtual void BreakCommunicator(const CommId& id, absl::Status reason) = 0;
+
   /// Rank `rank`, hosted here, left the communicator while others hosted here stay: as
   /// for the ranks of a peer engine that departed, the pending and later calls that need
   /// it to send or receive anything more fail with `reason`, and the rest go on; the peer

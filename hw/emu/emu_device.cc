@@ -118,11 +118,11 @@ void EmuDevice::Shutdown() {
   const absl::Status bye =
       absl::UnavailableError(absl::StrCat("peer daemon ", address_, " shutting down"));
   for (auto& [id, comm] : comms_) {
-    CloseSessions(*comm, bye);
+    CloseSessions(*comm, bye, poe::ByeKind::kLeft);
     Break(*comm, reason);
   }
   for (auto& [id, sessions] : parked_) {
-    for (poe::Session* session : sessions) session->Close(bye);
+    for (poe::Session* session : sessions) session->Close(bye, poe::ByeKind::kLeft);
   }
   parked_.clear();
   dmp_.Progress();
@@ -149,14 +149,22 @@ void EmuDevice::ConfigureCommunicator(const CommunicatorConfig& config, SteadyTi
 }
 
 void EmuDevice::RemoveCommunicator(const CommId& id, absl::Status reason) {
+  PostRemove(id, std::move(reason), poe::ByeKind::kLeft);
+}
+
+void EmuDevice::BreakCommunicator(const CommId& id, absl::Status reason) {
+  PostRemove(id, std::move(reason), poe::ByeKind::kBroke);
+}
+
+void EmuDevice::PostRemove(const CommId& id, absl::Status reason, poe::ByeKind bye) {
   {
     // At once, in the caller's order with PrepareCommunicator: a join retried right after
     // this keeps the preparation it makes before the engine runs the rest.
     std::lock_guard<std::mutex> lock(prepared_mu_);
     prepared_.erase(id);
   }
-  engine_->Post([this, id, reason = std::move(reason)] {
-    Remove(id, reason);
+  engine_->Post([this, id, reason = std::move(reason), bye] {
+    Remove(id, reason, bye);
     dmp_.Progress();
   });
 }
@@ -297,14 +305,14 @@ void EmuDevice::Configure(const CommunicatorConfig& config, SteadyTime deadline,
   MaybeReady(ref);
 }
 
-void EmuDevice::Remove(const CommId& id, absl::Status reason) {
+void EmuDevice::Remove(const CommId& id, absl::Status reason, poe::ByeKind bye) {
   if (reason.ok()) {
     reason = absl::UnavailableError(absl::StrCat("communicator ", CommIdHex(id), " was removed"));
   }
   if (auto it = parked_.find(id); it != parked_.end()) {
     std::vector<poe::Session*> sessions = std::move(it->second);
     parked_.erase(it);
-    for (poe::Session* session : sessions) session->Close(reason);
+    for (poe::Session* session : sessions) session->Close(reason, bye);
   }
   if (Communicator* comm = Find(id)) {
     // Its ranks here are done with it: a warning (Break's) only where calls are cut off.
@@ -312,9 +320,9 @@ void EmuDevice::Remove(const CommId& id, absl::Status reason) {
                                   [](const auto& rank_calls) { return rank_calls.second.empty(); });
     if (comm->broken.ok() && idle) {
       spdlog::info("communicator {} removed: {}", CommIdHex(id), std::string(reason.message()));
-      End(*comm, reason);
+      End(*comm, reason, bye);
     } else {
-      Break(*comm, reason);
+      Break(*comm, reason, bye);
     }
     for (const auto& [address, link] : comm->peers) {
       counters_.links[static_cast<size_t>(link.state)].fetch_sub(1);

@@ -33,13 +33,15 @@
 // its BYE), or once the handshake timeout has passed, as lost. Whatever they sent before
 // is kept: a receive from them whose message fully arrived (now or staged earlier)
 // completes; a call that needs anything more of them fails with UNAVAILABLE naming them
-// (BYE: "rank N on peer daemon A left: <reason>"; otherwise "lost peer daemon A ...");
-// calls among the other ranks go on. A rank of this engine that leaves while others here
-// stay (DepartLocalRank) departs the same way, here at once and at the peers once its own
-// calls are done: then DEPART tells them, and they depart that rank alone as if its
+// (BYE: "rank N on peer daemon A left: <reason>", or "peer daemon A broke the
+// communicator: <reason>" when the peer says it broke it; otherwise "lost peer daemon
+// A ..."); calls among the other ranks go on. A rank of this engine that leaves while others
+// here stay (DepartLocalRank) departs the same way, here at once and at the peers once its
+// own calls are done: then DEPART tells them, and they depart that rank alone as if its
 // session had said BYE, the sessions staying up for the others. Invalid data from a peer
 // or a missed deadline breaks the whole communicator. RemoveCommunicator and the destructor
-// end every session with BYE after the bytes of completed sends.
+// end every session with BYE after the bytes of completed sends, saying the ranks left;
+// BreakCommunicator and the engine's own breaks say this engine broke it.
 #pragma once
 
 #include <algorithm>
@@ -137,6 +139,7 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void ConfigureCommunicator(const CommunicatorConfig& config, SteadyTime deadline,
                              StatusFn done) override;
   void RemoveCommunicator(const CommId& id, absl::Status reason) override;
+  void BreakCommunicator(const CommId& id, absl::Status reason) override;
   void DepartLocalRank(const CommId& id, uint32_t rank, absl::Status reason) override;
   void Call(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
             CompletionFn done) override;
@@ -166,7 +169,11 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   /// The DMP's unit now: UnitBytes, at most kSharedTurnBytes while tenants share.
   uint64_t CurrentUnitBytes() const;
   void Configure(const CommunicatorConfig& config, SteadyTime deadline, StatusFn done);
-  void Remove(const CommId& id, absl::Status reason);
+  /// RemoveCommunicator and BreakCommunicator: drops the preparation at once, then Remove
+  /// on the engine thread.
+  void PostRemove(const CommId& id, absl::Status reason, poe::ByeKind bye);
+  /// Ends the communicator, its sessions' BYE saying `bye`, and forgets it.
+  void Remove(const CommId& id, absl::Status reason, poe::ByeKind bye);
   /// Hands the call to the DMP, or fails it; a `withdrawn` one (not OK) has no buffers and
   /// only takes its place (Withdraw).
   void RunCall(const CallDescriptor& call, CallBuffers buffers, SteadyTime deadline,
@@ -190,16 +197,19 @@ class EmuDevice final : public Device, public poe::EngineHandler {
   void MaybeReady(Communicator& comm);
   /// Marks `comm` broken with `status` (what its pending and later calls fail with; the
   /// call `expired` gets `expired_status`), closes its sessions and fails its calls.
-  void Break(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
+  /// The sessions' BYE says `bye`: this engine broke it, unless its ranks left (Remove).
+  void Break(Communicator& comm, const absl::Status& status,
+             poe::ByeKind bye = poe::ByeKind::kBroke, uint64_t expired = 0,
              const absl::Status& expired_status = absl::OkStatus());
   /// Break without its log line (Remove says why a communicator ends).
-  void End(Communicator& comm, const absl::Status& status, uint64_t expired = 0,
+  void End(Communicator& comm, const absl::Status& status, poe::ByeKind bye, uint64_t expired = 0,
            const absl::Status& expired_status = absl::OkStatus());
   /// `ranks` departed with `reason`: those of a peer whose sessions ended (not for invalid
   /// data), or one of this engine's that left (DepartLocalRank).
   void Depart(Communicator& comm, const std::vector<uint32_t>& ranks, const absl::Status& reason);
-  /// Closes the sessions of `comm` with BYE `reason`; their ranks are not marked departed.
-  void CloseSessions(Communicator& comm, const absl::Status& reason);
+  /// Closes the sessions of `comm` with BYE `reason` and `bye`; their ranks are not marked
+  /// departed.
+  void CloseSessions(Communicator& comm, const absl::Status& reason, poe::ByeKind bye);
   /// A call failed mid-way (its program's data did not fit): breaks the communicator.
   void BreakMidCall(Communicator& comm, const absl::Status& reason);
   /// Invalid data from the peer engine at `address`: counts it and breaks the communicator.

@@ -23,6 +23,9 @@ namespace {
 /// last kSharedHold each. A call that only waits counts for nothing.
 constexpr absl::Duration kSharedHold = absl::Milliseconds(50);
 
+/// How a session ends when the peer said BYE (poe::EngineHandler::OnSessionClosed).
+bool SaidBye(const absl::Status& end) { return absl::IsCancelled(end) || absl::IsAborted(end); }
+
 /// What the calls that need `ranks` of the peer engine at `address` fail with once they
 /// left for `reason` (the peer's words).
 absl::Status Left(const std::vector<uint32_t>& ranks, const std::string& address,
@@ -61,8 +64,9 @@ void EmuDevice::OnAuthenticated(poe::Session& session) {
     prepared = prepared_.contains(session.comm());
   }
   if (!prepared) {
-    return session.Close(absl::NotFoundError(
-        absl::StrCat("communicator ", CommIdHex(session.comm()), " was removed")));
+    return session.Close(absl::NotFoundError(absl::StrCat(
+                             "communicator ", CommIdHex(session.comm()), " was removed")),
+                         poe::ByeKind::kLeft);
   }
   parked_[session.comm()].push_back(&session);
 }
@@ -86,7 +90,7 @@ void EmuDevice::AdoptIncoming(Communicator& comm, poe::Session& session) {
   if (!problem.ok()) {
     counters_.wire_errors.fetch_add(1);
     spdlog::warn("refusing data session: {}", std::string(problem.message()));
-    return session.Close(problem);
+    return session.Close(problem, poe::ByeKind::kLeft);
   }
   it->second.rx = &session;
   session.Admit();
@@ -158,8 +162,7 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
                  std::string(reason.message()));
     return;
   }
-  const bool ended = reason.code() == absl::StatusCode::kCancelled ||
-                     reason.code() == absl::StatusCode::kUnavailable;
+  const bool ended = SaidBye(reason) || absl::IsUnavailable(reason);
   if (ended && &session == link->tx && link->up() && link->rx != nullptr) {
     // Left or lost, what the peer sent before comes on rx, which ends too (the peer closes
     // both, or its end of tx is gone as well): the ranks depart then, so nothing it sent
@@ -175,10 +178,9 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     return;
   }
   // A lost tx outranks rx's goodbye: the peer says one on rx when it loses its end of tx.
-  const bool tx_lost = link->tx_end.code() == absl::StatusCode::kUnavailable;
-  const absl::Status& end =
-      tx_lost && reason.code() == absl::StatusCode::kCancelled ? link->tx_end : reason;
-  const bool bye = end.code() == absl::StatusCode::kCancelled;
+  const bool tx_lost = absl::IsUnavailable(link->tx_end);
+  const absl::Status& end = tx_lost && SaidBye(reason) ? link->tx_end : reason;
+  const bool bye = SaidBye(end);
   const bool was_up = link->up();
   // Ended by the peer's side without a goodbye: a lost peer engine, counted once per link
   // (not where this engine broke the communicator and closed its sessions itself).
@@ -206,10 +208,16 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     for (uint32_t rank : link->ranks) {
       if (!comm->departed.contains(rank)) ranks.push_back(rank);
     }
-    const absl::Status gone =
-        bye ? Left(ranks, address, end.message())
-            : absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why));
-    if (poe::Session* other = link->tx != nullptr ? link->tx : link->rx) other->Close(gone);
+    absl::Status gone = absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why));
+    if (absl::IsAborted(end)) {
+      gone = absl::UnavailableError(
+          absl::StrCat("peer daemon ", address, " broke the communicator: ", end.message()));
+    } else if (bye) {
+      gone = Left(ranks, address, end.message());
+    }
+    if (poe::Session* other = link->tx != nullptr ? link->tx : link->rx) {
+      other->Close(gone, poe::ByeKind::kLeft);
+    }
     LinkDown(*link);
     if (bye) SetLinkState(*link, LinkState::kLeft);
     if (!ranks.empty()) Depart(*comm, ranks, gone);
@@ -275,7 +283,7 @@ void EmuDevice::ExpireHalfClosed(SteadyTime now) {
     const absl::Status reason = absl::UnavailableError(absl::StrCat(
         "the peer's data session was still open ", absl::FormatDuration(config_.handshake_timeout),
         " after this engine's to it ended (", link.tx_end.message(), ")"));
-    rx.Close(reason);
+    rx.Close(reason, poe::ByeKind::kLeft);
     OnSessionClosed(rx, reason);  // Close does not report back: the peer's ranks depart
   }
 }
@@ -290,19 +298,19 @@ void EmuDevice::Depart(Communicator& comm, const std::vector<uint32_t>& ranks,
   events_({comm.id, ranks, reason});
 }
 
-void EmuDevice::Break(Communicator& comm, const absl::Status& status, uint64_t expired,
-                      const absl::Status& expired_status) {
+void EmuDevice::Break(Communicator& comm, const absl::Status& status, poe::ByeKind bye,
+                      uint64_t expired, const absl::Status& expired_status) {
   if (!comm.broken.ok()) return dmp_.FailCalls(comm, comm.broken, expired, expired_status);
   spdlog::log(shutting_down_ ? spdlog::level::info : spdlog::level::warn,
               "communicator {} broken: {}; calls running: {}", CommIdHex(comm.id),
               std::string(status.message()), dmp_.Running(comm));
-  End(comm, status, expired, expired_status);
+  End(comm, status, bye, expired, expired_status);
 }
 
-void EmuDevice::End(Communicator& comm, const absl::Status& status, uint64_t expired,
-                    const absl::Status& expired_status) {
+void EmuDevice::End(Communicator& comm, const absl::Status& status, poe::ByeKind bye,
+                    uint64_t expired, const absl::Status& expired_status) {
   comm.broken = status;
-  CloseSessions(comm, status);
+  CloseSessions(comm, status, bye);
   rbm_.Drop(comm.id);
   dmp_.FailCalls(comm, status, expired, expired_status);
   configure_deadlines_.erase({comm.configure_deadline, comm.id});
@@ -310,10 +318,10 @@ void EmuDevice::End(Communicator& comm, const absl::Status& status, uint64_t exp
   events_({comm.id, {}, status});
 }
 
-void EmuDevice::CloseSessions(Communicator& comm, const absl::Status& reason) {
+void EmuDevice::CloseSessions(Communicator& comm, const absl::Status& reason, poe::ByeKind bye) {
   for (auto& [address, link] : comm.peers) {
     for (poe::Session* session : {link.tx, link.rx}) {
-      if (session != nullptr) session->Close(reason);
+      if (session != nullptr) session->Close(reason, bye);
     }
     LinkDown(link);
   }
@@ -356,7 +364,8 @@ SteadyTime EmuDevice::OnTimer(SteadyTime now) {
     const std::string what =
         absl::StrCat(std::string(CollectiveName(call->desc.collective)), " on rank ",
                      call->desc.rank, " of communicator ", CommIdHex(call->comm->id));
-    Break(*call->comm, absl::UnavailableError(absl::StrCat(what, " missed its deadline")), call->id,
+    Break(*call->comm, absl::UnavailableError(absl::StrCat(what, " missed its deadline")),
+          poe::ByeKind::kBroke, call->id,
           absl::DeadlineExceededError(
               absl::StrCat(what, " did not finish by its deadline: ", dmp_.Waiting(*call))));
   }

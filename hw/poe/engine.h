@@ -49,7 +49,8 @@ class EngineHandler {
 
   /// The session ended; it is destroyed after this returns. Everything the peer sent
   /// before the end has been offered (OnSegment/OnPayload) first. `reason` says how it
-  /// ended: CANCELLED with the peer's own words when the peer said BYE; UNAVAILABLE when
+  /// ended: CANCELLED with the peer's own words when the peer said BYE as its ranks left,
+  /// ABORTED with them when it said BYE as it broke the communicator; UNAVAILABLE when
   /// the connection was lost (end of stream without BYE, reset, I/O error);
   /// INVALID_ARGUMENT for bytes that break the protocol; PERMISSION_DENIED when the peer
   /// refused the handshake; other codes for a handshake this side refused or timed out.

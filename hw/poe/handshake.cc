@@ -131,7 +131,10 @@ std::vector<std::byte> EncodeControl(const ControlMessage& m) {
     case ControlKind::kHeartbeat:
       break;
     case ControlKind::kRefuse:
+      w.String(m.reason);
+      break;
     case ControlKind::kBye:
+      w.Byte(static_cast<uint8_t>(m.bye));
       w.String(m.reason);
       break;
     case ControlKind::kDepart:
@@ -153,6 +156,7 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
   ControlMessage m;
   m.kind = static_cast<ControlKind>(kind);
   bool ok = true;
+  uint8_t bye = 0;
   switch (m.kind) {
     case ControlKind::kHello:
       ok = r.Bytes(&m.nonce) && r.U64(&m.segment_bytes) && r.U64(&m.eager_bytes) &&
@@ -169,8 +173,11 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
     case ControlKind::kHeartbeat:
       break;
     case ControlKind::kRefuse:
-    case ControlKind::kBye:
       ok = r.String(&m.reason);
+      break;
+    case ControlKind::kBye:
+      ok = r.Byte(&bye) && r.String(&m.reason);
+      m.bye = static_cast<ByeKind>(bye);
       break;
     case ControlKind::kDepart:
       ok = r.U32(&m.rank) && r.String(&m.reason);
@@ -179,6 +186,10 @@ absl::StatusOr<ControlMessage> DecodeControl(const std::byte* data, size_t size)
   if (!ok || !r.AtEnd()) {
     return absl::InvalidArgumentError(
         absl::StrCat("malformed ", ControlKindName(m.kind), " message of ", size, " bytes"));
+  }
+  if (bye > static_cast<uint8_t>(ByeKind::kBroke)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bye message says ", bye, " of the communicator: 0 (ranks left) or 1 (broke it)"));
   }
   return m;
 }

@@ -12,7 +12,8 @@
 //   acceptor  -> connector ACCEPT    once the acceptor has the communicator's rank table
 //
 // Either side answers a failed check with REFUSE (reason) and closes; an open session
-// ends with BYE (reason). On the session it sends on, an engine tells the peer with DEPART (rank,
+// ends with BYE (reason, and whether the sender's ranks left or the sender broke the
+// communicator). On the session it sends on, an engine tells the peer with DEPART (rank,
 // reason) that one of its ranks left while its others stay: nothing more comes from that
 // rank, and the session goes on for the others. On an open session each side sends
 // HEARTBEAT when it has written nothing for a while, and takes a session on which it heard
@@ -60,6 +61,12 @@ enum class ControlKind : uint8_t {
   kDepart = 8,
 };
 
+/// What a BYE says of the communicator.
+enum class ByeKind : uint8_t {
+  kLeft = 0,   ///< the sender's ranks left it (or the sender lost or refused the session)
+  kBroke = 1,  ///< the sender broke it: invalid data, a missed deadline, an operator
+};
+
 /// One control message; which fields are meaningful depends on `kind`.
 struct ControlMessage {
   ControlKind kind = ControlKind::kHello;
@@ -75,7 +82,8 @@ struct ControlMessage {
   std::string acceptor;   ///< hello: the acceptor's data address as the connector knows it
   Mac mac{};              ///< challenge, response: the sender's proof
   std::string reason;     ///< refuse, bye, depart: why
-  uint32_t rank = 0;      ///< depart: the sender's rank that left
+  ByeKind bye = ByeKind::kLeft;  ///< bye: what the sender says of the communicator
+  uint32_t rank = 0;             ///< depart: the sender's rank that left
 
   bool operator==(const ControlMessage&) const = default;
 };

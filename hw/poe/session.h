@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "hw/poe/handshake.h"
 #include "hw/poe/wire.h"
 #include "hw/types.h"
 
@@ -46,10 +47,10 @@ class Session {
   /// from it (its segments queued before go first).
   virtual void Depart(uint32_t rank, const absl::Status& reason) = 0;
 
-  /// Closes the session, telling the peer `reason` (BYE) when the stream allows it: after
-  /// every segment whose on_written has run, so the peer gets those first. Queued segments
-  /// are dropped without their on_written; the handler hears nothing more.
-  virtual void Close(const absl::Status& reason) = 0;
+  /// Closes the session, telling the peer `reason` and `kind` (BYE) when the stream allows
+  /// it: after every segment whose on_written has run, so the peer gets those first. Queued
+  /// segments are dropped without their on_written; the handler hears nothing more.
+  virtual void Close(const absl::Status& reason, ByeKind kind) = 0;
 };
 
 }  // namespace cclo::hw::poe

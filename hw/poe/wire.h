@@ -2,7 +2,8 @@
 //
 // Fixed 64-byte little-endian layout, version 6 (2 carried both directions on one session
 // per pair of engines; 3 has one session each way, hw/poe/handshake.h; 4 adds the HEARTBEAT
-// control message; 5 the call signature; 6 the DEPART control message):
+// control message; 5 the call signature; 6 the DEPART control message and BYE's word on
+// whether the sender's ranks left or it broke the communicator):
 //
 //   offset  size  field
 //        0     4  magic        "CCLO" (0x4F4C4343)

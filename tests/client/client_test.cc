@@ -500,6 +500,27 @@ TEST_F(ClientTest, OpPastItsDeadlineFailsAndBreaksTheCommunicator) {
             absl::StrCat("Submit: communicator ", pair.comms[0]->id_hex(), " is broken: ", late));
 }
 
+// A daemon that breaks the communicator (here for a missed deadline) tells the others it
+// broke it, and their ranks' ops say so, not that its ranks left.
+TEST_F(ClientTest, OpsOnOtherDaemonsSayTheDaemonThatBrokeTheCommunicatorBrokeIt) {
+  testing::Daemon other;
+  Group group = JoinGroup({runtime_dir(), other.runtime_dir()});
+  absl::StatusOr<Buffer> in0 = group.clients[0]->AllocBuffer(16);
+  absl::StatusOr<Buffer> in1 = group.clients[1]->AllocBuffer(16);
+  ASSERT_TRUE(in0.ok() && in1.ok());
+  absl::StatusOr<Request> waiting =
+      group.comms[1]->RecvAsync(*in1, 0, 4, DataType::kInt32, 0, 9, {.timeout = absl::Seconds(20)});
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  const absl::Status late = group.comms[0]->Recv(*in0, 0, 4, DataType::kInt32, 1, 9,
+                                                 {.timeout = absl::Milliseconds(200)});
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_EQ(waiting->Wait(),
+            absl::UnavailableError(absl::StrCat("peer daemon ", daemon_->data_address(),
+                                                " broke the communicator: recv on rank 0 "
+                                                "of communicator ",
+                                                group.comms[0]->id_hex(), " missed its deadline")));
+}
+
 // A rank that destroys the communicator while another rank on its daemon waits in an op
 // that needs it: that op fails at once naming the reason, as one on another daemon does,
 // instead of waiting for the rank until its deadline.

@@ -91,7 +91,8 @@ INSTANTIATE_TEST_SUITE_P(
                      "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 4 or older (a "
                      "release from before joins carried it) and the root daemon version 6: all "
                      "daemons of a communicator must speak one data wire version"},
-        // The release before this one: its engines do not tell a rank's departure alone.
+        // The release before this one: its engines neither tell a rank's departure nor say
+        // whether they broke a communicator.
         OtherRelease{firmware::kSelectionVersion, 5,
                      "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 5 and the root "
                      "daemon version 6: all daemons of a communicator must speak one data wire "

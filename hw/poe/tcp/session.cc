@@ -103,7 +103,7 @@ void TcpSession::Lose() {
       absl::StrCat("heartbeat missed: nothing came from peer daemon ", EscapeControl(peer_address_),
                    " within the session's peer timeout of ", absl::FormatDuration(timeout_)));
   spdlog::warn("closing {}: {}", Name(), std::string(reason.message()));
-  SendFinal(ControlKind::kBye, std::string(reason.message()));
+  SendFinal({.kind = ControlKind::kBye, .reason = std::string(reason.message())});
   Fail(reason);
 }
 
@@ -132,10 +132,10 @@ void TcpSession::Depart(uint32_t rank, const absl::Status& reason) {
       {.kind = ControlKind::kDepart, .reason = std::string(reason.message()), .rank = rank});
 }
 
-void TcpSession::Close(const absl::Status& reason) {
+void TcpSession::Close(const absl::Status& reason, ByeKind kind) {
   if (state_ == State::kClosed) return;
   if (state_ != State::kConnecting) {
-    SendFinal(ControlKind::kBye, std::string(reason.message()));
+    SendFinal({.kind = ControlKind::kBye, .reason = std::string(reason.message()), .bye = kind});
     DiscardInput();
   }
   CloseSocket();
@@ -171,7 +171,7 @@ void TcpSession::Fail(const absl::Status& reason) {
 void TcpSession::Refuse(const absl::Status& reason, uint8_t version) {
   engine_.CountWireError();
   spdlog::warn("refusing {}: {}", Name(), std::string(reason.message()));
-  SendFinal(ControlKind::kRefuse, std::string(reason.message()), version);
+  SendFinal({.kind = ControlKind::kRefuse, .reason = std::string(reason.message())}, version);
   DiscardInput();  // or the close resets the connection, and the refusal may be lost with it
   Fail(reason);
 }
@@ -200,10 +200,10 @@ void TcpSession::FinishPartialEntry() {
   tx_.pop_front();  // written whole; its on_written goes with the session
 }
 
-void TcpSession::SendFinal(ControlKind kind, const std::string& reason, uint8_t version) {
+void TcpSession::SendFinal(const ControlMessage& message, uint8_t version) {
   FinishPartialEntry();  // the per-turn write budget may have stopped mid-segment
   if (!tx_.empty() && tx_.front().written > 0) return;  // mid-segment: the stream is busy
-  const std::vector<std::byte> payload = EncodeControl({.kind = kind, .reason = reason});
+  const std::vector<std::byte> payload = EncodeControl(message);
   SegmentHeader header{.type = SegmentType::kControl, .comm = comm_};
   header.length = static_cast<uint32_t>(payload.size());
   header.total = header.length;

@@ -72,7 +72,7 @@ class TcpSession final : public Session {
   void Send(const SegmentHeader& header, const std::byte* payload,
             std::function<void()> on_written) override;
   void Depart(uint32_t rank, const absl::Status& reason) override;
-  void Close(const absl::Status& reason) override;
+  void Close(const absl::Status& reason, ByeKind kind) override;
 
   // For the engine.
   uint64_t id() const { return id_; }
@@ -149,7 +149,7 @@ class TcpSession final : public Session {
   /// Ends the session on our side's initiative and reports it to the handler.
   void Fail(const absl::Status& reason);
   /// Best effort: writes one last control message (of wire `version`) without waiting.
-  void SendFinal(ControlKind kind, const std::string& reason, uint8_t version = kWireVersion);
+  void SendFinal(const ControlMessage& message, uint8_t version = kWireVersion);
   /// Writes the rest of a segment left partly written, as far as the socket takes it now,
   /// so that a final control message is not cut into it.
   void FinishPartialEntry();

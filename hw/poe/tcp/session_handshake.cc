@@ -39,7 +39,11 @@ void TcpSession::OnControl() {
         absl::StrCat("peer daemon ", EscapeControl(peer_address_),
                      " refused the session: ", EscapeControl(message->reason))));
   }
-  if (kind == ControlKind::kBye) return Fail(absl::CancelledError(EscapeControl(message->reason)));
+  if (kind == ControlKind::kBye) {
+    const std::string reason = EscapeControl(message->reason);
+    return Fail(message->bye == ByeKind::kBroke ? absl::AbortedError(reason)
+                                                : absl::CancelledError(reason));
+  }
   if (kind == ControlKind::kHeartbeat && state_ == State::kUp) return;  // it was heard
   if (kind == ControlKind::kDepart && state_ == State::kUp) {
     absl::Status status =

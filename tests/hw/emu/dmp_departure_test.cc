@@ -39,7 +39,7 @@ class FakeSession final : public poe::Session {
     if (on_written) queued.push_back(std::move(on_written));
   }
   void Depart(uint32_t, const absl::Status&) override {}
-  void Close(const absl::Status&) override { queued.clear(); }
+  void Close(const absl::Status&, poe::ByeKind) override { queued.clear(); }
 
   std::vector<poe::SegmentHeader> sent;
   std::vector<const std::byte*> payloads;     ///< read when "written", as a real session does
@@ -115,7 +115,7 @@ class DmpDepartureTest : public ::testing::Test {
 
   void Depart(uint32_t rank) {
     comm_.departed[rank] = absl::UnavailableError(absl::StrCat("rank ", rank, " left"));
-    (rank == 1 ? one_ : two_).Close(comm_.departed[rank]);
+    (rank == 1 ? one_ : two_).Close(comm_.departed[rank], poe::ByeKind::kLeft);
     rbm_.DropUnfinished(comm_.id, {rank});
     dmp_.Depart(comm_);
     dmp_.Serve(UINT64_MAX);  // every scheduled unit

@@ -64,6 +64,7 @@ class EmuViolationTest : public FakePeerTest {
     absl::StatusOr<poe::ControlMessage> bye = peer_->ReadControl();  // says why, then closes
     ASSERT_TRUE(bye.ok()) << bye.status();
     EXPECT_EQ(bye->kind, ControlKind::kBye);
+    EXPECT_EQ(bye->bye, poe::ByeKind::kBroke);
     EXPECT_THAT(bye->reason, HasSubstr("invalid data from peer daemon"));  // cut to 256 bytes
     EXPECT_EQ(device_->Stats().wire_errors, 1u);
     ExpectHealthyWorks();
@@ -125,6 +126,7 @@ TEST_F(EmuViolationTest, SecondDepartureOfARank) {
   absl::StatusOr<poe::ControlMessage> bye = peer_->ReadControl();
   ASSERT_TRUE(bye.ok()) << bye.status();
   EXPECT_EQ(bye->kind, ControlKind::kBye);
+  EXPECT_EQ(bye->bye, poe::ByeKind::kBroke);
   EXPECT_THAT(bye->reason, HasSubstr("depart message for rank 0, which already left"));
   EXPECT_EQ(device_->Stats().wire_errors, 1u);
   ExpectHealthyWorks();

@@ -453,9 +453,9 @@ TEST_F(EmuWireTest, GarbageOnAnIdleCommunicatorIsReportedAsABreak) {
   EXPECT_THAT(broken.reason.message(), HasSubstr("invalid data from peer daemon"));
 }
 
-// A daemon of an older version (5: before departures of one rank were told; 4: before call
-// signatures; 2: one session carrying both ways) gets the refusal in its own version,
-// naming both, so that it can say why.
+// A daemon of an older version (5: before departures of one rank were told and breaks
+// said; 4: before call signatures; 2: one session carrying both ways) gets the refusal in
+// its own version, naming both, so that it can say why.
 TEST_F(EmuWireTest, PeerOfAnotherWireVersionIsRefusedInItsVersion) {
   for (const uint8_t version : {5, 4, 2}) {
     FakePeer peer(device_->DataAddress(), comm_);

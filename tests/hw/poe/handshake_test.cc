@@ -51,6 +51,9 @@ TEST(HandshakeTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(EncodeControl({.kind = ControlKind::kHeartbeat}).size(), 1u);
   const ControlMessage bye{.kind = ControlKind::kBye, .reason = "engine shutting down"};
   EXPECT_EQ(Roundtrip(bye), bye);
+  const ControlMessage broke{
+      .kind = ControlKind::kBye, .reason = "missed its deadline", .bye = ByeKind::kBroke};
+  EXPECT_EQ(Roundtrip(broke), broke);
   const ControlMessage depart{
       .kind = ControlKind::kDepart, .reason = "rank 3 left", .rank = 0xFFFFFFFF};
   EXPECT_EQ(Roundtrip(depart), depart);
@@ -76,6 +79,12 @@ TEST(HandshakeTest, RejectsMalformedMessages) {
   const std::byte heartbeat[] = {std::byte{7}, std::byte{0}};
   EXPECT_EQ(DecodeControl(heartbeat, 2).status().message(),
             "malformed heartbeat message of 2 bytes");
+  // A BYE says one of two things of the communicator.
+  std::vector<std::byte> bye = EncodeControl({.kind = ControlKind::kBye, .reason = "done"});
+  bye[1] = std::byte{2};
+  EXPECT_EQ(DecodeControl(bye.data(), bye.size()).status(),
+            absl::InvalidArgumentError(
+                "bye message says 2 of the communicator: 0 (ranks left) or 1 (broke it)"));
   // A DEPART names its rank in 4 bytes.
   const std::vector<std::byte> depart =
       EncodeControl({.kind = ControlKind::kDepart, .reason = "done", .rank = 1});

@@ -137,7 +137,7 @@ TEST(WireTest, RejectsOtherVersions) {
   Poke<uint8_t>(bytes, 4, 4);  // no call signature
   EXPECT_EQ(DecodeError(bytes),
             "invalid segment header: unsupported version 4, this engine speaks 6");
-  Poke<uint8_t>(bytes, 4, 5);  // no departures of one rank told
+  Poke<uint8_t>(bytes, 4, 5);  // no departures of one rank told, no word on breaks
   EXPECT_EQ(DecodeError(bytes),
             "invalid segment header: unsupported version 5, this engine speaks 6");
   Poke<uint8_t>(bytes, 4, 7);
