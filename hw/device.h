@@ -142,7 +142,7 @@ class Device {
   /// for the ranks of a peer engine that departed, the pending and later calls that need
   /// it to send or receive anything more fail with `reason`, and the rest go on; the peer
   /// engines hear it, with `reason`, once the rank's own calls are done, which are not
-  /// touched.
+  /// touched. A rank that already left stays as it left.
   virtual void DepartLocalRank(const CommId& id, uint32_t rank, absl::Status reason) = 0;
 
   /// Runs one call. Calls of one (communicator, rank) start in submission order; a

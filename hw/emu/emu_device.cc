@@ -172,7 +172,9 @@ void EmuDevice::PostRemove(const CommId& id, absl::Status reason, poe::ByeKind b
 void EmuDevice::DepartLocalRank(const CommId& id, uint32_t rank, absl::Status reason) {
   engine_->Post([this, id, rank, reason = std::move(reason)] {
     Communicator* comm = Find(id);
-    if (comm == nullptr || !comm->broken.ok() || rank >= comm->size() || !comm->local[rank]) {
+    // A rank departs once: a second DEPART would be invalid data to the peers.
+    if (comm == nullptr || !comm->broken.ok() || rank >= comm->size() || !comm->local[rank] ||
+        comm->departed.contains(rank)) {
       return;
     }
     Depart(*comm, {rank}, reason);

@@ -245,7 +245,7 @@ TEST_F(EmuDepartureTest, RanksThatStayedKeepTalking) {
 
 // Ranks 0 and 1 on one device, 2 on another. Rank 0 leaves while rank 1 stays: its device
 // tells the other (DEPART), whose calls that need rank 0 fail at once naming it, and whose
-// link to it stays up for rank 1.
+// link to it stays up for rank 1. A second departure of the same rank changes nothing.
 TEST_F(EmuDepartureTest, ALocalRankThatLeftIsToldToPeersAndTheOthersKeepTalking) {
   devices_ = MakeDevices(2);
   ASSERT_EQ(devices_.size(), 2u);
@@ -258,6 +258,8 @@ TEST_F(EmuDepartureTest, ALocalRankThatLeftIsToldToPeersAndTheOthersKeepTalking)
   devices_[0]->DepartLocalRank(comm_.config.id, 0, absl::UnavailableError(reason));
   const absl::Status left = absl::UnavailableError(Left(0, *devices_[0], reason));
   EXPECT_EQ(Wait(on_rank2).status, left);
+  // Told again, its device keeps the first: the peers hear of it once.
+  devices_[0]->DepartLocalRank(comm_.config.id, 0, absl::UnavailableError("again"));
   // Later calls too: a send to it, a receive from it.
   RankBuffers none;
   none.slots[0].resize(4);
