@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cclo/client.h"
 #include "gtest/gtest.h"
+#include "tests/client/sessions.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo {
@@ -73,22 +74,15 @@ class CollectivesTest : public ::testing::TestWithParam<bool> {
   // Joins kSize ranks (rank r on daemon r % 2), runs `body` for each in its own thread and
   // keeps every session until all are done (a session that ends breaks the communicator).
   static void ForEachRank(const std::function<void(Rank&)>& body) {
-    std::vector<std::unique_ptr<Client>> clients;
+    std::vector<std::string> runtime_dirs;
     for (uint32_t rank = 0; rank < kSize; ++rank) {
-      absl::StatusOr<std::unique_ptr<Client>> client =
-          Client::Attach(daemons_[rank % 2]->runtime_dir());
-      ASSERT_TRUE(client.ok()) << client.status();
-      clients.push_back(*std::move(client));
+      runtime_dirs.push_back(daemons_[rank % 2]->runtime_dir());
     }
-    absl::StatusOr<std::string> token = clients[0]->CreateCommunicatorId();
-    ASSERT_TRUE(token.ok()) << token.status();
+    testing::Group group = testing::JoinGroup(runtime_dirs);
     std::vector<std::thread> threads;
     for (uint32_t rank = 0; rank < kSize; ++rank) {
       threads.emplace_back([&, rank] {
-        absl::StatusOr<std::unique_ptr<Communicator>> comm =
-            clients[rank]->Join(*token, rank, kSize);
-        ASSERT_TRUE(comm.ok()) << comm.status();
-        Rank me{rank, *clients[rank], **comm};
+        Rank me{rank, *group.clients[rank], *group.comms[rank]};
         body(me);
       });
     }

@@ -11,6 +11,7 @@
 #include "cclo/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/client/sessions.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo {
@@ -45,24 +46,15 @@ class MismatchTest : public ::testing::TestWithParam<bool> {
   // Joins a new communicator of two ranks and runs `body` for each in its own thread; the
   // statuses it returns are kept in results_.
   void ForEachRank(const std::function<absl::Status(Rank&)>& body) {
-    std::unique_ptr<Client> clients[2];
-    for (uint32_t rank = 0; rank < 2; ++rank) {
-      absl::StatusOr<std::unique_ptr<Client>> client =
-          Client::Attach(daemons_[GetParam() ? rank : 0]->runtime_dir());
-      ASSERT_TRUE(client.ok()) << client.status();
-      clients[rank] = *std::move(client);
-    }
-    absl::StatusOr<std::string> token = clients[0]->CreateCommunicatorId();
-    ASSERT_TRUE(token.ok()) << token.status();
+    testing::Group group = testing::JoinGroup(
+        {daemons_[0]->runtime_dir(), daemons_[GetParam() ? 1 : 0]->runtime_dir()});
     std::thread threads[2];
     for (uint32_t rank = 0; rank < 2; ++rank) {
       threads[rank] = std::thread([&, rank] {
-        absl::StatusOr<std::unique_ptr<Communicator>> comm = clients[rank]->Join(*token, rank, 2);
-        ASSERT_TRUE(comm.ok()) << comm.status();
-        absl::StatusOr<Buffer> send = clients[rank]->AllocBuffer(kCount * 4);
-        absl::StatusOr<Buffer> recv = clients[rank]->AllocBuffer(kCount * 4);
+        absl::StatusOr<Buffer> send = group.clients[rank]->AllocBuffer(kCount * 4);
+        absl::StatusOr<Buffer> recv = group.clients[rank]->AllocBuffer(kCount * 4);
         ASSERT_TRUE(send.ok() && recv.ok());
-        Rank me{rank, **comm, *send, *recv};
+        Rank me{rank, *group.comms[rank], *send, *recv};
         results_[rank] = body(me);
       });
     }

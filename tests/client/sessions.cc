@@ -29,15 +29,7 @@ std::unique_ptr<Communicator> JoinAlone(Client& client) {
   return OrDie(client.Join(token, 0, 1), "Join");
 }
 
-Pair JoinPair(const std::string& runtime_dir) {
-  Group group = JoinGroup({runtime_dir, runtime_dir});
-  Pair pair;
-  for (size_t rank = 0; rank < 2; ++rank) {
-    pair.clients[rank] = std::move(group.clients[rank]);
-    pair.comms[rank] = std::move(group.comms[rank]);
-  }
-  return pair;
-}
+Pair JoinPair(const std::string& runtime_dir) { return JoinGroup({runtime_dir, runtime_dir}); }
 
 Group JoinGroup(const std::vector<std::string>& runtime_dirs) {
   const uint32_t size = static_cast<uint32_t>(runtime_dirs.size());

@@ -17,15 +17,6 @@ std::unique_ptr<Client> AttachOrDie(const std::string& runtime_dir);
 /// A communicator of one rank on `client`.
 std::unique_ptr<Communicator> JoinAlone(Client& client);
 
-/// Two sessions on one daemon joined as ranks 0 and 1 of one communicator.
-struct Pair {
-  std::unique_ptr<Client> clients[2];
-  std::unique_ptr<Communicator> comms[2];
-};
-
-/// Attaches two clients to the daemon in `runtime_dir` and joins them as a Pair.
-Pair JoinPair(const std::string& runtime_dir);
-
 /// Sessions joined as ranks 0 to N-1 of one communicator, N the size.
 struct Group {
   std::vector<std::unique_ptr<Client>> clients;
@@ -35,5 +26,11 @@ struct Group {
 /// Attaches one client to the daemon in each of `runtime_dirs` (rank R to the R-th) and
 /// joins them as a Group.
 Group JoinGroup(const std::vector<std::string>& runtime_dirs);
+
+/// Two sessions on one daemon joined as ranks 0 and 1 of one communicator.
+using Pair = Group;
+
+/// Attaches two clients to the daemon in `runtime_dir` and joins them as a Pair.
+Pair JoinPair(const std::string& runtime_dir);
 
 }  // namespace cclo::testing
