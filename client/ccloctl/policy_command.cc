@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/ccloctl/format.h"
+#include "client/cli.h"
 #include "hw/types.h"
 
 namespace cclo::ccloctl {
@@ -42,6 +43,7 @@ PolicyCommand::PolicyCommand(CLI::App& app) {
   explain_->add_option("--datatype", datatype_, "element type, e.g. float32")
       ->capture_default_str();
   explain_->add_option("--world-size", world_size_, "without --comm: ranks (default 2)")
+      ->check(client::Decimal())
       ->check(CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()));
   explain_->add_option("--transport", transport_, "without --comm: local or tcp (default tcp)");
   explain_->add_option("--tenant", tenant_, "without --comm: the communicator's tenant");

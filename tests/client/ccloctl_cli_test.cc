@@ -161,6 +161,11 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
       // 0 was taken as "not given" and explained for 2 ranks.
       {{"policy", "explain", "--op", "allreduce", "--world-size", "0"},
        "--world-size: Value 0 not in range 1 to 4294967295"},
+      // Read as octal 8 and hex 16, and explained for that many ranks.
+      {{"policy", "explain", "--op", "allreduce", "--world-size", "010"},
+       "--world-size: 010 is not a decimal whole number"},
+      {{"policy", "explain", "--op", "allreduce", "--world-size", "0x10"},
+       "--world-size: 0x10 is not a decimal whole number"},
   };
   for (const auto& [args, reason] : cases) {
     const CliRun run = Ccloctl(args);
