@@ -1,8 +1,9 @@
 // The op metrics follow the work: two real daemons run a known set of ops (forced
 // algorithms, two sizes, an op past its deadline and one that waited for it), then their
 // expositions and `ccloctl stats --json` must count exactly those ops, bytes and errors,
-// and promtool must accept the expositions. The data sessions to peers are counted by state
-// as they come up, the peer leaves and the peer dies.
+// promtool must accept the expositions, and docs/operations.md must list every metric family
+// with its type and labels. The data sessions to peers are counted by state as they come up,
+// the peer leaves and the peer dies.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -10,18 +11,22 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "cclo/client.h"
 #include "cclo/v1/admin.pb.h"
 #include "cclo/v1/attach.h"
@@ -30,6 +35,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "hw/poe/wire.h"
+#include "hw/types.h"
 #include "tests/e2e/cluster.h"
 
 namespace cclo::testing {
@@ -152,6 +158,59 @@ ProcessResult PromtoolCheck(const std::string& exposition, const std::string& na
   std::ofstream(path) << exposition;
   return Process({"/bin/sh", "-c", "exec promtool check metrics < " + path})
       .Wait(absl::Seconds(60));
+}
+
+/// A metric family: its type and the names of its labels (a histogram's `le` and a
+/// summary's `quantile` aside).
+struct Family {
+  std::string type;
+  std::set<std::string> labels;
+};
+
+/// The families of an exposition, by name, with the labels of their series.
+std::map<std::string, Family> ExportedFamilies(const std::string& exposition) {
+  std::map<std::string, Family> families;
+  const std::regex type_line(R"(# TYPE (\S+) (\S+))");
+  const std::regex series(R"((\w+)\{([^}]*)\} )");
+  const std::regex label(R"((\w+)=")");
+  for (std::sregex_iterator it(exposition.begin(), exposition.end(), type_line), end; it != end;
+       ++it) {
+    families[(*it)[1]].type = (*it)[2];
+  }
+  for (std::sregex_iterator it(exposition.begin(), exposition.end(), series), end; it != end;
+       ++it) {
+    std::string name = (*it)[1];
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      if (!families.count(name) && absl::EndsWith(name, suffix)) {
+        name.resize(name.size() - strlen(suffix));
+      }
+    }
+    const std::string labels = (*it)[2];
+    for (std::sregex_iterator at(labels.begin(), labels.end(), label); at != end; ++at) {
+      if ((*at)[1] != "le" && (*at)[1] != "quantile") families[name].labels.insert((*at)[1]);
+    }
+  }
+  return families;
+}
+
+/// The families docs/operations.md's metrics table lists: every `name{label, ...}` in a
+/// row's first cell, with the type in its second.
+std::map<std::string, Family> DocumentedFamilies(const std::string& operations_md) {
+  std::map<std::string, Family> families;
+  const std::string operations = operations_md.substr(operations_md.find("\n## Metrics\n"));
+  const std::regex row(R"(\n\| (`\w+.*?) \| (\w+) \|)");
+  const std::regex metric(R"(`(\w+)(?:\{([^}]*)\})?`)");
+  for (std::sregex_iterator it(operations.begin(), operations.end(), row), end; it != end; ++it) {
+    const std::string names = (*it)[1];
+    for (std::sregex_iterator at(names.begin(), names.end(), metric); at != end; ++at) {
+      Family& family = families[(*at)[1]];
+      family.type = (*it)[2];
+      for (absl::string_view label : absl::StrSplit((*at)[2].str(), ',', absl::SkipEmpty())) {
+        family.labels.insert(std::string(absl::StripAsciiWhitespace(label)));
+      }
+    }
+  }
+  return families;
 }
 
 constexpr char kRing[] = "collective=\"allreduce\",algorithm=\"ring\",protocol=\"eager\"";
@@ -292,6 +351,27 @@ TEST(MetricsTest, CountersFollowTheOps) {
     EXPECT_EQ(check.exit_code, 0) << check.output;
     EXPECT_TRUE(absl::StrContains(exposition, "le=\"0.0005\"")) << exposition;
     EXPECT_EQ(NoisyBounds(exposition), std::set<std::string>{});
+
+    // Rank 0's exposition has a series of every family; docs/operations.md lists each one
+    // with its type and labels, and nothing it does not export.
+    if (rank != 0) continue;
+    absl::StatusOr<std::string> operations =
+        hw::ReadTextFile("operations.md", Runfile("docs/operations.md"));
+    ASSERT_TRUE(operations.ok()) << operations.status();
+    const std::map<std::string, Family> documented = DocumentedFamilies(*operations);
+    const std::map<std::string, Family> exported = ExportedFamilies(exposition);
+    for (const auto& [name, family] : exported) {
+      const auto row = documented.find(name);
+      if (row == documented.end()) {
+        ADD_FAILURE() << name << " is exported but not in operations.md's metrics table";
+        continue;
+      }
+      EXPECT_EQ(row->second.type, family.type) << name;
+      EXPECT_EQ(row->second.labels, family.labels) << name;
+    }
+    for (const auto& [name, family] : documented) {
+      EXPECT_TRUE(exported.count(name)) << name << " is in operations.md but not exported";
+    }
   }
 }
 
