@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace cclo::client {
 
@@ -33,6 +36,20 @@ CLI::Validator Seconds(double min, double max) {
         return absl::StrCat(text, " is not a number of seconds in [", min, ", ", max, "]");
       },
       absl::StrCat("SECONDS in [", min, ", ", max, "]"));
+}
+
+int CommandRequired(CLI::App& command, std::ostream& err) {
+  std::vector<std::string> path;
+  for (const CLI::App* at = &command; at != nullptr; at = at->get_parent()) {
+    path.insert(path.begin(), at->get_name());
+  }
+  std::vector<std::string> names;
+  for (const CLI::App* sub : command.get_subcommands([](CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  err << absl::StrJoin(path, " ") << ": a command is required: one of "
+      << absl::StrJoin(names, ", ") << "\nRun with --help for more information.\n";
+  return kUsageExitCode;
 }
 
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, const char* const* argv,

@@ -19,6 +19,12 @@ CLI::Validator Decimal();
 /// own ranges let through, are refused.
 CLI::Validator Seconds(double min, double max);
 
+/// For `command` (an app or one of its subcommands) given without a subcommand: prints
+/// "<program> [<command>...]: a command is required: one of <its subcommands>" and a pointer
+/// to --help to `err`, and returns kUsageExitCode. Commands that need one leave it optional
+/// to CLI11 and call this, so that an unknown word is reported as such instead.
+int CommandRequired(CLI::App& command, std::ostream& err);
+
 /// Parses argv into `app`. Returns nothing when the program should go on; otherwise the code
 /// to exit with: 0 after printing the help asked for to `out`, kUsageExitCode after printing
 /// the parse error (which option, which value) and a pointer to --help to `err`.

@@ -1,10 +1,8 @@
 #include "client/ccloctl/commands.h"
 
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/ccloctl/admin_rpc.h"
 #include "client/ccloctl/format.h"
@@ -96,15 +94,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       ->check(client::Seconds(0.001, 86400))
       ->capture_default_str();
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
-  if (app.get_subcommands().empty()) {
-    std::vector<std::string> names;
-    for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) {
-      names.push_back(command->get_name());
-    }
-    err << "ccloctl: a command is required: one of " << absl::StrJoin(names, ", ")
-        << "\nRun with --help for more information.\n";
-    return client::kUsageExitCode;
-  }
+  if (app.get_subcommands().empty()) return client::CommandRequired(app, err);
 
   AdminRpc admin(options.runtime_dir, absl::Seconds(options.timeout_seconds));
   using Stub = v1::Admin::Stub;

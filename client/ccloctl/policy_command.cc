@@ -21,7 +21,7 @@ PolicyCommand::PolicyCommand(CLI::App& app) {
   policy_ = app.add_subcommand(
       "policy", "the algorithm-selection policy: rules choosing algorithm, protocol and segment "
                 "size for new communicators");
-  policy_->require_subcommand(1);
+  policy_->require_subcommand(0, 1);  // none is refused by Run, naming them
   get_ = policy_->add_subcommand("get", "print the daemon's policy (version and YAML rules)");
   set_ = policy_->add_subcommand(
       "set", "replace the daemon's policy with a YAML file until its next restart or reload; "
@@ -52,6 +52,7 @@ PolicyCommand::PolicyCommand(CLI::App& app) {
 
 int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostream& err) const {
   using Stub = v1::Admin::Stub;
+  if (policy_->get_subcommands().empty()) return client::CommandRequired(*policy_, err);
   if (get_->parsed()) {
     return Print(admin.Call(&Stub::GetPolicy, "GetPolicy"), json, PolicyText, out, err);
   }

@@ -17,7 +17,8 @@ class PolicyCommand {
   /// True when the command line named `policy`.
   bool parsed() const { return policy_->parsed(); }
 
-  /// Runs the parsed subcommand; returns the exit code.
+  /// Runs the parsed subcommand, or refuses its absence naming them all; returns the exit
+  /// code.
   int Run(AdminRpc& admin, bool json, std::ostream& out, std::ostream& err) const;
 
  private:
