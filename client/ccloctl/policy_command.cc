@@ -83,8 +83,9 @@ int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostre
   absl::StatusOr<hw::Collective> collective = hw::ParseCollective(op_);
   absl::StatusOr<hw::DataType> datatype = hw::ParseDataType(datatype_);
   absl::StatusOr<uint64_t> bytes = hw::ParseByteSize(bytes_);
-  const std::pair<const char*, absl::Status> checks[] = {
-      {"--op ", collective.status()}, {"--datatype ", datatype.status()}, {"", bytes.status()}};
+  const std::pair<const char*, absl::Status> checks[] = {{"--op ", collective.status()},
+                                                         {"--datatype ", datatype.status()},
+                                                         {"--bytes ", bytes.status()}};
   for (const auto& [flag, status] : checks) {
     if (!status.ok()) {
       err << "ccloctl: " << flag << status.message() << "\n";

@@ -160,7 +160,8 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
       {{"drain", "--timeout", "soon"}, "--timeout"},
       {{"policy", "explain", "--op", "allredcue"}, "ccloctl: --op "},
       {{"policy", "explain", "--op", "allreduce", "--datatype", "float33"}, "ccloctl: --datatype "},
-      {{"policy", "explain", "--op", "allreduce", "--bytes", "12 apples"}, "ccloctl: "},
+      {{"policy", "explain", "--op", "allreduce", "--bytes", "12 apples"},
+       "ccloctl: --bytes '12 apples' is not a byte size"},
       // 0 was taken as "not given" and explained for 2 ranks.
       {{"policy", "explain", "--op", "allreduce", "--world-size", "0"},
        "--world-size: Value 0 not in range 1 to 4294967295"},
