@@ -1,6 +1,7 @@
 // cclod: the per-node collective offload daemon.
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -110,13 +111,18 @@ int main(int argc, char** argv) {
                  absl::ToInt64Milliseconds(watchdog_ping));
   }
   cclo::daemon::NotifyReady();
-  int signal_number = 0;
-  while ((signal_number = cclo::daemon::WaitForSignal(signals, watchdog_ping)) == SIGHUP) {
+  siginfo_t received{};
+  while ((received = cclo::daemon::WaitForSignal(signals, watchdog_ping)).si_signo == SIGHUP) {
     cclo::daemon::NotifyReloading();
     Reload(**daemon, config_path);
     cclo::daemon::NotifyReady();
   }
-  spdlog::info("received signal {}; shutting down", signal_number);
+  // The daemon signals itself only once a drain finished.
+  if (received.si_pid == getpid()) {
+    spdlog::info("shutting down: the drain finished");
+  } else {
+    spdlog::info("received signal {}; shutting down", received.si_signo);
+  }
   cclo::daemon::NotifyStopping();
   daemon->reset();
   spdlog::info("cclod stopped");

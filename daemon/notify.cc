@@ -18,17 +18,17 @@ absl::Duration WatchdogPingInterval() {
   return absl::Microseconds(watchdog_usec) / 2;
 }
 
-int WaitForSignal(const sigset_t& signals, absl::Duration watchdog_ping) {
+siginfo_t WaitForSignal(const sigset_t& signals, absl::Duration watchdog_ping) {
+  siginfo_t signal{};
   if (watchdog_ping <= absl::ZeroDuration()) {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    return signal_number;
+    while (sigwaitinfo(&signals, &signal) < 0) {
+    }
+    return signal;
   }
   const timespec interval = absl::ToTimespec(watchdog_ping);
   for (;;) {
     sd_notify(0, "WATCHDOG=1");
-    const int signal_number = sigtimedwait(&signals, nullptr, &interval);
-    if (signal_number > 0) return signal_number;
+    if (sigtimedwait(&signals, &signal, &interval) > 0) return signal;
   }
 }
 

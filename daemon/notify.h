@@ -22,8 +22,9 @@ void NotifyStopping();
 /// zero when the watchdog is off.
 absl::Duration WatchdogPingInterval();
 
-/// Waits for one of `signals` (blocked in every thread) and returns it, sending WATCHDOG=1
-/// at once and then every `watchdog_ping` meanwhile (never when it is zero).
-int WaitForSignal(const sigset_t& signals, absl::Duration watchdog_ping);
+/// Waits for one of `signals` (blocked in every thread) and returns it with its sender,
+/// sending WATCHDOG=1 at once and then every `watchdog_ping` meanwhile (never when it is
+/// zero).
+siginfo_t WaitForSignal(const sigset_t& signals, absl::Duration watchdog_ping);
 
 }  // namespace cclo::daemon
