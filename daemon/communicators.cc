@@ -20,6 +20,12 @@ constexpr absl::Duration kEngineAnswerGrace = absl::Seconds(1);
 
 std::string IdBytes(const hw::CommId& id) { return std::string(id.begin(), id.end()); }
 
+/// What a call on communicator `id`, broken for `error`, fails with.
+absl::Status Broken(const hw::CommId& id, const std::string& error) {
+  return absl::UnavailableError(
+      absl::StrCat("communicator ", hw::CommIdHex(id), " is broken: ", error));
+}
+
 std::string ClientExited(const Session& session, uint32_t rank) {
   return absl::StrCat("rank ", rank, " left: its client (pid ", session.credentials().pid,
                       ") exited");
@@ -112,8 +118,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
       return absl::AlreadyExistsError(absl::StrCat("rank ", rank, " of communicator ",
                                                    hw::CommIdHex(id), " already joined here"));
     } else if (comm.state == State::kBroken) {
-      return absl::UnavailableError(
-          absl::StrCat("communicator ", hw::CommIdHex(id), " is broken: ", comm.error));
+      return Broken(id, comm.error);
     }
     comm.local_ranks.insert(rank);
     comm.departed.erase(rank);
@@ -137,8 +142,25 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   request.set_data_address(device_->DataAddress());
   request.set_timeout_ms(JoinTimeoutMs(deadline - hw::SteadyNow()));
   request.set_proof(Proof(token->secret, JoinMessage(request)));
+  // The rank waits at the root for the others; a break meanwhile (the operator destroyed
+  // the communicator) cancels the wait, and the join fails with its reason.
+  grpc::ClientContext context;
+  {
+    absl::MutexLock lock(&mu_);
+    Comm& comm = comms_.at(id);
+    if (comm.state == State::kBroken) context.TryCancel();
+    comm.joins.insert(&context);
+  }
   absl::StatusOr<cclo::v1::PeerJoinResponse> response =
-      peers_->Join(token->root_address, request, deadline);
+      peers_->Join(token->root_address, request, deadline, context);
+  std::optional<std::string> broke;
+  {
+    absl::MutexLock lock(&mu_);
+    Comm& comm = comms_.at(id);
+    comm.joins.erase(&context);
+    if (!response.ok() && comm.state == State::kBroken) broke = comm.error;
+  }
+  if (broke.has_value()) return fail(Broken(id, *broke));
   if (!response.ok()) {
     // The root's own words (or gRPC's), whatever the daemon the token names sends: a whole
     // message, which gets more room than one name (gRPC's TLS errors run to 200 bytes).
@@ -239,10 +261,7 @@ absl::Status Communicators::Configure(const hw::CommId& id, hw::SteadyTime deadl
   };
   hw::AwaitUntil(mu_, absl::Condition(&settled), deadline + kEngineAnswerGrace);
   if (stopping_) return absl::UnavailableError("daemon is shutting down");
-  if (comm.state == State::kBroken) {
-    return absl::UnavailableError(
-        absl::StrCat("communicator ", hw::CommIdHex(id), " is broken: ", comm.error));
-  }
+  if (comm.state == State::kBroken) return Broken(id, comm.error);
   if (!comm.configured.has_value()) {
     return absl::DeadlineExceededError(absl::StrCat(
         "data sessions of communicator ", hw::CommIdHex(id), " not up before the deadline"));
@@ -257,10 +276,7 @@ absl::StatusOr<Member> Communicators::Resolve(const SessionPtr& session, uint64_
     return absl::NotFoundError(absl::StrCat("no communicator handle ", handle, " in this session"));
   }
   const Comm& comm = comms_.at(found->second.comm);
-  if (comm.state == State::kBroken) {
-    return absl::UnavailableError(absl::StrCat("communicator ", hw::CommIdHex(found->second.comm),
-                                               " is broken: ", comm.error));
-  }
+  if (comm.state == State::kBroken) return Broken(found->second.comm, comm.error);
   return Member{found->second.comm, found->second.rank, comm.size, comm.policy};
 }
 
@@ -467,6 +483,7 @@ void Communicators::BreakLocked(const hw::CommId& id, Comm& comm, const std::str
   comm.state = State::kBroken;
   comm.error = reason;
   spdlog::warn("communicator {} broken: {}", hw::CommIdHex(id), reason);
+  for (grpc::ClientContext* join : comm.joins) join->TryCancel();
   if (!comm.device_removed) {
     comm.device_removed = true;
     device_->BreakCommunicator(id, absl::UnavailableError(reason));

@@ -2,9 +2,11 @@
 // handles naming a local rank, leaving, breaking, and the view for ccloctl.
 #pragma once
 
+#include <grpcpp/client_context.h>
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,7 +85,8 @@ class Communicators {
 
   /// The operator takes the communicator `id_prefix` names (as Show takes it) down on this
   /// daemon: it breaks with "destroyed by the operator" (the engine fails its local ranks'
-  /// pending calls and tells the other daemons), and the communicators quota its handles
+  /// pending calls and tells the other daemons, and its local ranks' joins still waiting
+  /// at the root daemon fail with the reason), and the communicators quota its handles
   /// hold goes back to the tenant now. The handles stay, failing every op with the reason,
   /// until their clients destroy them or exit. NOT_FOUND or INVALID_ARGUMENT as for Show.
   absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> DestroyByOperator(
@@ -134,6 +137,9 @@ class Communicators {
     uint64_t ops_failed = 0;
     uint64_t ops_in_flight = 0;
     uint64_t bytes_sent = 0;
+    /// The joins of local ranks waiting for the root daemon's answer (Join's own
+    /// contexts), which a break cancels.
+    std::set<grpc::ClientContext*> joins;
   };
   struct Handle {
     uint64_t session_id = 0;
@@ -149,7 +155,8 @@ class Communicators {
       const std::string& id_prefix) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   /// Marks the communicator broken and takes it out of the engine, which fails its
-  /// pending calls and tells the other daemons `reason`.
+  /// pending calls and tells the other daemons `reason`; cancels the joins waiting at the
+  /// root daemon, which then fail with it.
   void BreakLocked(const hw::CommId& id, Comm& comm, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Removes one local rank: while others stay, the engine's calls that need it fail with

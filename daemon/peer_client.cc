@@ -35,8 +35,7 @@ std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& add
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     const std::string& root_address, const cclo::v1::PeerJoinRequest& request,
-    hw::SteadyTime deadline) {
-  grpc::ClientContext context;
+    hw::SteadyTime deadline, grpc::ClientContext& context) {
   context.set_deadline(hw::ToWallDeadline(deadline));
   std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {

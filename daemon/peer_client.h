@@ -4,6 +4,7 @@
 #pragma once
 
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 #include <grpcpp/security/credentials.h>
 
 #include <map>
@@ -29,10 +30,13 @@ class PeerClient {
   explicit PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
       : credentials_(std::move(credentials)) {}
 
-  /// Joins a rank at the root daemon (blocks until the root answers, `deadline`, or Stop).
+  /// Joins a rank at the root daemon through `context` (blocks until the root answers,
+  /// `deadline`, Stop, or the caller's context.TryCancel(), which fails it with CANCELLED,
+  /// also when called before the join began).
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
-                                                  hw::SteadyTime deadline);
+                                                  hw::SteadyTime deadline,
+                                                  grpc::ClientContext& context);
 
   /// Ends the joins in progress and refuses later ones, with UNAVAILABLE: the daemon stops.
   void Stop();

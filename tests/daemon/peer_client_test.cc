@@ -39,6 +39,13 @@ class AnsweringRoot final : public cclo::v1::Peer::Service {
   std::unique_ptr<grpc::Server> server_;
 };
 
+/// A join of an empty request at `root` through a context of its own.
+absl::StatusOr<cclo::v1::PeerJoinResponse> JoinAt(PeerClient& client, const std::string& root,
+                                                  absl::Duration timeout) {
+  grpc::ClientContext context;
+  return client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + timeout, context);
+}
+
 // A root daemon restarted on its address: a join that failed while it was down leaves the
 // cached channel backing off its reconnects (gRPC's backoff grows to two minutes), and the
 // next join must dial the root anew instead of failing at once with the old error.
@@ -47,18 +54,13 @@ TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   auto root = std::make_unique<AnsweringRoot>();
   const int port = root->port();
   const std::string address = root->address();
-  ASSERT_TRUE(
-      client.Join(address, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(30)).ok());
+  ASSERT_TRUE(JoinAt(client, address, absl::Seconds(30)).ok());
   root.reset();  // the root dies: joins at it are refused
-  absl::Status refused =
-      client.Join(address, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(30))
-          .status();
+  absl::Status refused = JoinAt(client, address, absl::Seconds(30)).status();
   EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
   root = std::make_unique<AnsweringRoot>(port);  // back on the same address
   ASSERT_EQ(root->port(), port);
-  absl::Status joined =
-      client.Join(address, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(30))
-          .status();
+  absl::Status joined = JoinAt(client, address, absl::Seconds(30)).status();
   EXPECT_TRUE(joined.ok()) << joined;
 }
 
@@ -71,16 +73,28 @@ TEST(PeerClientTest, StopEndsAJoinInProgressAndRefusesLaterOnes) {
   ASSERT_GE(listener, 0);
   PeerClient client(grpc::InsecureChannelCredentials());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
-  std::thread joining([&] {
-    joined = client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120));
-  });
+  std::thread joining([&] { joined = JoinAt(client, root, absl::Seconds(120)); });
   absl::SleepFor(absl::Milliseconds(300));  // the join is on its way or waiting; both end
   client.Stop();
   joining.join();
   EXPECT_EQ(joined.status(), absl::UnavailableError("this daemon is shutting down"));
-  EXPECT_EQ(
-      client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120)).status(),
-      absl::UnavailableError("this daemon is shutting down"));
+  EXPECT_EQ(JoinAt(client, root, absl::Seconds(120)).status(),
+            absl::UnavailableError("this daemon is shutting down"));
+  close(listener);
+}
+
+// A join whose caller cancelled its context ends with CANCELLED, also when the cancel came
+// before the join began (the operator destroyed the communicator meanwhile).
+TEST(PeerClientTest, ACancelledContextEndsTheJoin) {
+  std::string root;
+  const int listener = cclo::testing::ListenLoopback(&root);
+  ASSERT_GE(listener, 0);
+  PeerClient client(grpc::InsecureChannelCredentials());
+  grpc::ClientContext context;
+  context.TryCancel();
+  EXPECT_TRUE(absl::IsCancelled(
+      client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120), context)
+          .status()));
   close(listener);
 }
 
@@ -89,8 +103,7 @@ TEST(PeerClientTest, TheChannelCacheKeepsTheMostRecentlyUsed) {
   PeerClient client(grpc::InsecureChannelCredentials());
   for (size_t i = 0; i < PeerClient::kMaxChannels + 10; ++i) {
     // Port 1 on loopback refuses at once (or the deadline passes): only the cache matters.
-    (void)client.Join(absl::StrCat("127.0.0.", i + 2, ":1"), cclo::v1::PeerJoinRequest(),
-                      hw::SteadyNow() + absl::Milliseconds(50));
+    (void)JoinAt(client, absl::StrCat("127.0.0.", i + 2, ":1"), absl::Milliseconds(50));
   }
   EXPECT_EQ(client.channels(), PeerClient::kMaxChannels);
 }

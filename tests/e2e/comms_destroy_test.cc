@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/admin.pb.h"
@@ -97,6 +98,32 @@ TEST(CommsDestroyTest, FailsOpsHereAndOnPeersReleasesQuotaAndKeepsOthersServing)
             std::string::npos)
       << gone.output;
   ExpectPairAllreduce(other0, other_handle0, other1, other_handle1);
+}
+
+// A rank still waiting at its root daemon for the others ends its join with the reason:
+// it waited out its join timeout, then failed naming the ranks that had not joined.
+TEST(CommsDestroyTest, EndsAJoinWaitingAtTheRoot) {
+  Daemon a, root;
+  RawSession rank0(a.runtime_dir()), maker(root.runtime_dir());
+  const std::string token = maker.NewToken();
+  grpc::Status joined;
+  std::thread joining([&] { joined = rank0.Join(token, 0, 2); });
+  std::string id;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto comms = AdminJson<cclo::v1::ListCommunicatorsResponse>(a, {"comms"});
+        if (comms.communicators_size() == 1) id = comms.communicators(0).comm_id();
+        return !id.empty();
+      },
+      absl::Seconds(20)));
+  const auto destroyed =
+      AdminJson<cclo::v1::AdminDestroyCommunicatorResponse>(a, {"comms", "destroy", id});
+  EXPECT_EQ(destroyed.comm_id(), id);
+  joining.join();
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
+  EXPECT_EQ(joined.error_message(),
+            absl::StrCat("communicator ", id, " is broken: destroyed by the operator"));
+  EXPECT_EQ(CommunicatorsUsed(a), 0u);
 }
 
 TEST(CommsDestroyTest, RefusesAmbiguousAndBadIdsAndDestroysOnlyTheOneNamed) {
