@@ -4,13 +4,10 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "hw/types.h"
 
 namespace cclo::daemon {
 namespace {
@@ -50,18 +47,16 @@ absl::Status CheckKeyPair(const Config& config, const PeerTls& tls) {
 }
 
 absl::StatusOr<std::string> ReadPem(const char* key, const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
+  absl::StatusOr<std::string> text = hw::ReadTextFile("file", path);
+  if (!text.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("config key '", key, "': cannot read '", path, "': ", std::strerror(errno)));
+        absl::StrCat("config key '", key, "': ", text.status().message()));
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  if (text.str().find("-----BEGIN ") == std::string::npos) {
+  if (text->find("-----BEGIN ") == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("config key '", key, "': '", path, "' holds no PEM block"));
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace

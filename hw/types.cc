@@ -1,6 +1,7 @@
 #include "hw/types.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -217,25 +218,37 @@ absl::Status CheckHostPort(std::string_view address) {
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::string& path) {
-  auto failed = [&] {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read ", what, " ", path, ": ", std::strerror(errno)));
+  auto failed = [&](const std::string& why) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path, ": ", why));
   };
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return failed();
+  // Non-blocking, so that a FIFO with no writer cannot hold the open.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return failed(std::strerror(errno));
+  struct stat file {};
+  absl::Status refused;
+  if (fstat(fd, &file) != 0) {
+    refused = failed(std::strerror(errno));
+  } else if (S_ISDIR(file.st_mode)) {
+    refused = failed(std::strerror(EISDIR));
+  } else if (!S_ISREG(file.st_mode)) {
+    refused = failed("not a regular file");
+  }
   std::string text;
   char chunk[4096];
-  ssize_t got;
-  while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
+  while (refused.ok()) {
+    const ssize_t got = read(fd, chunk, sizeof(chunk));
+    if (got == 0) break;
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
-      absl::Status status = failed();
-      close(fd);
-      return status;
+      refused = failed(std::strerror(errno));
+    } else if (text.size() + static_cast<size_t>(got) > kMaxTextFileBytes) {
+      refused = failed(absl::StrCat("longer than ", kMaxTextFileBytes, " bytes"));
+    } else {
+      text.append(chunk, static_cast<size_t>(got));
     }
-    text.append(chunk, static_cast<size_t>(got));
   }
   close(fd);
+  if (!refused.ok()) return refused;
   return text;
 }
 

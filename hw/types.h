@@ -135,8 +135,13 @@ std::string HostPort(const std::string& host, uint16_t port);
 /// without spaces, then ':' and a port from 1 to 65535. INVALID_ARGUMENT saying why.
 absl::Status CheckHostPort(std::string_view address);
 
-/// The whole text of the file at `path`, or NOT_FOUND "cannot read <what> <path>: <reason>"
-/// ("config file", say). A directory is an error (std::ifstream reads one as empty).
+/// Most bytes ReadTextFile reads: a config, policy or PEM file is far smaller.
+inline constexpr size_t kMaxTextFileBytes = 4u << 20;
+
+/// The whole text of the regular file at `path`, or NOT_FOUND "cannot read <what> <path>:
+/// <reason>" ("config file", say). A directory is an error (std::ifstream reads one as
+/// empty), and so are a device, a FIFO or a socket (/dev/zero never ends, a FIFO may never
+/// answer) and a file longer than kMaxTextFileBytes.
 absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::string& path);
 
 }  // namespace cclo::hw

@@ -41,8 +41,8 @@ TEST(PeerTlsTest, UnreadableFileNamesKeyAndPath) {
   ASSERT_FALSE(tls.ok());
   EXPECT_EQ(tls.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(tls.status().message(),
-            "config key 'peer_tls_key_file': cannot read '/nonexistent/node.key': No such file "
-            "or directory");
+            "config key 'peer_tls_key_file': cannot read file /nonexistent/node.key: No such "
+            "file or directory");
 }
 
 TEST(PeerTlsTest, FileWithoutPemNamesKeyAndPath) {

@@ -85,7 +85,8 @@ TEST(NotifyTest, ReadyWatchdogReloadingAndStopping) {
 TEST(NotifyTest, BadCommandLineOrConfigPathExitsTwoWhichSystemdDoesNotRetry) {
   // The unit's RestartPreventExitStatus=2: a start that cannot pass later is not retried.
   // An unknown option exited 109 and a missing value 114 (CLI11's codes), so systemd
-  // retried them; a config path naming a directory started the daemon with every default.
+  // retried them; a config path naming a directory started the daemon with every default,
+  // and one naming a device that never ends (/dev/zero) ran it out of memory (exit 134).
   const std::string dir = ::testing::TempDir();
   const struct {
     std::vector<std::string> args;
@@ -94,6 +95,7 @@ TEST(NotifyTest, BadCommandLineOrConfigPathExitsTwoWhichSystemdDoesNotRetry) {
       {{"--bogus"}, "The following argument was not expected: --bogus"},
       {{"--config"}, "--config: 1 required TEXT missing"},
       {{"--config", dir}, "cclod: cannot read config file " + dir + ": Is a directory"},
+      {{"--config", "/dev/zero"}, "cclod: cannot read config file /dev/zero: not a regular file"},
   };
   for (const auto& [args, reason] : cases) {
     std::vector<std::string> command = {Runfile("daemon/cclod")};

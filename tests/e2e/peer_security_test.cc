@@ -152,9 +152,10 @@ TEST_F(PeerSecurityTest, BadTlsFilesStopTheDaemonAtStartNamingKeyAndPath) {
   const std::string missing = dir_ + "/missing.key";
   ProcessResult result = StartDaemon(PeerTlsConfig({a.cert_file, missing}, ca_));
   EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_NE(result.output.find("cclod cannot start: config key 'peer_tls_key_file': cannot read '" +
-                               missing + "': No such file or directory"),
-            std::string::npos)
+  EXPECT_NE(
+      result.output.find("cclod cannot start: config key 'peer_tls_key_file': cannot read file " +
+                         missing + ": No such file or directory"),
+      std::string::npos)
       << result.output;
 
   result = StartDaemon(PeerTlsConfig({a.cert_file, b.key_file}, ca_));

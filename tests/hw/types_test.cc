@@ -3,8 +3,11 @@
 #include "hw/types.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -55,6 +58,27 @@ TEST(ReadTextFileTest, ReadsTheWholeFileAndNamesWhyItCannot) {
   EXPECT_EQ(
       ReadTextFile("test file", dir + "/none").status(),
       absl::NotFoundError("cannot read test file " + dir + "/none: No such file or directory"));
+}
+
+// What is not a regular file of bounded length is refused at once: a device that never ends,
+// a FIFO that no one writes (its open would wait for a writer), a file past the bound.
+TEST(ReadTextFileTest, RefusesWhatIsNotABoundedRegularFile) {
+  EXPECT_EQ(ReadTextFile("test file", "/dev/zero").status(),
+            absl::NotFoundError("cannot read test file /dev/zero: not a regular file"));
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  EXPECT_EQ(ReadTextFile("test file", fifo).status(),
+            absl::NotFoundError("cannot read test file " + fifo + ": not a regular file"));
+  const std::string path = dir + "/long";
+  std::ofstream(path) << std::string(kMaxTextFileBytes, 'x');
+  absl::StatusOr<std::string> longest = ReadTextFile("test file", path);
+  ASSERT_TRUE(longest.ok()) << longest.status();
+  EXPECT_EQ(longest->size(), kMaxTextFileBytes);
+  std::ofstream(path, std::ios::app) << 'x';
+  EXPECT_EQ(ReadTextFile("test file", path).status(),
+            absl::NotFoundError(absl::StrCat("cannot read test file ", path, ": longer than ",
+                                             kMaxTextFileBytes, " bytes")));
 }
 
 TEST(CallSignatureTest, CanonicalKeepsOnlyWhatTheCollectiveUses) {
