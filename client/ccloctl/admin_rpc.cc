@@ -25,6 +25,11 @@ absl::Status AdminRpc::Failure(const grpc::Status& status, const std::string& rp
     return absl::UnavailableError(
         absl::StrCat("cannot reach cclod at ", target_, ": ", status.error_message()));
   }
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(absl::StrCat(rpc, " at ", target_, ": no answer within ",
+                                                    absl::FormatDuration(timeout_), " (",
+                                                    status.error_message(), ")"));
+  }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       absl::StrCat(rpc, " at ", target_, ": ", status.error_message()));
 }

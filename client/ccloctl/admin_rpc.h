@@ -21,7 +21,8 @@ class AdminRpc {
   AdminRpc(const std::string& runtime_dir, absl::Duration timeout);
 
   /// Calls `rpc` (e.g. &v1::Admin::Stub::Status, named `name` in errors). An unreachable
-  /// daemon is UNAVAILABLE naming the socket; other failures keep the daemon's code and
+  /// daemon is UNAVAILABLE naming the socket, one that does not answer in time
+  /// DEADLINE_EXCEEDED saying how long it waited; other failures keep the daemon's code and
   /// reason (e.g. ShowCommunicator: NOT_FOUND or INVALID_ARGUMENT for an id naming none or
   /// several).
   template <typename Request, typename Response>

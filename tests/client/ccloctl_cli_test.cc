@@ -3,6 +3,9 @@
 // id, a bad argument) exit non-zero with the reason on stderr and nothing on stdout.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -140,6 +143,27 @@ TEST(CcloctlCliTest, EveryCommandAnswersHelpAndFailsWithoutADaemon) {
         run.err, "ccloctl: cannot reach cclod at unix:/tmp/no-such-cclod-dir/admin.sock"))
         << name << ": " << run.err;
   }
+}
+
+// A daemon that takes the connection but never answers (stopped, or stuck): the call ends
+// at its deadline saying how long it waited.
+TEST(CcloctlCliTest, DaemonThatDoesNotAnswerIsNamedWithTheWait) {
+  char dir_template[] = "/tmp/cclo.XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string path = dir + "/admin.sock";
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  path.copy(address.sun_path, sizeof(address.sun_path) - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 8), 0);  // never accepted: the kernel queues the connection
+  const CliRun run = Ccloctl({"--runtime-dir", dir, "--timeout", "0.5", "status"});
+  close(listener);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, absl::StrCat("ccloctl: Status at unix:", path,
+                                  ": no answer within 500ms (Deadline Exceeded)\n"));
 }
 
 TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
