@@ -115,7 +115,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   std::shared_ptr<Session> session(
-      new Session(runtime_dir, *fd, welcome->frame.id, welcome->frame.text, timeout, channel));
+      new Session(attach_path, *fd, welcome->frame.id, welcome->frame.text, timeout, channel));
   // Connects in steps: a daemon that ended the session meanwhile (it stopped) fails the
   // attach at once, not at its deadline.
   while (!channel->WaitForConnected(
@@ -163,17 +163,17 @@ absl::Status Session::Alive(absl::Duration wait) {
     const timespec timeout = absl::ToTimespec(wait);
     if (ppoll(&attach, 1, &timeout, nullptr) > 0 &&
         (attach.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-      alive = absl::UnavailableError(absl::StrCat("cclod ended the session (attach socket ",
-                                                  runtime_dir_, "/attach.sock closed)"));
+      alive = absl::UnavailableError(
+          absl::StrCat("cclod ended the session (attach socket ", attach_path_, " closed)"));
     }
   }
   attach_mutex_.Unlock();
   return alive;
 }
 
-Session::Session(std::string runtime_dir, int attach_fd, uint64_t id, std::string token,
+Session::Session(std::string attach_path, int attach_fd, uint64_t id, std::string token,
                  absl::Duration rpc_timeout, std::shared_ptr<grpc::Channel> channel)
-    : runtime_dir_(std::move(runtime_dir)),
+    : attach_path_(std::move(attach_path)),
       id_(id),
       token_(std::move(token)),
       rpc_timeout_(rpc_timeout),

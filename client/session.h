@@ -84,7 +84,7 @@ class Session {
   /// connection broke.
   static constexpr absl::Duration kHangupGrace = absl::Seconds(1);
 
-  Session(std::string runtime_dir, int attach_fd, uint64_t id, std::string token,
+  Session(std::string attach_path, int attach_fd, uint64_t id, std::string token,
           absl::Duration rpc_timeout, std::shared_ptr<grpc::Channel> channel);
   /// OK while the daemon holds the session (the attach socket is open at both ends), waiting
   /// up to `wait` for its end; UNAVAILABLE naming the attach socket once it closed.
@@ -101,7 +101,7 @@ class Session {
   /// Whether this is a forked child of the process that attached.
   bool Forked() const { return ring_ != nullptr && !ring_->InAttachingProcess().ok(); }
 
-  const std::string runtime_dir_;
+  const std::string attach_path_;
   const uint64_t id_;
   const std::string token_;
   const absl::Duration rpc_timeout_;

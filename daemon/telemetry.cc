@@ -255,6 +255,14 @@ class StatusCollectable : public prometheus::Collectable {
   const SnapshotFn snapshot_;
 };
 
+/// Opens and closes a connection to `listener`, which wakes the HTTP server's wait for one.
+void Knock(const addrinfo& listener) {
+  const int fd = socket(listener.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  connect(fd, listener.ai_addr, listener.ai_addrlen);  // refused once the server has closed
+  close(fd);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host,
@@ -296,30 +304,24 @@ MetricsServer::~MetricsServer() {
   // civetweb looks at its stop flag between waits for a connection of up to 2 s
   // (SOCKET_TIMEOUT_QUANTUM as Debian builds it): a connection ends the wait, so that the
   // server stops at once instead of within 2 s (a daemon's every stop).
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* listener = nullptr;
+  if (getaddrinfo(host_.c_str(), std::to_string(port_).c_str(), &hints, &listener) != 0) {
+    listener = nullptr;
+  }
   std::atomic<bool> stopped = false;
   std::thread stop([&] {
     exposer_.reset();
     stopped = true;
   });
   while (!stopped) {
-    Knock();
+    if (listener != nullptr) Knock(*listener);
     absl::SleepFor(absl::Milliseconds(10));
   }
   stop.join();
-}
-
-void MetricsServer::Knock() const {
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host_.c_str(), std::to_string(port_).c_str(), &hints, &found) != 0) return;
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    connect(fd, found->ai_addr, found->ai_addrlen);  // refused once the server has closed
-    close(fd);
-  }
-  freeaddrinfo(found);
+  if (listener != nullptr) freeaddrinfo(listener);
 }
 
 }  // namespace cclo::daemon

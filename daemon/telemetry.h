@@ -41,8 +41,6 @@ class MetricsServer {
 
  private:
   MetricsServer() = default;
-  /// Opens and closes a connection to the server, which wakes its listener.
-  void Knock() const;
 
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<void> collectable_;
