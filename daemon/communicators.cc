@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/status.h"
 #include "firmware/registry.h"
 #include "hw/poe/wire.h"
 #include "spdlog/spdlog.h"
@@ -260,7 +261,7 @@ absl::Status Communicators::Configure(const hw::CommId& id, hw::SteadyTime deadl
     return stopping_ || comm.configured.has_value() || comm.state == State::kBroken;
   };
   hw::AwaitUntil(mu_, absl::Condition(&settled), deadline + kEngineAnswerGrace);
-  if (stopping_) return absl::UnavailableError("daemon is shutting down");
+  if (stopping_) return ShuttingDown();
   if (comm.state == State::kBroken) return Broken(id, comm.error);
   if (!comm.configured.has_value()) {
     return absl::DeadlineExceededError(absl::StrCat(

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/log_format.h"
+#include "daemon/status.h"
 #include "daemon/version.h"
 #include "hw/clock.h"
 #include "hw/emu/emu_device.h"
@@ -298,7 +299,7 @@ Daemon::~Daemon() {
   // servers wait for their handlers to return.
   root_gather_.Refuse(absl::UnavailableError("root daemon is shutting down"));
   for (const TenantPtr& tenant : tenants_.All()) {
-    tenant->StopWaits(absl::UnavailableError("cclod is stopping"));
+    tenant->StopWaits(ShuttingDown());
   }
   peer_client_.Stop();
   communicators_.Stop();

@@ -7,11 +7,6 @@
 #include "daemon/status.h"
 
 namespace cclo::daemon {
-namespace {
-
-absl::Status Stopping() { return absl::UnavailableError("this daemon is shutting down"); }
-
-}  // namespace
 
 std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& address) {
   Channel& channel = channels_[address];
@@ -40,7 +35,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
   std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {
     absl::MutexLock lock(&mu_);
-    if (stopped_) return Stopping();
+    if (stopped_) return ShuttingDown();
     calls_.insert(&context);
     stub = StubFor(root_address);
   }
@@ -49,7 +44,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
   absl::MutexLock lock(&mu_);
   calls_.erase(&context);
   if (status.ok()) return response;
-  return stopped_ ? Stopping() : FromGrpc(status);
+  return stopped_ ? ShuttingDown() : FromGrpc(status);
 }
 
 void PeerClient::Stop() {

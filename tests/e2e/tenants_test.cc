@@ -738,7 +738,7 @@ TEST(TenantsTest, ASubmitWaitingForRoomEndsWhenTheDaemonStops) {
     EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
   });
   EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
-  EXPECT_EQ(waited.error_message(), "cclod is stopping");
+  EXPECT_EQ(waited.error_message(), "this daemon is shutting down");
 }
 
 TEST(TenantsTest, ASubmitWaitingForRoomEndsWithItsSession) {
