@@ -14,6 +14,12 @@ namespace {
 
 using google::protobuf::FieldDescriptor;
 
+// A text, or "-" when empty.
+std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
+
+// A number, or "-" for zero (ids and pids that are not set).
+std::string OrDash(uint64_t value) { return value == 0 ? "-" : absl::StrCat(value); }
+
 // A singular scalar field as people read it: numbers in decimal, strings bare, "-" if empty.
 std::string FieldText(const google::protobuf::Message& message, const FieldDescriptor& field) {
   const google::protobuf::Reflection& reflection = *message.GetReflection();
@@ -31,11 +37,8 @@ std::string FieldText(const google::protobuf::Message& message, const FieldDescr
     default:
       google::protobuf::TextFormat::PrintFieldValueToString(message, &field, -1, &text);
   }
-  return text.empty() ? "-" : text;
+  return OrDash(text);
 }
-
-// A number, or "-" for zero (ids and pids that are not set).
-std::string OrDash(uint64_t value) { return value == 0 ? "-" : absl::StrCat(value); }
 
 }  // namespace
 
@@ -54,7 +57,7 @@ std::string KeyValueTable(const google::protobuf::Message& message) {
       google::protobuf::TextFormat::PrintFieldValueToString(
           message, &field, static_cast<int>(index), &values[index]);
     }
-    rows.push_back({field.name(), values.empty() ? "-" : absl::StrJoin(values, ",")});
+    rows.push_back({field.name(), OrDash(absl::StrJoin(values, ","))});
   }
   return client::RenderTable({"key", "value"}, rows);
 }
@@ -64,12 +67,12 @@ std::string StatusTable(const v1::StatusResponse& status) { return KeyValueTable
 std::string CommunicatorsTable(const v1::ListCommunicatorsResponse& communicators) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::CommunicatorInfo& info : communicators.communicators()) {
-    rows.push_back({info.comm_id(), absl::StrCat(info.size()),
-                    info.local_ranks().empty() ? "-" : absl::StrJoin(info.local_ranks(), ","),
-                    info.state(), absl::StrCat(info.ops_completed()),
-                    info.error().empty() ? "-" : info.error()});
+    rows.push_back({info.comm_id(), OrDash(info.tenant()), absl::StrCat(info.size()),
+                    OrDash(absl::StrJoin(info.local_ranks(), ",")), info.state(),
+                    absl::StrCat(info.ops_completed()), OrDash(info.error())});
   }
-  return client::RenderTable({"id", "size", "local_ranks", "state", "ops", "error"}, rows);
+  return client::RenderTable({"id", "tenant", "size", "local_ranks", "state", "ops", "error"},
+                             rows);
 }
 
 std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator) {
@@ -78,18 +81,17 @@ std::string CommunicatorTable(const v1::ShowCommunicatorResponse& communicator) 
   std::string out = client::RenderTable(
       {"key", "value"},
       {{"id", communicator.comm_id()},
+       {"tenant", OrDash(communicator.tenant())},
        {"size", absl::StrCat(communicator.size())},
        {"state", communicator.state()},
-       {"error", communicator.error().empty() ? "-" : communicator.error()},
+       {"error", OrDash(communicator.error())},
        {"created", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", created, absl::UTCTimeZone())},
        {"ops_completed", absl::StrCat(communicator.ops_completed())},
        {"ops_failed", absl::StrCat(communicator.ops_failed())},
        {"ops_in_flight", absl::StrCat(communicator.ops_in_flight())},
        {"bytes_sent", absl::StrCat(communicator.bytes_sent())},
-       {"label",
-        communicator.policy().comm_label().empty() ? "-" : communicator.policy().comm_label()},
-       {"transport",
-        communicator.policy().transport().empty() ? "-" : communicator.policy().transport()},
+       {"label", OrDash(communicator.policy().comm_label())},
+       {"transport", OrDash(communicator.policy().transport())},
        {"policy", communicator.has_policy()
                       ? absl::StrCat("version ", communicator.policy().policy().version(),
                                      " of root ", communicator.policy().root_address(), ", ",

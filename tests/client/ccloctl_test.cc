@@ -42,6 +42,7 @@ v1::ListCommunicatorsResponse SampleCommunicators() {
   v1::ListCommunicatorsResponse list;
   v1::CommunicatorInfo* ready = list.add_communicators();
   ready->set_comm_id("00112233445566778899aabbccddeeff");
+  ready->set_tenant("training");
   ready->set_size(4);
   ready->add_local_ranks(0);
   ready->add_local_ranks(2);
@@ -58,6 +59,7 @@ v1::ListCommunicatorsResponse SampleCommunicators() {
 v1::ShowCommunicatorResponse SampleCommunicator() {
   v1::ShowCommunicatorResponse show;
   show.set_comm_id("00112233445566778899aabbccddeeff");
+  show.set_tenant("training");
   show.set_size(3);
   show.set_state("broken");
   show.set_error("rank 2 left: its client (pid 42) exited");
@@ -112,16 +114,17 @@ TEST(FormatTest, StatusTableListsEveryFieldInOrder) {
 
 TEST(FormatTest, CommunicatorsTable) {
   EXPECT_EQ(CommunicatorsTable(SampleCommunicators()),
-            "id                                size  local_ranks  state   ops  error\n"
-            "00112233445566778899aabbccddeeff  4     0,2          ready   17   -\n"
-            "ffeeddccbbaa99887766554433221100  2     -            broken  0    peer 10.0.0.2:7000 "
-            "lost\n");
+            "id                                tenant    size  local_ranks  state   ops  error\n"
+            "00112233445566778899aabbccddeeff  training  4     0,2          ready   17   -\n"
+            "ffeeddccbbaa99887766554433221100  -         2     -            broken  0    "
+            "peer 10.0.0.2:7000 lost\n");
 }
 
 TEST(FormatTest, CommunicatorTable) {
   EXPECT_EQ(CommunicatorTable(SampleCommunicator()),
             "key            value\n"
             "id             00112233445566778899aabbccddeeff\n"
+            "tenant         training\n"
             "size           3\n"
             "state          broken\n"
             "error          rank 2 left: its client (pid 42) exited\n"
@@ -255,6 +258,7 @@ TEST(CommandsTest, StatusAndCommsAgainstADaemon) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &comms).ok()) << out;
   ASSERT_EQ(comms.communicators_size(), 2) << out;
   for (const v1::CommunicatorInfo& comm : comms.communicators()) {
+    EXPECT_EQ(comm.tenant(), "default");
     EXPECT_EQ(comm.local_ranks_size(), 1);
     EXPECT_EQ(comm.local_ranks(0), 0u);
     ASSERT_GE(comm.ranks_size(), 1);
