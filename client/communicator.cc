@@ -10,20 +10,22 @@
 namespace cclo {
 namespace {
 
-// Describes bytes [offset, offset + count * size(type)) of `buffer` as a BufferRef, after
-// checking that `type` is one and that the range lies inside the buffer.
-absl::Status SetRange(const Buffer& buffer, uint64_t offset, uint64_t count, DataType type,
-                      v1::BufferRef& ref) {
+// Describes bytes [offset, offset + chunks * count * size(type)) of `buffer` as a BufferRef,
+// after checking that `type` is one and that the range lies inside the buffer. `chunks`: 1,
+// or the world size for a collective's buffer of one chunk per rank.
+absl::Status SetRange(const Buffer& buffer, uint64_t offset, uint64_t count, uint64_t chunks,
+                      DataType type, v1::BufferRef& ref) {
   if (type > DataType::kFloat64) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown datatype ", static_cast<int>(type)));  // as cclod says it
   }
   const uint64_t element = hw::DataTypeSize(type);
-  if (count > std::numeric_limits<uint64_t>::max() / element) {
+  if (count > std::numeric_limits<uint64_t>::max() / element / chunks) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "count ", count, " of ", std::string(hw::DataTypeName(type)), " overflows a byte length"));
+        "count ", count, " of ", std::string(hw::DataTypeName(type)),
+        chunks > 1 ? absl::StrCat(" times ", chunks, " ranks") : "", " overflows a byte length"));
   }
-  const uint64_t length = count * element;
+  const uint64_t length = chunks * count * element;
   if (offset > buffer.size() || length > buffer.size() - offset) {
     return absl::OutOfRangeError(absl::StrCat("range of ", length, " bytes at offset ", offset,
                                               " exceeds buffer ", buffer.id(), " of ",
@@ -130,16 +132,20 @@ absl::StatusOr<Request> Communicator::SubmitCollective(hw::Collective collective
   request.set_reduce_op(static_cast<v1::ReduceOp>(op));
   request.set_root(root);
   const std::string name(hw::CollectiveName(collective));
-  const uint64_t send_count = firmware::RequiredElements(call, size_, hw::Slot::kOp0);
-  if (send_count > 0) {
-    if (absl::Status range = SetRange(*send, 0, send_count, type, *request.mutable_send());
+  // A buffer holds `count` elements or size() chunks of them: the contract's elements for a
+  // count of 1 (its elements for `count` saturate at 2^64, which SetRange refuses).
+  hw::CallDescriptor unit = call;
+  unit.count = 1;
+  const uint64_t send_chunks = firmware::RequiredElements(unit, size_, hw::Slot::kOp0);
+  if (count > 0 && send_chunks > 0) {
+    if (absl::Status range = SetRange(*send, 0, count, send_chunks, type, *request.mutable_send());
         !range.ok()) {
       return absl::Status(range.code(), absl::StrCat(name, " send: ", range.message()));
     }
   }
-  const uint64_t recv_count = firmware::RequiredElements(call, size_, hw::Slot::kResult);
-  if (recv_count > 0) {
-    if (absl::Status range = SetRange(*recv, 0, recv_count, type, *request.mutable_recv());
+  const uint64_t recv_chunks = firmware::RequiredElements(unit, size_, hw::Slot::kResult);
+  if (count > 0 && recv_chunks > 0) {
+    if (absl::Status range = SetRange(*recv, 0, count, recv_chunks, type, *request.mutable_recv());
         !range.ok()) {
       return absl::Status(range.code(), absl::StrCat(name, " recv: ", range.message()));
     }
@@ -156,7 +162,7 @@ absl::StatusOr<Request> Communicator::SendAsync(const Buffer& buffer, uint64_t o
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_peer(peer);
   request.set_tag(tag);
-  if (absl::Status range = SetRange(buffer, offset, count, type, *request.mutable_send());
+  if (absl::Status range = SetRange(buffer, offset, count, 1, type, *request.mutable_send());
       !range.ok()) {
     return range;
   }
@@ -172,7 +178,7 @@ absl::StatusOr<Request> Communicator::RecvAsync(Buffer& buffer, uint64_t offset,
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_peer(peer);
   request.set_tag(tag);
-  if (absl::Status range = SetRange(buffer, offset, count, type, *request.mutable_recv());
+  if (absl::Status range = SetRange(buffer, offset, count, 1, type, *request.mutable_recv());
       !range.ok()) {
     return range;
   }
@@ -187,7 +193,7 @@ absl::StatusOr<Request> Communicator::BcastAsync(Buffer& buffer, uint64_t offset
   request.set_count(count);
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_root(root);
-  if (absl::Status range = SetRange(buffer, offset, count, type, *request.mutable_recv());
+  if (absl::Status range = SetRange(buffer, offset, count, 1, type, *request.mutable_recv());
       !range.ok()) {
     return range;
   }

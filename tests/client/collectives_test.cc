@@ -351,6 +351,18 @@ TEST_P(CollectivesTest, BuffersTooSmallForTheContractAreRefusedHere) {
     EXPECT_EQ(status.message(),
               absl::StrCat("alltoall send: range of 60 bytes at offset 0 exceeds buffer ",
                            small.id(), " of 20 bytes"));
+    // A count whose size() chunks pass 2^64 bytes, though one chunk does not, is named.
+    status = me.comm.Alltoall(small, big, uint64_t{1} << 62, kInt32);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.message(),
+              "alltoall send: count 4611686018427387904 of int32 times 3 ranks overflows a byte "
+              "length");
+    status = me.comm.ReduceScatter(small, big, uint64_t{1} << 63, DataType::kInt8, ReduceOp::kSum,
+                                   {.in_place = true});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.message(),
+              "reduce_scatter recv: count 9223372036854775808 of int8 times 3 ranks overflows a "
+              "byte length");
     // Away from the root, scatter reads no send buffer: a small one is fine.
     absl::StatusOr<Request> scatter =
         me.comm.ScatterAsync(me.rank == 0 ? big : small, small, kCount, kInt32, 0);
