@@ -10,31 +10,35 @@
 namespace cclo {
 namespace {
 
-// Describes bytes [offset, offset + chunks * count * size(type)) of `buffer` as a BufferRef,
-// after checking that `type` is one and that the range lies inside the buffer. `chunks`: 1,
-// or the world size for a collective's buffer of one chunk per rank.
-absl::Status SetRange(const Buffer& buffer, uint64_t offset, uint64_t count, uint64_t chunks,
-                      DataType type, v1::BufferRef& ref) {
-  if (type > DataType::kFloat64) {
+// Describes the bytes that buffer `slot` of `call` needs, from `offset` of `buffer`, as a
+// BufferRef, after checking that the call's datatype is one and that the range lies inside
+// the buffer.
+absl::Status SetRange(const Buffer& buffer, uint64_t offset, const hw::CallDescriptor& call,
+                      uint32_t world_size, hw::Slot slot, v1::BufferRef& ref) {
+  if (call.datatype > DataType::kFloat64) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown datatype ", static_cast<int>(type)));  // as cclod says it
+        absl::StrCat("unknown datatype ", static_cast<int>(call.datatype)));  // as cclod says it
   }
-  const uint64_t element = hw::DataTypeSize(type);
-  if (count > std::numeric_limits<uint64_t>::max() / element / chunks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "count ", count, " of ", std::string(hw::DataTypeName(type)),
-        chunks > 1 ? absl::StrCat(" times ", chunks, " ranks") : "", " overflows a byte length"));
-  }
-  const uint64_t length = chunks * count * element;
-  if (offset > buffer.size() || length > buffer.size() - offset) {
-    return absl::OutOfRangeError(absl::StrCat("range of ", length, " bytes at offset ", offset,
+  absl::StatusOr<uint64_t> length = firmware::RequiredBytes(call, world_size, slot);
+  if (!length.ok()) return length.status();
+  if (offset > buffer.size() || *length > buffer.size() - offset) {
+    return absl::OutOfRangeError(absl::StrCat("range of ", *length, " bytes at offset ", offset,
                                               " exceeds buffer ", buffer.id(), " of ",
                                               buffer.size(), " bytes"));
   }
   ref.set_buffer_id(buffer.id());
   ref.set_offset(offset);
-  ref.set_length(length);
+  ref.set_length(*length);
   return absl::OkStatus();
+}
+
+// A send, recv or bcast of `count` elements of `type`.
+hw::CallDescriptor Call(hw::Collective collective, uint64_t count, DataType type) {
+  hw::CallDescriptor call;
+  call.collective = collective;
+  call.count = count;
+  call.datatype = type;
+  return call;
 }
 
 // Whether `options.in_place` goes to the daemon: rooted collectives have it at the root only,
@@ -132,20 +136,16 @@ absl::StatusOr<Request> Communicator::SubmitCollective(hw::Collective collective
   request.set_reduce_op(static_cast<v1::ReduceOp>(op));
   request.set_root(root);
   const std::string name(hw::CollectiveName(collective));
-  // A buffer holds `count` elements or size() chunks of them: the contract's elements for a
-  // count of 1 (its elements for `count` saturate at 2^64, which SetRange refuses).
-  hw::CallDescriptor unit = call;
-  unit.count = 1;
-  const uint64_t send_chunks = firmware::RequiredElements(unit, size_, hw::Slot::kOp0);
-  if (count > 0 && send_chunks > 0) {
-    if (absl::Status range = SetRange(*send, 0, count, send_chunks, type, *request.mutable_send());
+  if (firmware::RequiredElements(call, size_, hw::Slot::kOp0) > 0) {
+    if (absl::Status range =
+            SetRange(*send, 0, call, size_, hw::Slot::kOp0, *request.mutable_send());
         !range.ok()) {
       return absl::Status(range.code(), absl::StrCat(name, " send: ", range.message()));
     }
   }
-  const uint64_t recv_chunks = firmware::RequiredElements(unit, size_, hw::Slot::kResult);
-  if (count > 0 && recv_chunks > 0) {
-    if (absl::Status range = SetRange(*recv, 0, count, recv_chunks, type, *request.mutable_recv());
+  if (firmware::RequiredElements(call, size_, hw::Slot::kResult) > 0) {
+    if (absl::Status range =
+            SetRange(*recv, 0, call, size_, hw::Slot::kResult, *request.mutable_recv());
         !range.ok()) {
       return absl::Status(range.code(), absl::StrCat(name, " recv: ", range.message()));
     }
@@ -162,7 +162,8 @@ absl::StatusOr<Request> Communicator::SendAsync(const Buffer& buffer, uint64_t o
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_peer(peer);
   request.set_tag(tag);
-  if (absl::Status range = SetRange(buffer, offset, count, 1, type, *request.mutable_send());
+  if (absl::Status range = SetRange(buffer, offset, Call(hw::Collective::kSend, count, type), size_,
+                                    hw::Slot::kOp0, *request.mutable_send());
       !range.ok()) {
     return range;
   }
@@ -178,7 +179,8 @@ absl::StatusOr<Request> Communicator::RecvAsync(Buffer& buffer, uint64_t offset,
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_peer(peer);
   request.set_tag(tag);
-  if (absl::Status range = SetRange(buffer, offset, count, 1, type, *request.mutable_recv());
+  if (absl::Status range = SetRange(buffer, offset, Call(hw::Collective::kRecv, count, type), size_,
+                                    hw::Slot::kResult, *request.mutable_recv());
       !range.ok()) {
     return range;
   }
@@ -193,7 +195,8 @@ absl::StatusOr<Request> Communicator::BcastAsync(Buffer& buffer, uint64_t offset
   request.set_count(count);
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_root(root);
-  if (absl::Status range = SetRange(buffer, offset, count, 1, type, *request.mutable_recv());
+  if (absl::Status range = SetRange(buffer, offset, Call(hw::Collective::kBcast, count, type),
+                                    size_, hw::Slot::kResult, *request.mutable_recv());
       !range.ok()) {
     return range;
   }

@@ -202,19 +202,10 @@ absl::StatusOr<std::shared_ptr<Ops::Launch>> Ops::Prepare(const SessionPtr& sess
                                                    call.count));
   }
 
-  const uint64_t element = hw::DataTypeSize(call.datatype);
-  auto required_bytes = [&](hw::Slot slot) -> absl::StatusOr<uint64_t> {
-    uint64_t elements = firmware::RequiredElements(call, member->size, slot);
-    if (elements > UINT64_MAX / element) {
-      return absl::InvalidArgumentError(absl::StrCat("count ", call.count, " of ",
-                                                     std::string(hw::DataTypeName(call.datatype)),
-                                                     " overflows the byte size"));
-    }
-    return elements * element;
-  };
-  absl::StatusOr<uint64_t> send_bytes = required_bytes(hw::Slot::kOp0);
+  absl::StatusOr<uint64_t> send_bytes = firmware::RequiredBytes(call, member->size, hw::Slot::kOp0);
   if (!send_bytes.ok()) return send_bytes.status();
-  absl::StatusOr<uint64_t> recv_bytes = required_bytes(hw::Slot::kResult);
+  absl::StatusOr<uint64_t> recv_bytes =
+      firmware::RequiredBytes(call, member->size, hw::Slot::kResult);
   if (!recv_bytes.ok()) return recv_bytes.status();
 
   hw::CallBuffers& buffers = launch->buffers;
@@ -235,10 +226,11 @@ absl::StatusOr<std::shared_ptr<Ops::Launch>> Ops::Prepare(const SessionPtr& sess
     return overlap;
   }
 
-  // Every rank chooses from the same snapshot and the same fields, so they agree.
+  // Every rank chooses from the same snapshot and the same fields, so they agree. The
+  // message bytes fit: some buffer above holds them.
   const cclo::v1::CommPolicy& policy = *member->policy;
-  PolicyChoice choice =
-      ChooseFor(policy, call.collective, call.datatype, call.count * element, member->size);
+  PolicyChoice choice = ChooseFor(policy, call.collective, call.datatype,
+                                  call.count * hw::DataTypeSize(call.datatype), member->size);
   if (call.algorithm.empty()) call.algorithm = choice.algorithm;
   call.protocol = choice.protocol;
   call.segment_bytes = choice.segment_bytes;

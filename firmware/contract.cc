@@ -1,5 +1,9 @@
 #include "firmware/contract.h"
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
 namespace cclo::firmware {
 namespace {
 
@@ -52,6 +56,21 @@ uint64_t RequiredElements(const hw::CallDescriptor& call, uint32_t world_size, h
   if (slot == hw::Slot::kOp0) return sizes.op0;
   if (slot == hw::Slot::kResult) return sizes.result;
   return 0;
+}
+
+absl::StatusOr<uint64_t> RequiredBytes(const hw::CallDescriptor& call, uint32_t world_size,
+                                       hw::Slot slot) {
+  hw::CallDescriptor unit = call;  // a buffer holds no, one or world_size chunks of count
+  unit.count = 1;
+  const uint64_t chunks = RequiredElements(unit, world_size, slot);
+  if (chunks == 0) return 0;
+  const uint64_t element = hw::DataTypeSize(call.datatype);
+  if (call.count > UINT64_MAX / element / chunks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "count ", call.count, " of ", std::string(hw::DataTypeName(call.datatype)),
+        chunks > 1 ? absl::StrCat(" times ", chunks, " ranks") : "", " overflows a byte length"));
+  }
+  return call.count * chunks * element;
 }
 
 }  // namespace cclo::firmware

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
 #include "hw/call.h"
 #include "hw/program.h"
 
@@ -34,5 +35,11 @@ namespace cclo::firmware {
 /// Elements of the call's datatype that buffer `slot` (op0, op1 or result) of the calling
 /// rank must hold; 0 for a slot the call does not use. Saturates at UINT64_MAX.
 uint64_t RequiredElements(const hw::CallDescriptor& call, uint32_t world_size, hw::Slot slot);
+
+/// RequiredElements in bytes of the call's datatype (a valid one), or INVALID_ARGUMENT
+/// "count N of T overflows a byte length" (with " times P ranks" for a buffer of a chunk per
+/// rank) where that is past 2^64 - 1.
+absl::StatusOr<uint64_t> RequiredBytes(const hw::CallDescriptor& call, uint32_t world_size,
+                                       hw::Slot slot);
 
 }  // namespace cclo::firmware

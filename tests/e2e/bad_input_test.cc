@@ -2,6 +2,8 @@
 // keeps serving (a good op afterwards succeeds).
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
@@ -259,7 +261,33 @@ TEST_F(BadInputTest, CountOverflow) {
   RawSession session(daemon_->runtime_dir());
   uint64_t buffer = session.Alloc(4096);
   cclo::v1::SubmitRequest request = AllreduceRequest(SoloComm(session), buffer, 1ull << 62);
-  ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT, "overflows");
+  ExpectError(session.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
+              "count 4611686018427387904 of float32 overflows a byte length");
+  ExpectStillServing();
+}
+
+// A count that fits a byte length alone but not times the ranks' chunks.
+TEST_F(BadInputTest, CountTimesRanksOverflow) {
+  RawSession rank0(daemon_->runtime_dir()), rank1(daemon_->runtime_dir());
+  const std::string token = rank0.NewToken();
+  uint64_t handle = 0;
+  grpc::Status joined1;
+  std::thread join1([&] { joined1 = rank1.Join(token, 1, 2); });
+  ASSERT_TRUE(rank0.Join(token, 0, 2, &handle).ok());
+  join1.join();
+  ASSERT_TRUE(joined1.ok()) << joined1.error_message();
+  cclo::v1::SubmitRequest request;
+  request.set_comm_handle(handle);
+  request.set_collective(cclo::v1::ALLTOALL);
+  request.set_datatype(cclo::v1::INT8);
+  request.set_count(1ull << 63);
+  const uint64_t buffer = rank0.Alloc(4096);
+  for (cclo::v1::BufferRef* ref : {request.mutable_send(), request.mutable_recv()}) {
+    ref->set_buffer_id(buffer);
+    ref->set_length(4096);
+  }
+  ExpectError(rank0.Run(request), grpc::StatusCode::INVALID_ARGUMENT,
+              "count 9223372036854775808 of int8 times 2 ranks overflows a byte length");
   ExpectStillServing();
 }
 
