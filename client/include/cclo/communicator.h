@@ -95,7 +95,8 @@ class Communicator {
   /// The session's handle for this membership.
   uint64_t handle() const { return handle_; }
 
-  /// Sends `count` elements at byte `offset` of `buffer` to rank `peer` with `tag`.
+  /// Sends `count` elements at byte `offset` of `buffer` to rank `peer` with `tag`, any
+  /// value but 2^32 - 1, which collectives use (INVALID_ARGUMENT), as for Recv.
   absl::Status Send(const Buffer& buffer, uint64_t offset, uint64_t count, DataType type,
                     uint32_t peer, uint32_t tag, const OpOptions& options = {});
   absl::StatusOr<Request> SendAsync(const Buffer& buffer, uint64_t offset, uint64_t count,
