@@ -19,8 +19,8 @@ constexpr std::array kAlgorithms = {
               "largest subtree first: ceil(log2(size)) steps of count elements.",
               "none", &GenerateBcastBinomialTree},
     Algorithm{"chain", hw::Collective::kBcast,
-              "Pieces of about 64 KiB flow root -> root+1 -> ... and each rank forwards piece k "
-              "while it receives piece k+1: about pieces + size - 2 piece times.",
+              "Pieces of up to 64 KiB (at most 64) flow root -> root+1 -> ... and each rank "
+              "forwards piece k while it receives piece k+1: about pieces + size - 2 piece times.",
               "none", &GenerateBcastChain},
 };
 

@@ -20,8 +20,8 @@ constexpr std::array kAlgorithms = {
               "to its parent: floor(log2(size)) hops of count elements.",
               "none; inner ranks hold count elements of scratch", &GenerateReduceBinaryTree},
     Algorithm{"ring", hw::Collective::kReduce,
-              "Pipelined chain ending at the root, in pieces of about 64 KiB: size-1 hops, "
-              "count elements sent and reduced per rank.",
+              "Pipelined chain ending at the root, in pieces of up to 64 KiB (at most 256): "
+              "size-1 hops, count elements sent and reduced per rank.",
               "none; ranks between the chain's ends hold count elements of scratch",
               &GenerateReduceRing},
 };
