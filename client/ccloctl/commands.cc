@@ -56,8 +56,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* destroy = comms->add_subcommand(
       "destroy",
       "take a communicator down on this daemon: it breaks, ops of its local ranks fail with "
-      "UNAVAILABLE \"destroyed by the operator\", other daemons see its ranks leave, and the "
-      "tenant's communicators quota it held is given back at once");
+      "UNAVAILABLE \"destroyed by the operator\", other daemons hear that this one broke it, "
+      "and the tenant's communicators quota it held is given back at once");
   destroy
       ->add_option("id", comm_id,
                    "communicator id in hex as `ccloctl comms` prints it, or a "
