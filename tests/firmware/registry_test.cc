@@ -1,11 +1,21 @@
 #include "firmware/registry.h"
 
+#include <bit>
+#include <cstdlib>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hw/types.h"
 
 namespace cclo::firmware {
 namespace {
@@ -67,6 +77,101 @@ TEST(RegistryTest, DefaultSelectionBySizeAndWorld) {
   EXPECT_EQ(DefaultFor(Collective::kAllgather, 1024, 6).name, "ring");
   EXPECT_EQ(DefaultFor(Collective::kAlltoall, 16 << 20, 8).name, "pairwise");
   EXPECT_EQ(DefaultFor(Collective::kBarrier, 0, 8).name, "dissemination");
+}
+
+/// The collective named `name` ("bcast", "reduce_scatter"), if there is one.
+std::optional<Collective> CollectiveNamed(const std::string& name) {
+  for (int value = 0; value <= static_cast<int>(hw::kLastCollective); ++value) {
+    const auto collective = static_cast<Collective>(value);
+    if (hw::CollectiveName(collective) == name) return collective;
+  }
+  return std::nullopt;
+}
+
+/// The number in `clause` between `prefix` and `suffix`, if `clause` reads so.
+std::optional<uint64_t> NumberIn(absl::string_view clause, absl::string_view prefix,
+                                 absl::string_view suffix) {
+  uint64_t number = 0;
+  if (!absl::ConsumePrefix(&clause, prefix) || !absl::ConsumeSuffix(&clause, suffix) ||
+      !absl::SimpleAtoi(clause, &number)) {
+    return std::nullopt;
+  }
+  return number;
+}
+
+/// Whether `condition` of docs/algorithms.md's selection table ("< 64 KiB and P ≥ 5",
+/// "P a power of two ≥ 4", "else") holds for `bytes` and `world_size`; a condition it
+/// cannot read fails the test.
+bool Holds(absl::string_view condition, uint64_t bytes, uint32_t world_size) {
+  if (condition == "else") return true;
+  for (absl::string_view clause : absl::StrSplit(condition, " and ")) {
+    if (std::optional<uint64_t> kib = NumberIn(clause, "< ", " KiB")) {
+      if (bytes >= *kib << 10) return false;
+    } else if (std::optional<uint64_t> least = NumberIn(clause, "P ≥ ", "")) {
+      if (world_size < *least) return false;
+    } else if (std::optional<uint64_t> least = NumberIn(clause, "P a power of two ≥ ", "")) {
+      if (world_size < *least || !std::has_single_bit(world_size)) return false;
+    } else {
+      ADD_FAILURE() << "cannot read the condition '" << clause << "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+// docs/algorithms.md's default selection table states the built-in rules: for every size
+// on both sides of each limit and every world size up to 16, its first matching rule names
+// the algorithm DefaultFor chooses. Its selection number is kSelectionVersion.
+TEST(RegistryTest, DocumentedDefaultSelectionIsTheBuiltIn) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  const absl::StatusOr<std::string> doc = hw::ReadTextFile(
+      "algorithms.md", absl::StrCat(root ? root : ".", "/cclod/docs/algorithms.md"));
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  const std::string selection = absl::StrCat("This is selection ", kSelectionVersion, " (");
+  EXPECT_TRUE(absl::StrContains(*doc, selection)) << "algorithms.md lacks '" << selection << "'";
+  const std::string table = doc->substr(doc->find("\n## Default selection\n"));
+  std::set<Collective> documented;
+  for (absl::string_view line : absl::StrSplit(table, '\n')) {
+    // "| scatter / gather | < 16 KiB and P ≥ 5: `tree`; else `one_to_all` / `all_to_one` |"
+    std::vector<absl::string_view> cells = absl::StrSplit(line, " | ");
+    if (cells.size() != 2 || !absl::ConsumePrefix(&cells[0], "| ") ||
+        !absl::ConsumeSuffix(&cells[1], " |") || cells[0] == "collective") {
+      continue;
+    }
+    const std::vector<absl::string_view> names = absl::StrSplit(cells[0], " / ");
+    for (size_t which = 0; which < names.size(); ++which) {
+      const std::optional<Collective> collective = CollectiveNamed(std::string(names[which]));
+      ASSERT_TRUE(collective.has_value()) << line;
+      documented.insert(*collective);
+      for (uint64_t bytes : {0ull, 1ull, 16383ull, 16384ull, 65535ull, 65536ull, 262143ull,
+                             262144ull, 524287ull, 524288ull, 16ull << 20, 1ull << 30}) {
+        for (uint32_t world_size = 1; world_size <= 16; ++world_size) {
+          std::string rule_algorithm;
+          for (absl::string_view rule : absl::StrSplit(cells[1], "; ")) {
+            // "< 64 KiB and P ≥ 5: `binomial_tree`", "else `ring`" or "`ring`" alone.
+            std::vector<absl::string_view> parts = absl::StrSplit(rule, '`');
+            ASSERT_GE(parts.size(), 3u) << rule;
+            const absl::string_view condition =
+                absl::StripSuffix(absl::StripAsciiWhitespace(parts[0]), ":");
+            if (!condition.empty() && !Holds(condition, bytes, world_size)) continue;
+            // One name for every collective of the row, or one per collective ("a` / `b").
+            rule_algorithm = std::string(parts[parts.size() == 3 ? 1 : 1 + 2 * which]);
+            break;
+          }
+          EXPECT_EQ(DefaultFor(*collective, bytes, world_size).name, rule_algorithm)
+              << names[which] << " of " << bytes << " bytes on " << world_size
+              << " ranks: " << line;
+        }
+      }
+    }
+  }
+  // Every collective with a choice of algorithms has its row.
+  for (int value = 0; value <= static_cast<int>(hw::kLastCollective); ++value) {
+    const auto collective = static_cast<Collective>(value);
+    if (ForCollective(collective).size() > 1) {
+      EXPECT_TRUE(documented.count(collective)) << hw::CollectiveName(collective);
+    }
+  }
 }
 
 TEST(RegistryTest, FindsByCollectiveAndName) {
