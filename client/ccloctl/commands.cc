@@ -42,7 +42,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   app.fallthrough();
   CLI::App* status = app.add_subcommand("status", "daemon identity, uptime and engine counters");
   CLI::App* comms = app.add_subcommand(
-      "comms", "communicators this daemon takes part in: id, size, local ranks, state, ops, error");
+      "comms",
+      "communicators this daemon takes part in: id, tenant, size, local ranks, state, ops, error");
   comms->require_subcommand(0, 1);
   std::string comm_id;
   CLI::App* show = comms->add_subcommand(

@@ -34,7 +34,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                  "seconds to attach to the daemon and deadline of its plain RPCs")
       ->check(client::Seconds(0.001, 86400))
       ->capture_default_str();
-  app.require_subcommand(1);
+  // None is refused below naming them all, as ccloctl does.
+  app.require_subcommand(0, 1);
   app.fallthrough();
 
   std::string token_runtime_dir = "/run/cclod";
@@ -93,6 +94,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                 "this rank's own checks)");
 
   if (std::optional<int> code = client::ParseCommandLine(app, argc, argv, out, err)) return *code;
+  if (app.get_subcommands().empty()) return client::CommandRequired(app, err);
   const absl::Duration attach_timeout = absl::Seconds(attach_timeout_seconds);
   if (token->parsed()) return Report(PrintToken(token_runtime_dir, attach_timeout, out), err);
   absl::StatusOr<RunOptions> options = ValidateRunArguments(arguments);

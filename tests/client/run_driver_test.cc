@@ -308,7 +308,14 @@ TEST(RunCommandLineTest, CommandLineErrorsExitTwo) {
   EXPECT_NE(outcome.err.find("--attach-timeout: nan is not a number of seconds in [0.001, 86400]"),
             std::string::npos)
       << outcome.err;
-  EXPECT_EQ(CcloRun({"walk"}).code, 2);
+  outcome = CcloRun({"walk"});
+  EXPECT_EQ(outcome.code, 2);
+  EXPECT_NE(outcome.err.find("walk"), std::string::npos) << outcome.err;
+  outcome = CcloRun({});
+  EXPECT_EQ(outcome.code, 2);
+  EXPECT_EQ(outcome.err,
+            "cclo-run: a command is required: one of token, run\n"
+            "Run with --help for more information.\n");
   outcome = CcloRun({"token", "--help"});
   EXPECT_EQ(outcome.code, 0);
   EXPECT_NE(outcome.out.find("Usage: cclo-run token"), std::string::npos) << outcome.out;
