@@ -200,9 +200,10 @@ int Main(int argc, char** argv) {
     Pool(measurements, std::move(round));
   }
   std::printf(
-      "cclo-bench: %u ranks on %u daemons (%u per daemon), loopback, %s sum; "
+      "cclo-bench: %u ranks on %u daemons (%u per daemon), %s, %s sum; "
       "%u warm-up and %u timed iterations per size%s; algorithm: %s\n",
       options->ranks(), options->daemons, options->ranks_per_daemon,
+      options->runtime_dirs.empty() ? "loopback" : "daemons of --runtime-dirs",
       std::string(hw::DataTypeName(options->datatype)).c_str(), options->warmup, options->iters,
       options->rounds == 1 ? ""
                            : absl::StrCat(" in each of ", options->rounds,

@@ -238,6 +238,19 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
   }
 }
 
+// Daemons it did not start: the header says whose they are, and the results are right.
+TEST(CcloBenchTest, DaemonsOfRuntimeDirs) {
+  Daemon a, b;
+  ProcessResult result =
+      Bench({"--check", "--runtime-dirs", absl::StrCat(a.runtime_dir(), ",", b.runtime_dir()),
+             "--ops", "allreduce", "--max-bytes", "1K", "--warmup", "1", "--iters", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output,
+                                "2 ranks on 2 daemons (1 per daemon), daemons of --runtime-dirs, "
+                                "float32 sum;"))
+      << result.output;
+}
+
 TEST(CcloBenchTest, AbsentDaemonIsNamed) {
   ProcessResult result =
       Bench({"--runtime-dirs", "/tmp/cclo-bench-no-such-dir,/tmp/cclo-bench-no-such-dir", "--iters",
