@@ -1,5 +1,7 @@
 #include "firmware/contract.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 
 namespace cclo::firmware {
@@ -70,6 +72,43 @@ TEST(ContractTest, CountZeroNeedsNothingAndHugeCountsSaturate) {
   EXPECT_EQ(zero.result, 0u);
   const Expected huge = Sizes(Collective::kAllgather, 0, 0, false, UINT64_MAX / 2, 3);
   EXPECT_EQ(huge.result, UINT64_MAX);
+}
+
+TEST(ContractTest, RequiredBytesCountsTheChunksApart) {
+  hw::CallDescriptor call;
+  call.collective = Collective::kAlltoall;
+  call.datatype = hw::DataType::kInt32;
+  call.count = UINT64_MAX / 12;  // the largest whose 3 chunks fit
+  absl::StatusOr<uint64_t> bytes = RequiredBytes(call, 3, Slot::kResult);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, call.count * 12);
+  EXPECT_EQ(RequiredBytes(call, 3, Slot::kOp1), absl::StatusOr<uint64_t>(0));
+  call.count = uint64_t{1} << 62;  // fits one chunk, not 3
+  EXPECT_EQ(RequiredBytes(call, 3, Slot::kOp0).status(),
+            absl::InvalidArgumentError(
+                "count 4611686018427387904 of int32 times 3 ranks overflows a byte length"));
+  call.collective = Collective::kAllreduce;
+  EXPECT_EQ(
+      RequiredBytes(call, 3, Slot::kResult).status(),
+      absl::InvalidArgumentError("count 4611686018427387904 of int32 overflows a byte length"));
+  call.count = 0;
+  EXPECT_EQ(RequiredBytes(call, 3, Slot::kResult), absl::StatusOr<uint64_t>(0));
+}
+
+// The daemon sizes an op's messages as count x element once RequiredBytes took both of its
+// buffers: every call that moves data needs at least count elements in one of them.
+TEST(ContractTest, EveryCallWithDataHoldsItsCountInABuffer) {
+  for (int value = 0; value <= static_cast<int>(hw::kLastCollective); ++value) {
+    const auto collective = static_cast<Collective>(value);
+    if (collective == Collective::kBarrier || collective == Collective::kNop) continue;
+    for (uint32_t rank : {0u, 1u}) {
+      for (bool in_place : {false, true}) {
+        const Expected got = Sizes(collective, rank, 0, in_place, 9, 4);
+        EXPECT_GE(std::max(got.op0, got.result), 9u)
+            << hw::CollectiveName(collective) << " rank " << rank << " in place " << in_place;
+      }
+    }
+  }
 }
 
 TEST(ContractTest, UnknownCollectiveNeedsNothing) {
