@@ -1,7 +1,5 @@
 #include "cclo/communicator.h"
 
-#include <limits>
-
 #include "absl/strings/str_cat.h"
 #include "client/session.h"
 #include "firmware/contract.h"

@@ -14,12 +14,13 @@
 // random order that keeps only each (source, tag)'s own: every one gets its own message.
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <memory>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
