@@ -270,8 +270,11 @@ absl::StatusOr<attach::Received> Session::TakeBuffer(uint64_t buffer_id, hw::Ste
 
 absl::Status Session::FromGrpc(const grpc::Status& status, const std::string& rpc) {
   if (status.ok()) return absl::OkStatus();
+  // libcclo cancels none of its calls: a CANCELLED one is gRPC's answer to a call that
+  // reached client.sock as the daemon stopped (its bare "CANCELLED").
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-      status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      status.error_code() == grpc::StatusCode::CANCELLED) {
     // A channel that is not READY after the call lost its connection to the daemon, not an
     // answer from it.
     const bool connection_lost = status.error_code() == grpc::StatusCode::UNAVAILABLE &&

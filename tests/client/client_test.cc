@@ -21,7 +21,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/attach.h"
+#include "cclo/v1/client.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "hw/clock.h"
 #include "tests/client/sessions.h"
@@ -633,6 +635,50 @@ TEST_F(ClientTest, RestartedDaemonIsUnavailableToTheOldSession) {
   EXPECT_TRUE(Client::Attach(runtime_dir).ok());
   daemon.process().Signal(SIGTERM);
   EXPECT_EQ(daemon.process().Wait(absl::Seconds(20)).exit_code, 0);
+}
+
+// gRPC answers a call that reached client.sock as the daemon stopped, before a handler took
+// it, with a bare CANCELLED "CANCELLED". A stand-in client.sock answers so once the daemon
+// behind its attach socket stopped: the call says that the daemon ended the session, as one
+// that lost its connection does (it said "AllocBuffer: CANCELLED").
+class StoppingClientSocket final : public v1::Client::Service {
+ public:
+  explicit StoppingClientSocket(testing::Daemon& daemon) : daemon_(daemon) {}
+
+  grpc::Status AllocBuffer(grpc::ServerContext*, const v1::AllocBufferRequest*,
+                           v1::AllocBufferResponse*) override {
+    daemon_.process().Signal(SIGTERM);
+    EXPECT_EQ(daemon_.process().Wait(absl::Seconds(20)).exit_code, 0);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "CANCELLED");
+  }
+
+ private:
+  testing::Daemon& daemon_;
+};
+
+TEST_F(ClientTest, CallCancelledAsTheDaemonStopsSaysItEndedTheSession) {
+  testing::Daemon daemon;
+  char dir[] = "/tmp/cclo.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_EQ(symlink((daemon.runtime_dir() + "/attach.sock").c_str(),
+                    absl::StrCat(dir, "/attach.sock").c_str()),
+            0);
+  StoppingClientSocket stand_in(daemon);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", dir, "/client.sock"),
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(&stand_in);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<Client> client = AttachOrDie(dir);
+
+  const absl::Status status = client->AllocBuffer(16).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_EQ(status.message(), absl::StrCat("AllocBuffer: cclod ended the session (attach socket ",
+                                           dir, "/attach.sock closed); attach again (CANCELLED)"));
+  client.reset();
+  server->Shutdown();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
