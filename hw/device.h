@@ -125,8 +125,8 @@ class Device {
   virtual absl::Status PrepareCommunicator(const CommId& id, const CommSecret& secret) = 0;
 
   /// Installs the rank table and opens (or accepts) one authenticated data session to
-  /// every other engine in it. `done` runs once: OK when all sessions are up, or an
-  /// error when `deadline` passes or a peer refuses.
+  /// every other engine in it. `done` runs once: OK when all sessions are up (or were, and
+  /// their peer engine's ranks left), or an error when `deadline` passes or a peer refuses.
   virtual void ConfigureCommunicator(const CommunicatorConfig& config, SteadyTime deadline,
                                      StatusFn done) = 0;
 

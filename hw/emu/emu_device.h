@@ -41,7 +41,9 @@
 // session had said BYE, the sessions staying up for the others. Invalid data from a peer
 // or a missed deadline breaks the whole communicator. RemoveCommunicator and the destructor
 // end every session with BYE after the bytes of completed sends, saying the ranks left;
-// BreakCommunicator and the engine's own breaks say this engine broke it.
+// BreakCommunicator and the engine's own breaks say this engine broke it. A peer whose
+// sessions were up and whose ranks left (BYE) while the communicator was not ready here yet
+// (another peer's sessions were not up) departs as above, and it gets ready without them.
 #pragma once
 
 #include <algorithm>

@@ -141,7 +141,7 @@ void EmuDevice::SetLinkState(PeerLink& link, LinkState state) {
 void EmuDevice::MaybeReady(Communicator& comm) {
   if (comm.ready || !comm.broken.ok()) return;
   for (const auto& [address, link] : comm.peers) {
-    if (!link.up() || !link.granted) return;
+    if (link.state != LinkState::kLeft && (!link.up() || !link.granted)) return;
   }
   comm.ready = true;
   configure_deadlines_.erase({comm.configure_deadline, comm.id});
@@ -200,9 +200,11 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
   } else if (end.code() == absl::StatusCode::kInvalidArgument) {
     Break(*comm, absl::UnavailableError(
                      absl::StrCat("invalid data from peer daemon ", peer, ": ", end.message())));
-  } else if (!comm->ready) {
+  } else if (!comm->ready && !absl::IsCancelled(end)) {
     Break(*comm, absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
   } else {
+    // Ready, or the peer's ranks left (a BYE, not a break) while another peer's sessions
+    // were not up yet: they ran their part already and depart, and what they sent stays.
     // Those that told their departure (DEPART) keep its reason.
     std::vector<uint32_t> ranks;
     for (uint32_t rank : link->ranks) {
@@ -221,6 +223,7 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     LinkDown(*link);
     if (bye) SetLinkState(*link, LinkState::kLeft);
     if (!ranks.empty()) Depart(*comm, ranks, gone);
+    MaybeReady(*comm);
   }
   dmp_.Progress();
 }

@@ -1,7 +1,11 @@
 // EmuDevice against a hand-driven peer on a raw socket: handshakes, eager and rendezvous
 // messages as the wire carries them, credits, and a peer that leaves in the middle of the
 // stream.
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <optional>
@@ -19,6 +23,7 @@
 #include "spdlog/spdlog.h"
 #include "tests/hw/emu/device_harness.h"
 #include "tests/hw/emu/fake_peer.h"
+#include "tests/loopback/loopback.h"
 
 namespace cclo::hw::emu::testing {
 namespace {
@@ -263,6 +268,59 @@ TEST_F(EmuWireTest, WhatAPeerSentBeforeItsByeIsReceived) {
   EXPECT_EQ(stats.rx_pool_bytes_used, 0u);
   EXPECT_EQ(stats.rx_pool_bytes_reserved, 0u);  // released with the link
   EXPECT_EQ(stats.wire_errors, 0u);
+}
+
+// A peer whose ranks ran their part and left (BYE) while the device still waited for
+// another peer's sessions: they depart as from a ready communicator, what they sent stays,
+// and the communicator gets ready once the other peer is up (the device broke it: "lost
+// peer daemon ...: peer daemon closed the session: ...", and its rank never joined).
+TEST_F(EmuWireTest, APeerThatLeftBeforeTheCommunicatorWasReadyDeparts) {
+  Start(SmallConfig(2));
+  // Rank 0 at the fake, rank 1 on the device, rank 2 at a second fake that comes later.
+  std::string later_address;
+  const int later_listener = cclo::testing::ListenLoopback(&later_address);
+  ASSERT_GE(later_listener, 0) << std::strerror(errno);
+  comm_ = MakeComm({device_, device_, device_}, 32);
+  comm_.config.ranks[0].data_address = fake_address_;
+  comm_.config.ranks[2].data_address = later_address;
+  ASSERT_TRUE(device_->PrepareCommunicator(comm_.config.id, comm_.config.secret).ok());
+  TestComm as_later = comm_;  // the fake announces the address of its comm's rank 0
+  as_later.config.ranks[0].data_address = later_address;
+
+  FakePeer peer(device_->DataAddress(), comm_);
+  std::future<absl::Status> configured = Admit(peer);
+  peer.Grant(2);
+  ASSERT_NO_FATAL_FAILURE(peer.AcceptDevice(listener_));
+  ASSERT_TRUE(peer.ReadSegment().ok());  // the device's grant: this link is up
+  const std::vector<std::byte> data = Pattern(4000, 9);
+  peer.SendSegment(peer.Message(SegmentType::kEagerData, data.size(), 0), data);
+  peer.Bye("rank 0 destroyed the communicator");
+  ASSERT_TRUE(peer.WaitUntilRead());
+  peer.Hangup();
+
+  FakePeer later(device_->DataAddress(), as_later);
+  later.Authenticate(comm_.config.secret);
+  absl::StatusOr<ControlMessage> accept = later.ReadControl();
+  ASSERT_TRUE(accept.ok()) << accept.status();
+  EXPECT_EQ(accept->kind, ControlKind::kAccept);
+  later.Grant(2);
+  ASSERT_NO_FATAL_FAILURE(later.AcceptDevice(later_listener));
+  ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_TRUE(configured.get().ok());
+
+  RankBuffers buffers;
+  auto received = PostRecv(buffers, data.size());
+  Completion done = Wait(received);
+  EXPECT_TRUE(done.status.ok()) << done.status;
+  EXPECT_EQ(buffers.slots[2], data);
+  RankBuffers more;
+  auto next = PostRecv(more, 4);
+  EXPECT_EQ(Wait(next).status,
+            absl::UnavailableError(absl::StrCat("rank 0 on peer daemon ", fake_address_,
+                                                " left: rank 0 destroyed the communicator")));
+  EXPECT_EQ(device_->Stats().sessions_left, 1u);
+  EXPECT_EQ(device_->Stats().sessions_up, 1u);
+  close(later_listener);
 }
 
 // The peer's BYE on the session the device sends on may be read before the data the peer
