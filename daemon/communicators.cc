@@ -162,6 +162,9 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
     if (!response.ok() && comm.state == State::kBroken) broke = comm.error;
   }
   if (broke.has_value()) return fail(Broken(id, *broke));
+  // This daemon stopping is not the root's answer: the prefix would name the root as if it
+  // stopped.
+  if (response.status() == ShuttingDown()) return fail(response.status());
   if (!response.ok()) {
     // The root's own words (or gRPC's), whatever the daemon the token names sends: a whole
     // message, which gets more room than one name (gRPC's TLS errors run to 200 bytes).

@@ -38,7 +38,7 @@ class PeerClient {
                                                   hw::SteadyTime deadline,
                                                   grpc::ClientContext& context);
 
-  /// Ends the joins in progress and refuses later ones, with UNAVAILABLE: the daemon stops.
+  /// Ends the joins in progress and refuses later ones with ShuttingDown(): the daemon stops.
   void Stop();
 
   /// How many channels are cached.

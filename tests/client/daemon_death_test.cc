@@ -63,7 +63,7 @@ TEST_P(DaemonDeathTest, JoinWaitingForTheOtherRank) {
     // A stopping daemon may refuse the join before it ends the session.
     const std::string refused =
         absl::StrCat("JoinCommunicator: join at root daemon ", daemon.peer_address(), " failed: ");
-    if (GetParam() == SIGTERM && (message == refused + "this daemon is shutting down" ||
+    if (GetParam() == SIGTERM && (message == "JoinCommunicator: this daemon is shutting down" ||
                                   message == refused + "root daemon is shutting down")) {
       continue;
     }

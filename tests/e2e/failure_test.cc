@@ -346,6 +346,25 @@ TEST(FailureTest, StoppingDaemonEndsAPendingJoinAtOnce) {
       << joined.error_message();
 }
 
+// A daemon that stops while its rank waits at another daemon, the root, says that it is
+// the one stopping (the join's error said "join at root daemon A failed: this daemon is
+// shutting down", which reads as if A stopped).
+TEST(FailureTest, StoppingDaemonEndsItsRanksJoinAtAnotherRootNamingItself) {
+  Daemon root;
+  auto daemon = std::make_unique<Daemon>();
+  RawSession rank0(daemon->runtime_dir());
+  const std::string token = RawSession(root.runtime_dir()).NewToken();
+  grpc::Status joined;
+  std::thread join([&] { joined = rank0.Join(token, 0, 2); });  // rank 1 never comes
+  ASSERT_TRUE(root.process().WaitForOutput("joining at this root", absl::Seconds(20)));
+  daemon->process().Signal(SIGTERM);
+  ProcessResult stopped = daemon->process().Wait(absl::Seconds(30));
+  join.join();
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
+  EXPECT_EQ(joined.error_message(), "this daemon is shutting down");
+}
+
 // The end of a daemon's output, where what just happened is (its start is debug lines).
 std::string Tail(const std::string& output) {
   return output.size() > 4000 ? output.substr(output.size() - 4000) : output;
