@@ -45,12 +45,14 @@ Communicators::Communicators(hw::Device* device, PeerClient* peers, RootGather* 
 void Communicators::EngineEvent(const hw::CommunicatorEvent& event) {
   absl::MutexLock lock(&mu_);
   auto found = comms_.find(event.comm);
-  // A joining communicator's failures end its join, which says why.
-  if (found == comms_.end() || found->second.state != State::kReady) return;
+  if (found == comms_.end() || found->second.state == State::kBroken) return;
   Comm& comm = found->second;
   const std::string reason(event.reason.message());
-  if (event.departed.empty()) return BreakLocked(event.comm, comm, reason);
+  // A peer daemon's ranks may leave while the communicator still joins here (another
+  // peer's data sessions not up yet): they stay departed once it is ready.
   for (uint32_t rank : event.departed) comm.departed[rank] = reason;
+  // A joining communicator's failures end its join, which says why.
+  if (event.departed.empty() && comm.state == State::kReady) BreakLocked(event.comm, comm, reason);
 }
 
 absl::StatusOr<std::string> Communicators::CreateId(const SessionPtr& session,

@@ -92,9 +92,10 @@ class Communicators {
   absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> DestroyByOperator(
       const std::string& id_prefix);
 
-  /// The engine's news of a ready communicator (Device::SetEventHandler): departed ranks
-  /// are recorded, and a break marks it broken with the engine's reason unless an op's end
-  /// already did.
+  /// The engine's news of a communicator (Device::SetEventHandler): departed ranks are
+  /// recorded, also while its local ranks still join (a peer daemon's ranks that left before
+  /// another peer's data sessions were up), and a break marks a ready one broken with the
+  /// engine's reason unless an op's end already did (a joining one's join fails with it).
   void EngineEvent(const hw::CommunicatorEvent& event);
 
   /// Breaks every communicator with an op in flight, for `reason`; returns how many.

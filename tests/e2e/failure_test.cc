@@ -1,6 +1,7 @@
 // Failure semantics across real daemons: a client killed mid-communicator, a peer daemon
 // stopped or killed (SIGKILL) mid-op, and an op that can never complete. The survivors get
 // a clear error, fast, keep serving and leak nothing.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,9 +12,11 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,10 +25,16 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cclo/v1/admin.pb.h"
+#include "cclo/v1/peer.grpc.pb.h"
+#include "daemon/root_gather.h"
+#include "daemon/token.h"
+#include "firmware/registry.h"
+#include "hw/poe/wire.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/footprint.h"
 #include "tests/e2e/pairs.h"
 #include "tests/e2e/raw_session.h"
+#include "tests/hw/emu/fake_peer.h"
 #include "tests/loopback/loopback.h"
 
 namespace cclo::testing {
@@ -284,6 +293,94 @@ TEST(FailureTest, AnIdleCommunicatorShowsAKilledPeersRankAsDeparted) {
   EXPECT_EQ(shown.ops_failed(), 0u);
   ProcessResult table = Ccloctl(a, {"comms", "show", id});
   EXPECT_TRUE(absl::StrContains(table.output, lost)) << table.output;
+}
+
+// Ranks of a peer daemon that ran their part and left (BYE) while this daemon's join still
+// waited for another peer's data sessions: once the communicator is ready here, `ccloctl
+// comms show` lists them as departed (the daemon dropped the engine's news of them while
+// joining, and listed none).
+TEST(FailureTest, RanksThatLeftWhileTheJoinWaitedForAnotherPeerAreShownDeparted) {
+  Daemon a("peer_timeout_ms: 600000\n");  // the fake peers send no heartbeats
+  RawSession rank1(a.runtime_dir());
+  const std::string token = rank1.NewToken();
+  absl::StatusOr<daemon::CommToken> parsed = daemon::ParseToken(token);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  // Rank 0 at a fake peer daemon, rank 1 on a, rank 2 at a second fake that comes later.
+  std::string first_address, later_address;
+  const int first_listener = ListenLoopback(&first_address);
+  const int later_listener = ListenLoopback(&later_address);
+  ASSERT_GE(first_listener, 0) << std::strerror(errno);
+  ASSERT_GE(later_listener, 0) << std::strerror(errno);
+  hw::emu::testing::TestComm first;
+  first.config.id = parsed->id;
+  first.config.secret = parsed->secret;
+  first.config.ranks = {{first_address}, {a.data_address()}, {later_address}};
+  hw::emu::testing::TestComm later = first;  // a fake announces its comm's rank 0 address
+  later.config.ranks[0].data_address = later_address;
+
+  grpc::Status joined;
+  std::thread joining([&] { joined = rank1.Join(token, 1, 3); });
+  // The fakes' ranks join at the root, a, as their daemons would.
+  std::unique_ptr<cclo::v1::Peer::Stub> root = cclo::v1::Peer::NewStub(
+      grpc::CreateChannel(a.peer_address(), grpc::InsecureChannelCredentials()));
+  std::vector<std::thread> fake_joins;
+  for (const auto& [rank, address] : {std::pair{0u, first_address}, {2u, later_address}}) {
+    fake_joins.emplace_back([&, rank, address] {
+      cclo::v1::PeerJoinRequest request;
+      request.set_version(1);
+      request.set_selection(firmware::kSelectionVersion);
+      request.set_wire_version(hw::poe::kWireVersion);
+      request.set_comm_id(std::string(parsed->id.begin(), parsed->id.end()));
+      request.set_rank(rank);
+      request.set_size(3);
+      request.set_daemon_address(address);
+      request.set_data_address(address);
+      request.set_timeout_ms(20'000);
+      request.set_proof(daemon::Proof(parsed->secret, daemon::JoinMessage(request)));
+      cclo::v1::PeerJoinResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      const grpc::Status status = root->Join(&context, request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    });
+  }
+  for (std::thread& fake_join : fake_joins) fake_join.join();
+
+  // The first fake's link comes up; its rank says BYE and it hangs up.
+  hw::emu::testing::FakePeer first_peer(a.data_address(), first);
+  first_peer.Authenticate(parsed->secret);
+  absl::StatusOr<hw::poe::ControlMessage> accept = first_peer.ReadControl();
+  ASSERT_TRUE(accept.ok()) << accept.status();
+  EXPECT_EQ(accept->kind, hw::poe::ControlKind::kAccept);
+  first_peer.Grant(2);
+  ASSERT_NO_FATAL_FAILURE(first_peer.AcceptDevice(first_listener));
+  ASSERT_TRUE(first_peer.ReadSegment().ok());  // a's grant: this link is up
+  first_peer.Bye("rank 0 destroyed the communicator");
+  ASSERT_TRUE(first_peer.WaitUntilRead());
+  first_peer.Hangup();
+  // Then the second fake's link comes up, and the join ends.
+  hw::emu::testing::FakePeer later_peer(a.data_address(), later);
+  later_peer.Authenticate(parsed->secret);
+  accept = later_peer.ReadControl();
+  ASSERT_TRUE(accept.ok()) << accept.status();
+  EXPECT_EQ(accept->kind, hw::poe::ControlKind::kAccept);
+  later_peer.Grant(2);
+  ASSERT_NO_FATAL_FAILURE(later_peer.AcceptDevice(later_listener));
+  joining.join();
+  ASSERT_TRUE(joined.ok()) << joined.error_message();
+
+  const std::string id = hw::CommIdHex(parsed->id);
+  const std::string left = absl::StrCat("rank 0 on peer daemon ", first_address,
+                                        " left: rank 0 destroyed the communicator");
+  const auto shown = AdminJson<cclo::v1::ShowCommunicatorResponse>(a, {"comms", "show", id});
+  EXPECT_EQ(shown.state(), "ready");
+  ASSERT_EQ(shown.departed_size(), 1) << shown.DebugString();
+  EXPECT_EQ(shown.departed(0).rank(), 0u);
+  EXPECT_EQ(shown.departed(0).reason(), left);
+  ProcessResult table = Ccloctl(a, {"comms", "show", id});
+  EXPECT_TRUE(absl::StrContains(table.output, left)) << table.output;
+  close(first_listener);
+  close(later_listener);
 }
 
 // A daemon that joined at a root and then fell silent without closing its connection (its
