@@ -1,6 +1,8 @@
 // Runs one op of cclo-run's set on a communicator, with the buffers the reference fills.
 #pragma once
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "cclo/communicator.h"
 #include "client/run/check.h"
@@ -15,5 +17,11 @@ namespace cclo::run {
 /// waits for the receive (until rank - 1's message or its deadline) and returns the refusal.
 absl::Status Execute(Communicator& comm, const OpShape& shape, OpOptions options, Buffer& send,
                      Buffer& recv);
+
+/// Submits the op of `shape` as Execute runs it, without waiting: the requests it made go to
+/// `requests` (sendrecv: the receive, then the send), also those made before a submission
+/// that was refused, whose refusal it returns.
+absl::Status Submit(Communicator& comm, const OpShape& shape, OpOptions options, Buffer& send,
+                    Buffer& recv, std::vector<Request>& requests);
 
 }  // namespace cclo::run

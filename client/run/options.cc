@@ -13,16 +13,6 @@
 namespace cclo::run {
 namespace {
 
-constexpr Op kOps[] = {Op::kSendRecv,  Op::kBcast,  Op::kScatter,   Op::kGather,
-                       Op::kAllgather, Op::kReduce, Op::kAllreduce, Op::kReduceScatter,
-                       Op::kAlltoall,  Op::kBarrier};
-
-// Every datatype: the patterns are small integers, exact in each (see check.h).
-constexpr hw::DataType kRunDataTypes[] = {hw::DataType::kInt8,    hw::DataType::kUint8,
-                                          hw::DataType::kInt32,   hw::DataType::kInt64,
-                                          hw::DataType::kFloat16, hw::DataType::kBfloat16,
-                                          hw::DataType::kFloat32, hw::DataType::kFloat64};
-
 // The reductions whose results stay exact on the patterns (prod would overflow).
 constexpr hw::ReduceOp kRunReduceOps[] = {hw::ReduceOp::kSum, hw::ReduceOp::kMax,
                                           hw::ReduceOp::kMin};

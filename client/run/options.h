@@ -26,6 +26,17 @@ enum class Op {
   kBarrier,        ///< no data; completes once every rank entered it
 };
 
+/// Every op, in the order `--ops all` runs them.
+inline constexpr Op kOps[] = {Op::kSendRecv,  Op::kBcast,  Op::kScatter,   Op::kGather,
+                              Op::kAllgather, Op::kReduce, Op::kAllreduce, Op::kReduceScatter,
+                              Op::kAlltoall,  Op::kBarrier};
+
+/// Every datatype: the patterns are small integers, exact in each (see check.h).
+inline constexpr hw::DataType kRunDataTypes[] = {hw::DataType::kInt8,    hw::DataType::kUint8,
+                                                 hw::DataType::kInt32,   hw::DataType::kInt64,
+                                                 hw::DataType::kFloat16, hw::DataType::kBfloat16,
+                                                 hw::DataType::kFloat32, hw::DataType::kFloat64};
+
 /// Name on the command line and in the table, e.g. "sendrecv", "reduce_scatter".
 std::string OpName(Op op);
 

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "cclo/client.h"
 #include "client/run/check.h"
+#include "client/run/execute.h"
 #include "firmware/registry.h"
 #include "gtest/gtest.h"
 #include "tests/client/sessions.h"
@@ -40,14 +41,7 @@ constexpr uint64_t kEagerBytes = 4096;
 constexpr uint64_t kSegmentBytes = 16384;
 constexpr int kSteps = 200;
 constexpr int kMessagesPerRank = 60;
-
-constexpr Op kOps[] = {Op::kSendRecv,  Op::kBcast,  Op::kScatter,   Op::kGather,
-                       Op::kAllgather, Op::kReduce, Op::kAllreduce, Op::kReduceScatter,
-                       Op::kAlltoall,  Op::kBarrier};
-constexpr hw::DataType kTypes[] = {hw::DataType::kInt8,    hw::DataType::kUint8,
-                                   hw::DataType::kInt32,   hw::DataType::kInt64,
-                                   hw::DataType::kFloat16, hw::DataType::kBfloat16,
-                                   hw::DataType::kFloat32, hw::DataType::kFloat64};
+constexpr uint32_t kSelfTag = 5;
 
 // One op of the sequence, the same on every rank.
 struct Step {
@@ -65,9 +59,9 @@ std::vector<Step> Steps(uint32_t size, uint32_t seed) {
   for (int i = 0; i < kSteps; ++i) {
     Step step;
     run::OpShape& shape = step.shape;
-    shape.op = pick(kOps);
+    shape.op = pick(run::kOps);
     shape.size = size;
-    shape.datatype = pick(kTypes);
+    shape.datatype = pick(run::kRunDataTypes);
     const uint64_t element = hw::DataTypeSize(shape.datatype);
     const uint64_t counts[] = {0,
                                1,
@@ -107,47 +101,18 @@ std::vector<Step> Steps(uint32_t size, uint32_t seed) {
 // Submits `step` as this rank; the requests it made go to `requests`.
 absl::Status Submit(Communicator& comm, const Step& step, const run::OpShape& shape, Buffer& send,
                     Buffer& recv, std::vector<Request>& requests) {
-  OpOptions options{
-      .algorithm = step.algorithm, .timeout = absl::Seconds(20), .in_place = step.in_place};
-  const uint64_t n = shape.count;
-  const hw::DataType type = shape.datatype;
-  const hw::ReduceOp reduce = shape.reduce_op;
-  const uint32_t root = shape.root;
-  auto keep = [&](absl::StatusOr<Request> request) {
-    if (!request.ok()) return request.status();
-    requests.push_back(*std::move(request));
-    return absl::OkStatus();
-  };
-  switch (shape.op) {
-    case Op::kSendRecv: {
-      const uint32_t size = comm.size(), rank = comm.rank();
-      const uint32_t to = step.self ? rank : (rank + 1) % size;
-      const uint32_t from = step.self ? rank : (rank + size - 1) % size;
-      if (absl::Status status = keep(comm.RecvAsync(recv, 0, n, type, from, 5)); !status.ok()) {
-        return status;
-      }
-      return keep(comm.SendAsync(send, 0, n, type, to, 5));
-    }
-    case Op::kBcast:
-      return keep(comm.BcastAsync(recv, 0, n, type, root, options));
-    case Op::kScatter:
-      return keep(comm.ScatterAsync(send, recv, n, type, root, options));
-    case Op::kGather:
-      return keep(comm.GatherAsync(send, recv, n, type, root, options));
-    case Op::kAllgather:
-      return keep(comm.AllgatherAsync(send, recv, n, type, options));
-    case Op::kReduce:
-      return keep(comm.ReduceAsync(send, recv, n, type, reduce, root, options));
-    case Op::kAllreduce:
-      return keep(comm.AllreduceAsync(send, recv, n, type, reduce, options));
-    case Op::kReduceScatter:
-      return keep(comm.ReduceScatterAsync(send, recv, n, type, reduce, options));
-    case Op::kAlltoall:
-      return keep(comm.AlltoallAsync(send, recv, n, type, options));
-    case Op::kBarrier:
-      return keep(comm.BarrierAsync(options));
-  }
-  return absl::InternalError("unknown op");
+  const OpOptions options{.algorithm = step.algorithm, .timeout = absl::Seconds(20)};
+  if (!step.self) return run::Submit(comm, shape, options, send, recv, requests);
+  // A sendrecv to the rank itself (`shape` is then the ring of one the reference checks).
+  absl::StatusOr<Request> received =
+      comm.RecvAsync(recv, 0, shape.count, shape.datatype, comm.rank(), kSelfTag, options);
+  if (!received.ok()) return received.status();
+  requests.push_back(*std::move(received));
+  absl::StatusOr<Request> sent =
+      comm.SendAsync(send, 0, shape.count, shape.datatype, comm.rank(), kSelfTag, options);
+  if (!sent.ok()) return sent.status();
+  requests.push_back(*std::move(sent));
+  return absl::OkStatus();
 }
 
 // An op in flight on this rank: its buffers and requests, checked once they are done.
