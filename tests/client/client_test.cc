@@ -658,27 +658,15 @@ class StoppingClientSocket final : public v1::Client::Service {
 
 TEST_F(ClientTest, CallCancelledAsTheDaemonStopsSaysItEndedTheSession) {
   testing::Daemon daemon;
-  char dir[] = "/tmp/cclo.XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  ASSERT_EQ(symlink((daemon.runtime_dir() + "/attach.sock").c_str(),
-                    absl::StrCat(dir, "/attach.sock").c_str()),
-            0);
-  StoppingClientSocket stand_in(daemon);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", dir, "/client.sock"),
-                           grpc::InsecureServerCredentials());
-  builder.RegisterService(&stand_in);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  std::unique_ptr<Client> client = AttachOrDie(dir);
+  StoppingClientSocket service(daemon);
+  testing::StandInClientSocket stand_in(daemon.runtime_dir(), service);
+  std::unique_ptr<Client> client = AttachOrDie(stand_in.runtime_dir());
 
   const absl::Status status = client->AllocBuffer(16).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-  EXPECT_EQ(status.message(), absl::StrCat("AllocBuffer: cclod ended the session (attach socket ",
-                                           dir, "/attach.sock closed); attach again (CANCELLED)"));
-  client.reset();
-  server->Shutdown();
-  std::filesystem::remove_all(dir);
+  EXPECT_EQ(status.message(),
+            absl::StrCat("AllocBuffer: cclod ended the session (attach socket ",
+                         stand_in.runtime_dir(), "/attach.sock closed); attach again (CANCELLED)"));
 }
 
 }  // namespace

@@ -1,9 +1,15 @@
 #include "tests/client/sessions.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace cclo::testing {
 namespace {
@@ -47,6 +53,31 @@ Group JoinGroup(const std::vector<std::string>& runtime_dirs) {
   }
   for (std::thread& join : joins) join.join();
   return group;
+}
+
+StandInClientSocket::StandInClientSocket(const std::string& daemon_runtime_dir,
+                                         grpc::Service& service) {
+  char dir[] = "/tmp/cclo.XXXXXX";
+  if (mkdtemp(dir) == nullptr || symlink((daemon_runtime_dir + "/attach.sock").c_str(),
+                                         absl::StrCat(dir, "/attach.sock").c_str()) != 0) {
+    std::perror("stand-in runtime dir");
+    std::abort();
+  }
+  runtime_dir_ = dir;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", runtime_dir_, "/client.sock"),
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
+    std::fprintf(stderr, "cannot serve %s/client.sock\n", runtime_dir_.c_str());
+    std::abort();
+  }
+}
+
+StandInClientSocket::~StandInClientSocket() {
+  server_->Shutdown();
+  std::filesystem::remove_all(runtime_dir_);
 }
 
 }  // namespace cclo::testing

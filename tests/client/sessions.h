@@ -3,6 +3,8 @@
 // daemon refuses: the tests go on to use what they return.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,5 +34,23 @@ using Pair = Group;
 
 /// Attaches two clients to the daemon in `runtime_dir` and joins them as a Pair.
 Pair JoinPair(const std::string& runtime_dir);
+
+/// A runtime dir of its own whose attach.sock is the daemon's in `daemon_runtime_dir` and
+/// whose client.sock is `service`, served here until this goes (the dir with it): libcclo
+/// attaches to that daemon and makes its gRPC calls to `service`. Destroy the clients first.
+class StandInClientSocket {
+ public:
+  StandInClientSocket(const std::string& daemon_runtime_dir, grpc::Service& service);
+  ~StandInClientSocket();
+  StandInClientSocket(const StandInClientSocket&) = delete;
+  StandInClientSocket& operator=(const StandInClientSocket&) = delete;
+
+  /// The runtime dir to attach to.
+  const std::string& runtime_dir() const { return runtime_dir_; }
+
+ private:
+  std::string runtime_dir_;
+  std::unique_ptr<grpc::Server> server_;
+};
 
 }  // namespace cclo::testing

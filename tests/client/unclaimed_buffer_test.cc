@@ -3,7 +3,6 @@
 // BUFFER frame that nobody will claim is closed and the buffer given back, with its quota.
 // A proxy in front of the daemon's client.sock loses the answer; attach.sock is the
 // daemon's own.
-#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -78,19 +77,9 @@ bool HoldsBufferFd(uint64_t id) {
 
 TEST(UnclaimedBufferTest, ABufferWhoseAnswerWasLostIsClosedAndGivenBack) {
   testing::Daemon daemon("tenants:\n  - name: default\n    quotas: {buffers: 2}\n");
-  char dir[] = "/tmp/cclo.XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  ASSERT_EQ(symlink((daemon.runtime_dir() + "/attach.sock").c_str(),
-                    absl::StrCat(dir, "/attach.sock").c_str()),
-            0);
   LosingProxy proxy(daemon.runtime_dir());
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", dir, "/client.sock"),
-                           grpc::InsecureServerCredentials());
-  builder.RegisterService(&proxy);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  std::unique_ptr<Client> client = testing::AttachOrDie(dir);
+  testing::StandInClientSocket stand_in(daemon.runtime_dir(), proxy);
+  std::unique_ptr<Client> client = testing::AttachOrDie(stand_in.runtime_dir());
   ASSERT_NE(client, nullptr);
 
   proxy.LoseNextAnswer();
@@ -104,10 +93,6 @@ TEST(UnclaimedBufferTest, ABufferWhoseAnswerWasLostIsClosedAndGivenBack) {
   // The tenant has room for two buffers: the lost one no longer counts.
   absl::StatusOr<Buffer> second = client->AllocBuffer(4096);
   EXPECT_TRUE(second.ok()) << second.status();
-
-  client.reset();
-  server->Shutdown();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
