@@ -52,10 +52,11 @@ class Session {
   /// Converts an RPC failure to absl::Status naming the RPC: "<rpc>: <message>", with the
   /// daemon's code, unless the session is over, whatever the daemon answered a token it no
   /// longer knows or gRPC's CANCELLED for a call that came as it stopped: UNAVAILABLE when
-  /// the daemon ended it (it stopped, died, restarted, or dropped the session), FAILED_PRECONDITION
-  /// when this process closed it (its Client was destroyed), as the command ring reports either. A
-  /// call whose connection to client.sock broke under it waits up to kHangupGrace for the attach
-  /// socket to close: a daemon that died closes its sockets one after the other.
+  /// the daemon ended it (it stopped, died, restarted, or dropped the session),
+  /// FAILED_PRECONDITION when this process closed it (its Client was destroyed), as the
+  /// command ring reports either. A call whose connection to client.sock broke under it waits
+  /// up to kHangupGrace for the attach socket to close: a daemon that died closes its sockets
+  /// one after the other.
   absl::Status FromGrpc(const grpc::Status& status, const std::string& rpc);
 
   /// Adds the session metadata and a deadline `timeout` from now to `context`.
