@@ -230,7 +230,6 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
     LeaveLocked(id, rank, ClientExited(*session, rank));
     return absl::UnavailableError("session ended while joining");
   }
-  if (comm.state == State::kJoining) comm.state = State::kReady;
   uint64_t handle = next_handle_++;
   handles_[handle] = {session->id(), session->credentials().pid, id, rank, *std::move(lease)};
   session->AddCommHandle(handle);
@@ -254,10 +253,15 @@ absl::Status Communicators::Configure(const hw::CommId& id, hw::SteadyTime deadl
     }
   }
   if (!config.ranks.empty()) {
+    // Ready with the engine's answer, on the engine's thread: a break it reports right
+    // after is then one of a ready communicator, not left to a join that already ended.
     device_->ConfigureCommunicator(config, deadline, [this, id](absl::Status status) {
       absl::MutexLock lock(&mu_);
       auto found = comms_.find(id);
-      if (found != comms_.end()) found->second.configured = std::move(status);
+      if (found == comms_.end()) return;
+      Comm& comm = found->second;
+      if (status.ok() && comm.state == State::kJoining) comm.state = State::kReady;
+      comm.configured = std::move(status);
     });
   }
   absl::MutexLock lock(&mu_);

@@ -94,8 +94,9 @@ class Communicators {
 
   /// The engine's news of a communicator (Device::SetEventHandler): departed ranks are
   /// recorded, also while its local ranks still join (a peer daemon's ranks that left before
-  /// another peer's data sessions were up), and a break marks a ready one broken with the
-  /// engine's reason unless an op's end already did (a joining one's join fails with it).
+  /// another peer's data sessions were up), and a break marks a ready one (the engine
+  /// answered its configuration OK) broken with the engine's reason unless an op's end
+  /// already did (a joining one's join fails with it).
   void EngineEvent(const hw::CommunicatorEvent& event);
 
   /// Breaks every communicator with an op in flight, for `reason`; returns how many.

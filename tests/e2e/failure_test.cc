@@ -295,6 +295,29 @@ TEST(FailureTest, AnIdleCommunicatorShowsAKilledPeersRankAsDeparted) {
   EXPECT_TRUE(absl::StrContains(table.output, lost)) << table.output;
 }
 
+// Joins rank `rank` of `size` at root daemon `root` as a peer daemon at `address` would.
+void JoinAtRoot(const Daemon& root, const daemon::CommToken& token, uint32_t rank, uint32_t size,
+                const std::string& address) {
+  std::unique_ptr<cclo::v1::Peer::Stub> stub = cclo::v1::Peer::NewStub(
+      grpc::CreateChannel(root.peer_address(), grpc::InsecureChannelCredentials()));
+  cclo::v1::PeerJoinRequest request;
+  request.set_version(1);
+  request.set_selection(firmware::kSelectionVersion);
+  request.set_wire_version(hw::poe::kWireVersion);
+  request.set_comm_id(std::string(token.id.begin(), token.id.end()));
+  request.set_rank(rank);
+  request.set_size(size);
+  request.set_daemon_address(address);
+  request.set_data_address(address);
+  request.set_timeout_ms(20'000);
+  request.set_proof(daemon::Proof(token.secret, daemon::JoinMessage(request)));
+  cclo::v1::PeerJoinResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  const grpc::Status status = stub->Join(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
 // Ranks of a peer daemon that ran their part and left (BYE) while this daemon's join still
 // waited for another peer's data sessions: once the communicator is ready here, `ccloctl
 // comms show` lists them as departed (the daemon dropped the engine's news of them while
@@ -321,28 +344,9 @@ TEST(FailureTest, RanksThatLeftWhileTheJoinWaitedForAnotherPeerAreShownDeparted)
   grpc::Status joined;
   std::thread joining([&] { joined = rank1.Join(token, 1, 3); });
   // The fakes' ranks join at the root, a, as their daemons would.
-  std::unique_ptr<cclo::v1::Peer::Stub> root = cclo::v1::Peer::NewStub(
-      grpc::CreateChannel(a.peer_address(), grpc::InsecureChannelCredentials()));
   std::vector<std::thread> fake_joins;
   for (const auto& [rank, address] : {std::pair{0u, first_address}, {2u, later_address}}) {
-    fake_joins.emplace_back([&, rank, address] {
-      cclo::v1::PeerJoinRequest request;
-      request.set_version(1);
-      request.set_selection(firmware::kSelectionVersion);
-      request.set_wire_version(hw::poe::kWireVersion);
-      request.set_comm_id(std::string(parsed->id.begin(), parsed->id.end()));
-      request.set_rank(rank);
-      request.set_size(3);
-      request.set_daemon_address(address);
-      request.set_data_address(address);
-      request.set_timeout_ms(20'000);
-      request.set_proof(daemon::Proof(parsed->secret, daemon::JoinMessage(request)));
-      cclo::v1::PeerJoinResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-      const grpc::Status status = root->Join(&context, request, &response);
-      EXPECT_TRUE(status.ok()) << status.error_message();
-    });
+    fake_joins.emplace_back([&, rank, address] { JoinAtRoot(a, *parsed, rank, 3, address); });
   }
   for (std::thread& fake_join : fake_joins) fake_join.join();
 
@@ -381,6 +385,63 @@ TEST(FailureTest, RanksThatLeftWhileTheJoinWaitedForAnotherPeerAreShownDeparted)
   EXPECT_TRUE(absl::StrContains(table.output, left)) << table.output;
   close(first_listener);
   close(later_listener);
+}
+
+// Joins rank 1 of a new communicator on `a`, rank 0 at a fake peer daemon whose link comes
+// up and at once sends what no engine may: a's engine breaks the communicator right after
+// it answered the join's configuration, maybe before the join marked it ready.
+void BreakAsTheDataSessionsComeUp(const Daemon& a, RawSession& rank1) {
+  const std::string token = rank1.NewToken();
+  absl::StatusOr<daemon::CommToken> parsed = daemon::ParseToken(token);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  std::string fake_address;
+  const int listener = ListenLoopback(&fake_address);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
+  hw::emu::testing::TestComm comm;
+  comm.config.id = parsed->id;
+  comm.config.secret = parsed->secret;
+  comm.config.ranks = {{fake_address}, {a.data_address()}};
+  grpc::Status joined;
+  std::thread joining([&] { joined = rank1.Join(token, 1, 2); });
+  JoinAtRoot(a, *parsed, 0, 2, fake_address);
+  hw::emu::testing::FakePeer peer(a.data_address(), comm);
+  peer.Authenticate(parsed->secret);
+  absl::StatusOr<hw::poe::ControlMessage> accept = peer.ReadControl();
+  EXPECT_TRUE(accept.ok() && accept->kind == hw::poe::ControlKind::kAccept) << accept.status();
+  peer.Grant(2);
+  peer.AcceptDevice(listener);
+  // Behind the ACCEPT that brings the link up, on the same session.
+  peer.SendBack(peer.Message(hw::poe::SegmentType::kRendezvousData, 1 << 20),
+                std::vector<std::byte>(4096));
+  joining.join();
+  close(listener);
+  char byte;
+  while (peer.Read(&byte, 1)) {  // a closes its session once it took the break
+  }
+
+  const std::string id = hw::CommIdHex(parsed->id);
+  const std::string reason =
+      absl::StrCat("invalid data from peer daemon ", fake_address,
+                   " (rank 0): rendezvous data segment on the data session this engine sends on");
+  if (!joined.ok()) {  // the break came before the join saw the configuration's answer
+    EXPECT_EQ(joined.error_message(), absl::StrCat("communicator ", id, " is broken: ", reason));
+    return;
+  }
+  const auto shown = AdminJson<cclo::v1::ShowCommunicatorResponse>(a, {"comms", "show", id});
+  EXPECT_EQ(shown.state(), "broken");
+  EXPECT_EQ(shown.error(), reason);
+}
+
+// The break is not lost while the join ends (it was: `comms show` said ready, as if nothing
+// happened, until an op failed). Ten rounds, as the join usually marks it ready first: 8
+// runs of 10 failed so.
+TEST(FailureTest, ABreakAsTheDataSessionsComeUpIsNotLost) {
+  Daemon a("peer_timeout_ms: 600000\n");  // the fake peers send no heartbeats
+  RawSession rank1(a.runtime_dir());
+  for (int round = 0; round < 10 && !::testing::Test::HasFailure(); ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    BreakAsTheDataSessionsComeUp(a, rank1);
+  }
 }
 
 // A daemon that joined at a root and then fell silent without closing its connection (its
