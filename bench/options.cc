@@ -1,7 +1,5 @@
 #include "bench/options.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,16 +40,17 @@ absl::Status InRange(const std::string& flag, int64_t value, int64_t low, int64_
 /// Whether this kernel lets a socket of this process take congestion control `name`, as
 /// the daemons' data sessions would (they run here, as the same user).
 absl::Status CheckCongestion(const std::string& name) {
-  const bool plain = hw::poe::tcp::IsCongestionName(name);
-  const int fd = plain ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
-  const bool taken =
-      fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size()) == 0;
-  const std::string reason = !plain
-                                 ? "not a congestion control name (up to 15 letters, digits or '_')"
-                                 : std::strerror(errno);
-  if (fd >= 0) close(fd);
-  if (taken) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("--data-tcp-congestion '", name, "': ", reason));
+  if (!hw::poe::tcp::IsCongestionName(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data-tcp-congestion '", name,
+                     "': not a congestion control name (up to 15 letters, digits or '_')"));
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  absl::Status taken = hw::poe::tcp::SetCongestion(fd, name);
+  close(fd);
+  if (taken.ok()) return taken;
+  return absl::InvalidArgumentError(absl::StrCat("--data-tcp-congestion: ", taken.message()));
 }
 
 }  // namespace

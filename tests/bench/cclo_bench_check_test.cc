@@ -227,7 +227,8 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--runtime-dirs", "/a,/b", "--data-tcp-congestion", "cubic"},
        "--data-tcp-congestion applies to the daemons the bench starts"},
       {{"--data-tcp-congestion", "no_such_cc"},
-       "--data-tcp-congestion 'no_such_cc': No such file or directory"},
+       "--data-tcp-congestion: TCP congestion control 'no_such_cc': this kernel does not offer "
+       "it (not built in or not loaded; it offers: "},
       {{"--data-tcp-congestion", "cubic\nscheduler: fifo"},
        "--data-tcp-congestion 'cubic\nscheduler: fifo': not a congestion control name"},
   };

@@ -94,27 +94,6 @@ int SetNoDelay(int fd) {
   return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/// Gives `fd` the congestion control `name`, unless it is empty (the host's then stays).
-int SetCongestion(int fd, const std::string& name) {
-  if (name.empty()) return 0;
-  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size());
-}
-
-/// Why the kernel refused congestion control `name`, from errno after the setsockopt.
-std::string CongestionRefusal(const std::string& name) {
-  const int error = errno;
-  const std::string what = absl::StrCat("TCP congestion control '", name, "': ");
-  if (error == EPERM) {
-    return absl::StrCat(what, "not allowed without CAP_NET_ADMIN (allowed: ",
-                        Ipv4Setting("tcp_allowed_congestion_control"), ")");
-  }
-  if (error == ENOENT) {
-    return absl::StrCat(what, "this kernel does not offer it (not built in or not loaded; ",
-                        "it offers: ", Ipv4Setting("tcp_available_congestion_control"), ")");
-  }
-  return absl::StrCat(what, std::strerror(error));
-}
-
 }  // namespace
 
 std::string Ipv4Setting(const std::string& name) {
@@ -122,6 +101,25 @@ std::string Ipv4Setting(const std::string& name) {
   std::string line;
   std::getline(file, line);
   return line.empty() ? "unknown" : line;
+}
+
+absl::Status SetCongestion(int fd, const std::string& name) {
+  if (name.empty() || setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size()) == 0) {
+    return absl::OkStatus();
+  }
+  const int error = errno;
+  const std::string what = absl::StrCat("TCP congestion control '", name, "': ");
+  if (error == EPERM) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, "not allowed without CAP_NET_ADMIN (allowed: ",
+                     Ipv4Setting("tcp_allowed_congestion_control"), ")"));
+  }
+  if (error == ENOENT) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, "this kernel does not offer it (not built in or not loaded; ",
+                     "it offers: ", Ipv4Setting("tcp_available_congestion_control"), ")"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, std::strerror(error)));
 }
 
 bool IsCongestionName(const std::string& name) {
@@ -139,12 +137,17 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
   addrinfo* ai = *resolved;
   const int listen_fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
-  std::string error, refused;
+  // Set before it listens: accepted sessions inherit the listener's.
+  if (absl::Status congestion =
+          listen_fd < 0 ? absl::OkStatus() : SetCongestion(listen_fd, config.congestion);
+      !congestion.ok()) {
+    freeaddrinfo(ai);
+    close(listen_fd);
+    return congestion;
+  }
+  std::string error;
   if (listen_fd < 0) {
     error = Errno("socket");
-  } else if (SetCongestion(listen_fd, config.congestion) != 0) {
-    // Set before it listens: accepted sessions inherit the listener's.
-    refused = CongestionRefusal(config.congestion);
   } else if (setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
              bind(listen_fd, ai->ai_addr, ai->ai_addrlen) != 0) {
     error = Errno(absl::StrCat("bind ", config.listen_host, ":", config.port));
@@ -152,16 +155,12 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
     error = Errno("listen");
   }
   char numeric[NI_MAXHOST] = "";
-  if (error.empty() && refused.empty()) {
+  if (error.empty()) {
     const int rc = getnameinfo(ai->ai_addr, ai->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
                                NI_NUMERICHOST);
     if (rc != 0) error = absl::StrCat("cannot print the bound address: ", gai_strerror(rc));
   }
   freeaddrinfo(ai);
-  if (!refused.empty()) {
-    close(listen_fd);
-    return absl::InvalidArgumentError(refused);
-  }
   sockaddr_storage bound{};
   socklen_t bound_size = sizeof(bound);
   if (error.empty() &&
@@ -457,11 +456,11 @@ absl::StatusOr<Session*> TcpEngine::Connect(const CommId& comm, const CommSecret
   const int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   // Before connecting, so that the SYN asks for what the congestion control needs (ECN).
   // The listener took the same name, so only a narrowed allowed list refuses it now.
-  if (fd >= 0 && SetCongestion(fd, config_.congestion) != 0) {
-    const std::string refused = CongestionRefusal(config_.congestion);
+  if (absl::Status congestion = fd >= 0 ? SetCongestion(fd, config_.congestion) : absl::OkStatus();
+      !congestion.ok()) {
     freeaddrinfo(ai);
     close(fd);
-    return absl::FailedPreconditionError(refused);
+    return absl::FailedPreconditionError(congestion.message());
   }
   int rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
   freeaddrinfo(ai);

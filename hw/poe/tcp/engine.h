@@ -76,6 +76,11 @@ std::string Ipv4Setting(const std::string& name);
 /// (TCP_CA_NAME_MAX). Whether the kernel offers it shows when a socket takes it.
 bool IsCongestionName(const std::string& name);
 
+/// Gives socket `fd` TCP congestion control `name` (nothing when empty: the host's stays).
+/// INVALID_ARGUMENT if the kernel refuses it, saying why: not offered (and what it offers),
+/// or not allowed without CAP_NET_ADMIN (and what is allowed).
+absl::Status SetCongestion(int fd, const std::string& name);
+
 /// Binds and listens: UNAVAILABLE if the port is taken, INVALID_ARGUMENT if the kernel
 /// refuses config.congestion (not offered, or not allowed without CAP_NET_ADMIN). Call
 /// Start() to run the loop.
