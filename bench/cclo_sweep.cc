@@ -1,5 +1,6 @@
 #include "bench/cclo_sweep.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -79,9 +80,10 @@ absl::StatusOr<CcloResults> RunCcloSweep(const BenchOptions& options,
   std::string failures;
   for (size_t rank = 0; rank < ranks.size(); ++rank) {
     if (ranks[rank].exit_code == 0) continue;
-    absl::StrAppend(&failures, "rank ", rank,
-                    ranks[rank].timed_out ? " passed the deadline" : " failed", ":\n",
-                    ranks[rank].output, "\n");
+    absl::StrAppend(&failures, failures.empty() ? "" : "\n", "rank ", rank,
+                    ranks[rank].timed_out ? " passed the deadline" : " failed", " (exit code ",
+                    ranks[rank].exit_code, "):\n",
+                    absl::StripTrailingAsciiWhitespace(ranks[rank].output));
   }
   if (!failures.empty()) return absl::InternalError(failures);
   CcloResults results;

@@ -98,11 +98,18 @@ TEST(CcloBenchTest, ForcedAlgorithmIsUsedAndRight) {
     EXPECT_EQ(cells.back(), "ok") << line;
   }
   EXPECT_EQ(rows, 2 * 9) << result.output;  // 8 B to 512 KiB in steps of 4, each op
-  // The daemons refuse a name no algorithm of the op has, and say which there are.
+  // The daemons refuse a name no algorithm of the op has, and say which there are; each
+  // rank's refusal is reported under its rank.
   result = Bench({"--ops", "allreduce", "--algorithm", "chain", "--max-bytes", "8"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_TRUE(absl::StrContains(result.output, "unknown allreduce algorithm 'chain'; valid: "))
-      << result.output;
+  std::string refusals;
+  for (int rank : {0, 1}) {
+    absl::StrAppend(&refusals, rank == 0 ? "cclo-bench: " : "\n", "rank ", rank,
+                    " failed (exit code 1):\ncclo-bench: rank ", rank,
+                    ": allreduce 8: unknown allreduce algorithm 'chain'; valid: ring, "
+                    "recursive_doubling, reduce_bcast");
+  }
+  EXPECT_TRUE(absl::StrContains(result.output, refusals + "\n")) << result.output;
 }
 
 // --datatype reaches every rank, whose sizes follow the element: from 2 B to 32 KiB, a
