@@ -2,15 +2,13 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <algorithm>
-
 #include "daemon/status.h"
 
 namespace cclo::daemon {
 
 std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& address) {
   Channel& channel = channels_[address];
-  channel.used = ++uses_;
+  ++channel.joins;
   if (!channel.stub || channel.channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
     // Subchannels of its own: a new channel must not share the old one's backoff.
     grpc::ChannelArguments arguments;
@@ -18,14 +16,12 @@ std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& add
     channel.channel = grpc::CreateCustomChannel(address, credentials_, arguments);
     channel.stub = cclo::v1::Peer::NewStub(channel.channel);
   }
-  std::shared_ptr<cclo::v1::Peer::Stub> stub = channel.stub;
-  if (channels_.size() > kMaxChannels) {
-    // A call still using the evicted stub keeps it alive until it returns.
-    channels_.erase(std::min_element(
-        channels_.begin(), channels_.end(),
-        [](const auto& a, const auto& b) { return a.second.used < b.second.used; }));
-  }
-  return stub;
+  return channel.stub;
+}
+
+void PeerClient::EndJoin(const std::string& address) {
+  auto found = channels_.find(address);
+  if (--found->second.joins == 0) channels_.erase(found);
 }
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
@@ -43,6 +39,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
   grpc::Status status = stub->Join(&context, request, &response);
   absl::MutexLock lock(&mu_);
   calls_.erase(&context);
+  EndJoin(root_address);
   if (status.ok()) return response;
   return stopped_ ? ShuttingDown() : FromGrpc(status);
 }

@@ -1,6 +1,6 @@
-// Calls to other daemons' Peer service, over channels cached by address. Departures
-// travel in-band on the data sessions (BYE with the reason), after the data sent before
-// them, so no out-of-band notice can overtake data still on its way.
+// Calls to other daemons' Peer service, over one channel per address while joins use it.
+// Departures travel in-band on the data sessions (BYE with the reason), after the data sent
+// before them, so no out-of-band notice can overtake data still on its way.
 #pragma once
 
 #include <grpcpp/channel.h>
@@ -22,10 +22,6 @@ namespace cclo::daemon {
 
 class PeerClient {
  public:
-  /// At most this many channels stay cached; the least recently used goes first. Tokens
-  /// name their root's address, so a tenant could otherwise make the cache grow at will.
-  static constexpr size_t kMaxChannels = 64;
-
   /// Dials every peer with `credentials` (TLS or plaintext, see peer_tls.h).
   explicit PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
       : credentials_(std::move(credentials)) {}
@@ -41,26 +37,31 @@ class PeerClient {
   /// Ends the joins in progress and refuses later ones with ShuttingDown(): the daemon stops.
   void Stop();
 
-  /// How many channels are cached.
+  /// How many channels are open: one per address that joins are in progress at.
   size_t channels() const;
 
  private:
   struct Channel {
     std::shared_ptr<grpc::Channel> channel;
     std::shared_ptr<cclo::v1::Peer::Stub> stub;
-    uint64_t used = 0;  ///< `uses_` at its last use
+    int joins = 0;  ///< in progress at the address; the last to end closes the channel
   };
 
-  /// The cached stub for `address`, made anew when its channel failed to connect: gRPC
+  /// The stub for a join at `address`, shared with the joins in progress there (a
+  /// daemon's ranks join together), made anew when its channel failed to connect: gRPC
   /// then backs off reconnecting (up to two minutes), and a root daemon restarted on the
-  /// address meanwhile would see every join fail at once with the old error.
+  /// address meanwhile would see every join fail at once with the old error. No channel
+  /// outlives its joins: a root drops a connection whose pings a partition cut off, and a
+  /// channel kept idle meanwhile would learn it only from the next join, which fails with
+  /// the reset. Release it with EndJoin.
   std::shared_ptr<cclo::v1::Peer::Stub> StubFor(const std::string& address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// A join at `address` ended; the last one closes its channel.
+  void EndJoin(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable absl::Mutex mu_;
   std::map<std::string, Channel> channels_ ABSL_GUARDED_BY(mu_);
-  uint64_t uses_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

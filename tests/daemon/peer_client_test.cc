@@ -98,14 +98,17 @@ TEST(PeerClientTest, ACancelledContextEndsTheJoin) {
   close(listener);
 }
 
-// Every token names its root's address; the channels cached for them stay bounded.
-TEST(PeerClientTest, TheChannelCacheKeepsTheMostRecentlyUsed) {
+// Every token names its root's address, and a root drops a connection whose pings a
+// partition cut off: a channel lives only while joins use it, so none is kept idle.
+TEST(PeerClientTest, NoChannelOutlivesItsJoins) {
   PeerClient client(grpc::InsecureChannelCredentials());
-  for (size_t i = 0; i < PeerClient::kMaxChannels + 10; ++i) {
-    // Port 1 on loopback refuses at once (or the deadline passes): only the cache matters.
+  AnsweringRoot root;
+  ASSERT_TRUE(JoinAt(client, root.address(), absl::Seconds(30)).ok());
+  for (int i = 0; i < 10; ++i) {
+    // Port 1 on loopback refuses at once (or the deadline passes): only the channels matter.
     (void)JoinAt(client, absl::StrCat("127.0.0.", i + 2, ":1"), absl::Milliseconds(50));
   }
-  EXPECT_EQ(client.channels(), PeerClient::kMaxChannels);
+  EXPECT_EQ(client.channels(), 0u);
 }
 
 }  // namespace

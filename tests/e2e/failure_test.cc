@@ -444,27 +444,37 @@ TEST(FailureTest, ABreakAsTheDataSessionsComeUpIsNotLost) {
   }
 }
 
-// A daemon that joined at a root and then fell silent without closing its connection (its
-// host crashed or went off the network; here it hangs: SIGSTOP keeps its kernel answering
-// TCP) does not hold a descriptor at the root for good: the root's Peer port pings its
-// connections and closes the one that does not answer.
+// A daemon whose rank waits at a root and that then falls silent without closing its
+// connection (its host crashed or went off the network; here it hangs: SIGSTOP keeps its
+// kernel answering TCP) does not hold a descriptor at the root for good: the root's Peer
+// port pings its connections and closes the one that does not answer.
 TEST(FailureTest, ARootClosesThePeerConnectionOfADaemonThatFellSilent) {
   Daemon a, b;
   FootprintProbe probe(a);
   {
+    // A join served first: the Peer service keeps idle as many threads as it once served.
     RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
-    JoinPair(rank0, rank1);  // b's daemon joins at a, over a connection to a's Peer port
-  }  // the sessions end, and with them the communicator and its data sessions
+    JoinPair(rank0, rank1);
+  }
+  RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
+  const std::string token = rank0.NewToken();
   absl::StatusOr<Footprint> steady = probe.Steady();
   ASSERT_TRUE(steady.ok()) << steady.status();
-  ASSERT_EQ(steady->communicators, 0u) << *steady;
-  Footprint without_b = *steady;
-  --without_b.fds["socket"];  // b's connection to a's Peer port
+  // Rank 1 waits at the root for rank 0, which never joins, until its 20 s pass, over b's
+  // connection to a's Peer port.
+  std::thread waiting([&] { (void)rank1.Join(token, 1, 2); });
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<Footprint> now = probe.Measure();
+        return now.ok() && now->fds["socket"] == steady->fds["socket"] + 1;
+      },
+      absl::Seconds(10)));
 
   b.process().Signal(SIGSTOP);
-  const Footprint settled = probe.SettleAt(without_b, absl::Minutes(2));
+  const Footprint settled = probe.SettleAt(*steady, absl::Minutes(2));
   b.process().Signal(SIGCONT);
-  EXPECT_EQ(settled, without_b) << settled;
+  waiting.join();
+  EXPECT_EQ(settled, *steady) << settled;
 }
 
 TEST(FailureTest, OpThatCannotCompleteEndsAtItsDeadline) {

@@ -66,6 +66,10 @@ std::vector<std::string> BridgedHosts::Inside(int host,
   return command;
 }
 
+absl::Status BridgedHosts::SetLink(int host, bool up) const {
+  return Ip({"-n", SwitchNetns(), "link", "set", Port(host), up ? "up" : "down"});
+}
+
 std::string BridgedHosts::HostNetns(int host) const { return absl::StrCat(prefix_, "h", host); }
 
 std::vector<std::string> BridgedHosts::AllNetns() const {
@@ -125,7 +129,7 @@ absl::Status BridgedHosts::Build() {
   // 2. Every host: a namespace whose eth0 is one end of a veth, the other end a bridge port.
   for (int host = 0; host < count_; ++host) {
     const std::string netns = HostNetns(host);
-    const std::string port = absl::StrCat("p", host);
+    const std::string port = Port(host);
     for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
              {"netns", "add", netns},
              {"-n", sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns",

@@ -37,6 +37,10 @@ class BridgedHosts {
   /// `argv` prefixed so that it runs inside host `host`'s namespace (`ip netns exec`).
   std::vector<std::string> Inside(int host, const std::vector<std::string>& argv = {}) const;
 
+  /// Takes host `host`'s port on the bridge down (`up` false) or up again: a silent
+  /// partition, as a switch that drops the host's packets makes; no reset reaches anyone.
+  absl::Status SetLink(int host, bool up) const;
+
  private:
   BridgedHosts(std::string ip, std::string prefix, int count);
 
@@ -50,6 +54,8 @@ class BridgedHosts {
 
   std::string SwitchNetns() const { return prefix_ + "sw"; }
   std::string HostNetns(int host) const;
+  /// The bridge's port that host `host`'s veth ends at.
+  static std::string Port(int host) { return "p" + std::to_string(host); }
   std::vector<std::string> AllNetns() const;
 
   const std::string ip_;      ///< absolute path of the `ip` command

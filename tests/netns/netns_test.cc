@@ -1,13 +1,15 @@
 // Three hosts as network namespaces joined by a bridge, one cclod in each listening on its
 // host's address, cclo-run clients inside the hosts: every collective cclo-run checks runs
-// across the hosts over real (virtual) links instead of loopback. Skipped with the reason
-// where namespaces cannot be made.
+// across the hosts over real (virtual) links instead of loopback, and communicators form
+// again once a silent partition of a host's link ends. Skipped with the reason where
+// namespaces cannot be made.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tests/e2e/cluster.h"
 #include "tests/netns/bridged_hosts.h"
@@ -35,6 +37,19 @@ class NetnsTest : public ::testing::Test {
       EXPECT_EQ(daemons_.back()->peer_address().rfind(hosts_->address(host) + ":", 0), 0u)
           << daemons_.back()->peer_address();
     }
+  }
+
+  /// Whether host `host`'s daemon has a connection from host `peer` on its Peer port.
+  bool PeerPortConnected(int host, int peer) {
+    const std::string& address = daemons_[host]->peer_address();
+    ProcessResult sockets =
+        Process(
+            hosts_->Inside(
+                host, {"ss", "-Htn", "state", "established",
+                       absl::StrCat("( sport = :", address.substr(address.rfind(':') + 1), " )")}))
+            .Wait(kRunTimeout);
+    EXPECT_EQ(sockets.exit_code, 0) << sockets.output;
+    return absl::StrContains(sockets.output, hosts_->address(peer));
   }
 
   /// One cclo-run per rank inside the host `placement[rank]`, all with `options`; every rank
@@ -76,6 +91,19 @@ TEST_F(NetnsTest, EveryCollectiveTwoRanksPerHostInt32) {
   // Ranks 0 and 3 share host 0, and so on: local copies and links in one communicator.
   RunRanks({0, 1, 2, 0, 1, 2},
            {"--ops", kEveryOp, "--sizes", "7,1K,1M", "--datatype", "int32", "--root", "4"});
+}
+
+// A partition that outlasts the root daemon's keepalive: the root drops the joining
+// daemon's connection to its Peer port, which the joining daemon cannot learn while it is
+// cut off. Once the link is back, a new communicator across it forms: its join dials the
+// root anew instead of failing at once on the old connection ('recvmsg:Connection reset by
+// peer'), which made every rank wait for it until the join timeout.
+TEST_F(NetnsTest, ACommunicatorFormsAfterAPartitionOutlastedTheRootsConnection) {
+  RunRanks({0, 1}, {"--ops", "allreduce", "--sizes", "1K"});
+  ASSERT_TRUE(hosts_->SetLink(1, false).ok());
+  EXPECT_TRUE(WaitUntil([&] { return !PeerPortConnected(0, 1); }, absl::Minutes(2)));
+  ASSERT_TRUE(hosts_->SetLink(1, true).ok());
+  RunRanks({0, 1}, {"--ops", "allreduce", "--sizes", "1K"});
 }
 
 }  // namespace
