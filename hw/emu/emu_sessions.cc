@@ -35,6 +35,13 @@ absl::Status Left(const std::vector<uint32_t>& ranks, const std::string& address
                                              address, " left: ", reason));
 }
 
+/// What the calls that need the peer engine at `address` fail with once it broke the
+/// communicator for `reason` (the peer's words): that peer is not what was lost.
+absl::Status BrokeBy(const std::string& address, absl::string_view reason) {
+  return absl::UnavailableError(
+      absl::StrCat("peer daemon ", address, " broke the communicator: ", reason));
+}
+
 }  // namespace
 
 absl::StatusOr<CommSecret> EmuDevice::Secret(const CommId& id) {
@@ -201,7 +208,9 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     Break(*comm, absl::UnavailableError(
                      absl::StrCat("invalid data from peer daemon ", peer, ": ", end.message())));
   } else if (!comm->ready && !absl::IsCancelled(end)) {
-    Break(*comm, absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
+    Break(*comm, absl::IsAborted(end)
+                     ? BrokeBy(address, end.message())
+                     : absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why)));
   } else {
     // Ready, or the peer's ranks left (a BYE, not a break) while another peer's sessions
     // were not up yet: they ran their part already and depart, and what they sent stays.
@@ -212,8 +221,7 @@ void EmuDevice::OnSessionClosed(poe::Session& session, const absl::Status& reaso
     }
     absl::Status gone = absl::UnavailableError(absl::StrCat("lost peer daemon ", peer, ": ", why));
     if (absl::IsAborted(end)) {
-      gone = absl::UnavailableError(
-          absl::StrCat("peer daemon ", address, " broke the communicator: ", end.message()));
+      gone = BrokeBy(address, end.message());
     } else if (bye) {
       gone = Left(ranks, address, end.message());
     }

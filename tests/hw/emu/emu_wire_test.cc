@@ -323,6 +323,38 @@ TEST_F(EmuWireTest, APeerThatLeftBeforeTheCommunicatorWasReadyDeparts) {
   close(later_listener);
 }
 
+// A peer that broke the communicator (it lost a third daemon, whose sessions it waited
+// for) while the device still waited for that third daemon too: the join fails naming the
+// peer as the one that broke it, with its reason, not as a lost peer daemon, which would
+// send the operator to a host that is fine.
+TEST_F(EmuWireTest, APeerThatBrokeTheCommunicatorBeforeItWasReadyIsNamedAsSuch) {
+  Start(SmallConfig(2));
+  // Rank 0 at the fake, rank 1 on the device, rank 2 at an address nobody answers on.
+  std::string silent_address;
+  const int silent_listener = cclo::testing::ListenLoopback(&silent_address);
+  ASSERT_GE(silent_listener, 0) << std::strerror(errno);
+  comm_ = MakeComm({device_, device_, device_}, 33);
+  comm_.config.ranks[0].data_address = fake_address_;
+  comm_.config.ranks[2].data_address = silent_address;
+  ASSERT_TRUE(device_->PrepareCommunicator(comm_.config.id, comm_.config.secret).ok());
+
+  FakePeer peer(device_->DataAddress(), comm_);
+  std::future<absl::Status> configured = Admit(peer);
+  peer.Grant(2);
+  ASSERT_NO_FATAL_FAILURE(peer.AcceptDevice(listener_));
+  ASSERT_TRUE(peer.ReadSegment().ok());  // the device's grant: this link is up
+  const std::string reason = absl::StrCat("data session to peer daemon ", silent_address,
+                                          " (rank 2) failed: handshake did not finish in time");
+  peer.Bye(reason, poe::ByeKind::kBroke);
+  ASSERT_TRUE(peer.WaitUntilRead());
+  peer.Hangup();
+  ASSERT_EQ(configured.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_EQ(configured.get(),
+            absl::UnavailableError(
+                absl::StrCat("peer daemon ", fake_address_, " broke the communicator: ", reason)));
+  close(silent_listener);
+}
+
 // The peer's BYE on the session the device sends on may be read before the data the peer
 // sent on its own: the ranks depart only when that one ends, so nothing is lost.
 TEST_F(EmuWireTest, WhatAPeerSendsAfterItsByeOnTheDevicesSessionIsReceived) {

@@ -112,9 +112,9 @@ void FakePeer::SendControlOn(int fd, const ControlMessage& message) {
 
 void FakePeer::SendControl(const ControlMessage& message) { SendControlOn(out_fd_, message); }
 
-void FakePeer::Bye(const std::string& reason) {
-  SendControlOn(in_fd_, {.kind = ControlKind::kBye, .reason = reason});
-  SendControlOn(out_fd_, {.kind = ControlKind::kBye, .reason = reason});
+void FakePeer::Bye(const std::string& reason, poe::ByeKind kind) {
+  SendControlOn(in_fd_, {.kind = ControlKind::kBye, .reason = reason, .bye = kind});
+  SendControlOn(out_fd_, {.kind = ControlKind::kBye, .reason = reason, .bye = kind});
 }
 
 void FakePeer::Grant(uint64_t credits) {

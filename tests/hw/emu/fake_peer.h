@@ -45,8 +45,9 @@ class FakePeer {
   /// The same on the session the device opened, which carries only what the device sends.
   void SendBack(poe::SegmentHeader header, const std::vector<std::byte>& payload = {});
   void SendControl(const poe::ControlMessage& message);
-  /// Says BYE with `reason` on the device's session, then on the fake's.
-  void Bye(const std::string& reason);
+  /// Says BYE with `reason` on the device's session, then on the fake's; `kind` says
+  /// whether its ranks left or it broke the communicator.
+  void Bye(const std::string& reason, poe::ByeKind kind = poe::ByeKind::kLeft);
   /// Grants the device `credits` eager credits.
   void Grant(uint64_t credits);
   /// Reads exactly `size` bytes from the device: on the session the device opened once
