@@ -157,10 +157,11 @@ std::string ReadyAddress(const std::string& output, const std::string& label) {
   return output.substr(begin, output.find_first_of(", \n", begin) - begin);
 }
 
-// A sanitizer's report (--config=asan) ends the daemon, or is printed at its exit, where no
-// test looks: it fails the test here.
+// A sanitizer's report (--config=asan or tsan) ends the daemon, or is printed at its exit,
+// where no test looks: it fails the test here.
 void AbortOnSanitizerReport(const std::string& output) {
-  for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}) {
+  for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                             "runtime error:", "WARNING: ThreadSanitizer"}) {
     if (output.find(report) != std::string::npos) {
       std::fprintf(stderr, "cclod reported a sanitizer error:\n%s\n", output.c_str());
       std::abort();

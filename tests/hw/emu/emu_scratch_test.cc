@@ -165,6 +165,9 @@ TEST_F(ScratchTest, CallsOfOneScratchSizeReuseOneBuffer) {
 // process can map (the engine's limit lifted out of the way). Its buffers are reserved
 // address space only, which the failed call never touches.
 TEST_F(ScratchTest, ScratchThatCannotBeHadFailsTheCall) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "ThreadSanitizer's shadow memory leaves no 32 TiB of address space to reserve";
+#endif
   EmuConfig config = TestConfig();
   config.scratch_max_bytes = UINT64_MAX;
   Start(config);
