@@ -91,9 +91,7 @@ TcpSession::HeartbeatPlan TcpSession::PlanHeartbeats(absl::Duration timeout) {
 bool TcpSession::Heartbeat() {
   silent_ticks_ = std::exchange(heard_, false) ? 0 : silent_ticks_ + 1;
   if (silent_ticks_ >= PlanHeartbeats(timeout_).ticks) return true;
-  if (!std::exchange(spoke_, false) && tx_.empty()) {
-    SendControl({.kind = ControlKind::kHeartbeat});
-  }
+  if (tx_.empty()) SendControl({.kind = ControlKind::kHeartbeat});
   return false;
 }
 
@@ -299,7 +297,6 @@ void TcpSession::Flush() {
       break;
     }
     sent += static_cast<uint64_t>(n);
-    spoke_ = true;
     size_t left = static_cast<size_t>(n);
     while (left > 0 && !tx_.empty()) {
       TxEntry& entry = tx_.front();

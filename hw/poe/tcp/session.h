@@ -14,12 +14,12 @@
 // the smaller (the session ends when the less patient end gives up, so the other may as
 // well). The engine gives every up session a heartbeat tick every kHeartbeatTicks-th of
 // its timeout, at most every kMaxHeartbeatPeriod, on the monotonic clock (PlanHeartbeats).
-// At a tick, a session that wrote nothing since the last one and has nothing queued sends
-// a HEARTBEAT; one that read nothing for a timeout's worth of ticks in a row is lost. So a
-// peer that stops (hangs, or its host or the network goes without a reset) is found within
-// the timeout plus one tick, and a live one is heard at least every 2 ticks. Ticks are
-// counted, not timed: an engine that did not run for a while reads what came meanwhile
-// before its next tick.
+// At a tick, a session with nothing queued sends a HEARTBEAT (one with something queued
+// is sending it); one that read nothing for a timeout's worth of ticks in a row is lost.
+// So a peer that stops (hangs, or its host or the network goes without a reset) is found
+// within the timeout plus one tick, and a live one is heard at least every tick: one that
+// hangs for less than the timeout less a tick is not lost. Ticks are counted, not timed:
+// an engine that did not run for a while reads what came meanwhile before its next tick.
 #pragma once
 
 #include <array>
@@ -46,7 +46,7 @@ class TcpSession final : public Session {
   /// Heartbeat ticks per peer timeout, for timeouts up to 5 × kMaxHeartbeatPeriod.
   static constexpr int kHeartbeatTicks = 5;
   /// Longest time between two ticks, whatever the timeout: an idle session sends something
-  /// at least every 2 × this, so NAT and firewall state along the path stays.
+  /// at least this often, so NAT and firewall state along the path stays.
   static constexpr absl::Duration kMaxHeartbeatPeriod = absl::Seconds(10);
   /// How a session with peer timeout `timeout` ticks: every `period`; lost after `ticks`
   /// ticks in a row that found nothing read (period × ticks covers the timeout).
@@ -197,8 +197,7 @@ class TcpSession final : public Session {
   bool reading_ = false;
   bool draining_ = false;  ///< in DrainInput: a write failing meanwhile waits for it
   bool writing_ = false;
-  bool heard_ = false;    ///< read something since the last heartbeat tick
-  bool spoke_ = false;    ///< wrote something since the last heartbeat tick
+  bool heard_ = false;        ///< read something since the last heartbeat tick
   int64_t silent_ticks_ = 0;  ///< heartbeat ticks in a row that found nothing read
 };
 
