@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/status.h"
 
 namespace cclo::daemon {
@@ -27,6 +28,7 @@ void PeerClient::EndJoin(const std::string& address) {
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     const std::string& root_address, const cclo::v1::PeerJoinRequest& request,
     hw::SteadyTime deadline, grpc::ClientContext& context) {
+  const absl::Duration timeout = deadline - hw::SteadyNow();
   context.set_deadline(hw::ToWallDeadline(deadline));
   std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {
@@ -41,7 +43,16 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
   calls_.erase(&context);
   EndJoin(root_address);
   if (status.ok()) return response;
-  return stopped_ ? ShuttingDown() : FromGrpc(status);
+  if (stopped_) return ShuttingDown();
+  // A root that serves answers by 9/10 of the join's time (JoinTimeoutMs), missing ranks
+  // and all: the deadline passing is gRPC's, the root never answered.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && hw::SteadyNow() >= deadline) {
+    return absl::UnavailableError(
+        absl::StrCat("no answer within the join timeout of ",
+                     absl::FormatDuration(absl::Ceil(timeout, absl::Milliseconds(100))),
+                     ": unreachable, or not serving (", status.error_message(), ")"));
+  }
+  return FromGrpc(status);
 }
 
 void PeerClient::Stop() {

@@ -28,7 +28,8 @@ class PeerClient {
 
   /// Joins a rank at the root daemon through `context` (blocks until the root answers,
   /// `deadline`, Stop, or the caller's context.TryCancel(), which fails it with CANCELLED,
-  /// also when called before the join began).
+  /// also when called before the join began). A root that does not answer by `deadline`
+  /// fails it with UNAVAILABLE, as one it cannot connect to.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
                                                   hw::SteadyTime deadline,

@@ -83,6 +83,23 @@ TEST(PeerClientTest, StopEndsAJoinInProgressAndRefusesLaterOnes) {
   close(listener);
 }
 
+// A root daemon that serves answers a join by 9/10 of its time, the missing ranks' names
+// at the latest: one that does not answer by the deadline is unreachable or hangs, which
+// the join says, as UNAVAILABLE as a root it cannot connect to, instead of gRPC's bare
+// 'Deadline Exceeded', which reads as if ranks were missing.
+TEST(PeerClientTest, AJoinThatTheRootDoesNotAnswerSaysSo) {
+  // A listener that never accepts: a root daemon that hangs, or a partition after the
+  // connection was made.
+  std::string root;
+  const int listener = cclo::testing::ListenLoopback(&root);
+  ASSERT_GE(listener, 0);
+  PeerClient client(grpc::InsecureChannelCredentials());
+  EXPECT_EQ(JoinAt(client, root, absl::Milliseconds(300)).status(),
+            absl::UnavailableError("no answer within the join timeout of 300ms: unreachable, or "
+                                   "not serving (Deadline Exceeded)"));
+  close(listener);
+}
+
 // A join whose caller cancelled its context ends with CANCELLED, also when the cancel came
 // before the join began (the operator destroyed the communicator meanwhile).
 TEST(PeerClientTest, ACancelledContextEndsTheJoin) {
