@@ -476,8 +476,13 @@ void TcpSession::ExpireHandshake() {
         " within the handshake timeout of ", absl::FormatDuration(engine_.handshake_timeout()))));
   }
   engine_.CountWireError();
-  const absl::Status reason = absl::DeadlineExceededError(
-      absl::StrCat("handshake of the ", Name(), " did not finish in time"));
+  // A connect still waiting got no SYN-ACK: a host cut off drops it silently.
+  const absl::Status reason = absl::DeadlineExceededError(absl::StrCat(
+      "handshake of the ", Name(), " did not finish within the handshake timeout of ",
+      absl::FormatDuration(engine_.handshake_timeout()),
+      state_ == State::kConnecting
+          ? ": its connect got no answer (the host unreachable, or the port filtered or overloaded)"
+          : ""));
   spdlog::warn("{}", std::string(reason.message()));
   Fail(reason);
 }

@@ -3,7 +3,8 @@
 // same turn, before the next poll, and the deadline it gives the handler counts before the
 // engine next sleeps. A turn accepts a bounded batch of connections. And the bound on
 // accepted connections in their handshake: one more closes the oldest, and the newest is
-// served.
+// served. A handshake that does not finish says its timeout, and whether the connect was
+// answered.
 #include "hw/poe/tcp/engine.h"
 
 #include <poll.h>
@@ -397,6 +398,65 @@ TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFrom
   (*engine)->Stop();
   for (int fd : clients) close(fd);
   close(silent);
+}
+
+/// Reports the reason its one session closed with.
+class ClosingHandler : public IdleHandler {
+ public:
+  void OnSessionClosed(Session&, const absl::Status& reason) override { closed_.set_value(reason); }
+  std::future<absl::Status> Closed() { return closed_.get_future(); }
+
+ private:
+  std::promise<absl::Status> closed_;
+};
+
+/// Why the engine's data session to `address`, whose handshake has 300 ms, ended.
+absl::Status HandshakeEnd(const std::string& address) {
+  ClosingHandler handler;
+  TcpEngineConfig config;
+  config.handshake_timeout = absl::Milliseconds(300);
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine(config, &handler);
+  if (!engine.ok()) return engine.status();
+  (*engine)->Start();
+  std::future<absl::Status> closed = handler.Closed();
+  (*engine)->Post([&] { (void)(*engine)->Connect({}, {}, address); });
+  const absl::Status reason = closed.wait_for(std::chrono::seconds(60)) == std::future_status::ready
+                                  ? closed.get()
+                                  : absl::UnknownError("the session did not end");
+  (*engine)->Stop();
+  return reason;
+}
+
+// A handshake that ends unfinished says its timeout, and whether the peer's host answered
+// the connect at all: a partition drops it silently (here, a full accept queue does).
+TEST(EngineHandshakeTest, AnUnfinishedHandshakeSaysItsTimeoutAndWhetherTheConnectWasAnswered) {
+  std::string silent;
+  const int listener = cclo::testing::ListenLoopback(&silent);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
+  // The kernel takes the connection for the listener, which never accepts it.
+  EXPECT_EQ(HandshakeEnd(silent),
+            absl::DeadlineExceededError(absl::StrCat(
+                "handshake of the data session with ", silent, " for communicator ", CommIdHex({}),
+                " did not finish within the handshake timeout of 300ms")));
+  close(listener);
+
+  std::string full;
+  const int full_listener = cclo::testing::ListenLoopback(&full);
+  ASSERT_GE(full_listener, 0) << std::strerror(errno);
+  // Backlog 1: the kernel queues two connections, and drops the SYNs of the next.
+  ASSERT_EQ(listen(full_listener, 1), 0) << std::strerror(errno);
+  std::vector<int> queued;
+  for (int i = 0; i < 2; ++i) {
+    queued.push_back(cclo::testing::ConnectLoopback(full));
+    ASSERT_GE(queued.back(), 0) << std::strerror(errno);
+  }
+  EXPECT_EQ(HandshakeEnd(full),
+            absl::DeadlineExceededError(absl::StrCat(
+                "handshake of the data session with ", full, " for communicator ", CommIdHex({}),
+                " did not finish within the handshake timeout of 300ms: its connect got no answer "
+                "(the host unreachable, or the port filtered or overloaded)")));
+  for (int fd : queued) close(fd);
+  close(full_listener);
 }
 
 }  // namespace
