@@ -29,7 +29,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     const std::string& root_address, const cclo::v1::PeerJoinRequest& request,
     hw::SteadyTime deadline, grpc::ClientContext& context) {
   const absl::Duration timeout = deadline - hw::SteadyNow();
-  context.set_deadline(hw::ToWallDeadline(deadline));
+  context.set_deadline(hw::ToWallDeadline(deadline + kRootAnswerGrace));
   std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {
     absl::MutexLock lock(&mu_);
@@ -44,9 +44,10 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
   EndJoin(root_address);
   if (status.ok()) return response;
   if (stopped_) return ShuttingDown();
-  // A root that serves answers by 9/10 of the join's time (JoinTimeoutMs), missing ranks
-  // and all: the deadline passing is gRPC's, the root never answered.
-  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && hw::SteadyNow() >= deadline) {
+  // A root that serves answers by 9/10 of the join's time, missing ranks and all: the
+  // deadline and its grace passing is gRPC's, the root never answered.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      hw::SteadyNow() >= deadline + kRootAnswerGrace) {
     return absl::UnavailableError(
         absl::StrCat("no answer within the join timeout of ",
                      absl::FormatDuration(absl::Ceil(timeout, absl::Milliseconds(100))),

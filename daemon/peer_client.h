@@ -22,14 +22,19 @@ namespace cclo::daemon {
 
 class PeerClient {
  public:
+  /// How long past a join's deadline the root daemon's answer is still awaited: the root
+  /// answers by 9/10 of the join's time counted from when it got the join (JoinTimeoutMs),
+  /// which a loaded machine may deliver after the deadline; one not come by then, never.
+  static constexpr absl::Duration kRootAnswerGrace = absl::Seconds(1);
+
   /// Dials every peer with `credentials` (TLS or plaintext, see peer_tls.h).
   explicit PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
       : credentials_(std::move(credentials)) {}
 
   /// Joins a rank at the root daemon through `context` (blocks until the root answers,
-  /// `deadline`, Stop, or the caller's context.TryCancel(), which fails it with CANCELLED,
-  /// also when called before the join began). A root that does not answer by `deadline`
-  /// fails it with UNAVAILABLE, as one it cannot connect to.
+  /// kRootAnswerGrace past `deadline`, Stop, or the caller's context.TryCancel(), which fails
+  /// it with CANCELLED, also when called before the join began). A root that did not answer
+  /// by then fails it with UNAVAILABLE, as one it cannot connect to.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
                                                   hw::SteadyTime deadline,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -14,11 +15,14 @@
 namespace cclo::daemon {
 namespace {
 
-// A root daemon's Peer service that answers every join at once.
+// A root daemon's Peer service that answers every join with `answer()` (OK at once unless
+// given).
 class AnsweringRoot final : public cclo::v1::Peer::Service {
  public:
   /// Serves on 127.0.0.1:`port` (0: a free one, then port() says which).
-  explicit AnsweringRoot(int port = 0) {
+  explicit AnsweringRoot(
+      int port = 0, std::function<grpc::Status()> answer = [] { return grpc::Status::OK; })
+      : answer_(std::move(answer)) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
                              &port_);
@@ -31,10 +35,11 @@ class AnsweringRoot final : public cclo::v1::Peer::Service {
 
   grpc::Status Join(grpc::ServerContext*, const cclo::v1::PeerJoinRequest*,
                     cclo::v1::PeerJoinResponse*) override {
-    return grpc::Status::OK;
+    return answer_();
   }
 
  private:
+  const std::function<grpc::Status()> answer_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };
@@ -98,6 +103,21 @@ TEST(PeerClientTest, AJoinThatTheRootDoesNotAnswerSaysSo) {
             absl::UnavailableError("no answer within the join timeout of 300ms: unreachable, or "
                                    "not serving (Deadline Exceeded)"));
   close(listener);
+}
+
+// A root daemon's answer at 9/10 of the join's time that a loaded machine delayed past the
+// deadline (here the root answers just after it) is still the join's end: ranks missing
+// there must not read as a root that never answered.
+TEST(PeerClientTest, ARootsAnswerThatComesJustAfterTheDeadlineIsHeard) {
+  const hw::SteadyTime deadline = hw::SteadyNow() + absl::Milliseconds(300);
+  AnsweringRoot root(0, [deadline] {
+    absl::SleepFor(hw::Left(deadline) + absl::Milliseconds(50));
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "missing ranks 1");
+  });
+  PeerClient client(grpc::InsecureChannelCredentials());
+  grpc::ClientContext context;
+  EXPECT_EQ(client.Join(root.address(), cclo::v1::PeerJoinRequest(), deadline, context).status(),
+            absl::DeadlineExceededError("missing ranks 1"));
 }
 
 // A join whose caller cancelled its context ends with CANCELLED, also when the cancel came
