@@ -122,6 +122,11 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
                                                    hw::CommIdHex(id), " already joined here"));
     } else if (comm.state == State::kBroken) {
       return Broken(id, comm.error);
+    } else if (comm.state == State::kReady) {
+      // Its root had every rank: a rank that left, or one of another daemon, cannot join.
+      return absl::FailedPreconditionError(
+          absl::StrCat("communicator ", hw::CommIdHex(id), " is ready here: its ", comm.size,
+                       " ranks joined already, and rank ", rank, " cannot join it again"));
     }
     comm.local_ranks.insert(rank);
     comm.departed.erase(rank);

@@ -23,13 +23,6 @@ namespace {
 /// float32 elements of the allreduces between two daemons.
 constexpr uint64_t kPairCount = 1024;
 
-grpc::Status Destroy(RawSession& session, uint64_t handle) {
-  cclo::v1::DestroyCommunicatorRequest request;
-  request.set_comm_handle(handle);
-  cclo::v1::DestroyCommunicatorResponse response;
-  return session.stub().DestroyCommunicator(session.Context().get(), request, &response);
-}
-
 /// Joins `rank0` and `rank1` to a new 2-rank communicator, runs an allreduce of their
 /// buffers on it, and destroys it on both.
 void UsePairAndDestroy(RawSession& rank0, uint64_t buffer0, RawSession& rank1, uint64_t buffer1) {
@@ -50,7 +43,7 @@ void UsePairAndDestroy(RawSession& rank0, uint64_t buffer0, RawSession& rank1, u
   EXPECT_TRUE(reduced0.ok()) << reduced0.error_message();
   EXPECT_TRUE(reduced1.ok()) << reduced1.error_message();
   for (auto [session, handle] : {std::pair{&rank0, handle0}, std::pair{&rank1, handle1}}) {
-    grpc::Status destroyed = Destroy(*session, handle);
+    grpc::Status destroyed = session->Destroy(handle);
     EXPECT_TRUE(destroyed.ok()) << destroyed.error_message();
   }
 }
@@ -106,7 +99,7 @@ TEST(CleanupTest, ClientKilledMidAllreduceLeavesBothDaemonsAsBefore) {
   // Once the survivor destroyed its handle of the broken communicator, both daemons hold
   // what they held before; the survivor makes and uses a new communicator, which leaves
   // nothing behind either.
-  status = Destroy(survivor, handle);
+  status = survivor.Destroy(handle);
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(probe_a.SettleAt(*baseline_a), *baseline_a);
   EXPECT_EQ(probe_b.SettleAt(*baseline_b), *baseline_b);

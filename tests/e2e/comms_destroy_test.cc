@@ -84,10 +84,7 @@ TEST(CommsDestroyTest, FailsOpsHereAndOnPeersReleasesQuotaAndKeepsOthersServing)
   // The other communicator works on; destroying the dead handle is fine and gives back
   // nothing twice; destroying it again through ccloctl finds nothing.
   ExpectPairAllreduce(other0, other_handle0, other1, other_handle1);
-  cclo::v1::DestroyCommunicatorRequest destroy;
-  destroy.set_comm_handle(handle0);
-  cclo::v1::DestroyCommunicatorResponse ignored;
-  grpc::Status status = rank0.stub().DestroyCommunicator(rank0.Context().get(), destroy, &ignored);
+  grpc::Status status = rank0.Destroy(handle0);
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(CommunicatorsUsed(a), 1u);
   ProcessResult gone = Ccloctl(a, {"comms", "destroy", id});

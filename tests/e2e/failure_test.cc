@@ -444,6 +444,34 @@ TEST(FailureTest, ABreakAsTheDataSessionsComeUpIsNotLost) {
   }
 }
 
+// A rank that joins a communicator whose ranks all joined already, as one that left, is
+// refused by its daemon, which keeps why that rank left (it recorded 'rank 1 failed to
+// join' instead, once the root refused the join of a token all of whose ranks came).
+TEST(FailureTest, ALateJoinIsRefusedAndTheDepartedRankKeepsItsReason) {
+  Daemon a;
+  RawSession rank0(a.runtime_dir()), rank1(a.runtime_dir());
+  const std::string token = rank0.NewToken();
+  uint64_t handle1 = 0;
+  std::thread joining([&] { EXPECT_TRUE(rank1.Join(token, 1, 2, &handle1).ok()); });
+  ASSERT_TRUE(rank0.Join(token, 0, 2).ok());
+  joining.join();
+  const std::string id = hw::CommIdHex(daemon::ParseToken(token)->id);
+  ASSERT_TRUE(rank1.Destroy(handle1).ok());
+  const std::string left = "rank 1 destroyed the communicator";
+
+  RawSession late(a.runtime_dir());
+  grpc::Status joined = late.Join(token, 1, 2);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << joined.error_message();
+  EXPECT_EQ(joined.error_message(),
+            absl::StrCat("communicator ", id,
+                         " is ready here: its 2 ranks joined already, and rank 1 cannot join it "
+                         "again"));
+  const auto shown = AdminJson<cclo::v1::ShowCommunicatorResponse>(a, {"comms", "show", id});
+  EXPECT_EQ(shown.state(), "ready");
+  ASSERT_EQ(shown.departed_size(), 1) << shown.DebugString();
+  EXPECT_EQ(shown.departed(0).reason(), left);
+}
+
 // A daemon whose rank waits at a root and that then falls silent without closing its
 // connection (its host crashed or went off the network; here it hangs: SIGSTOP keeps its
 // kernel answering TCP) does not hold a descriptor at the root for good: the root's Peer

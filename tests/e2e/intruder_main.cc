@@ -69,11 +69,7 @@ void Intrude(const std::string& dir, uint64_t buffer, uint64_t handle, uint64_t 
   cancel.set_op_id(op);
   cclo::v1::CancelResponse cancelled;
   Print("cancel_their_op", session.stub().Cancel(session.Context().get(), cancel, &cancelled));
-  cclo::v1::DestroyCommunicatorRequest destroy;
-  destroy.set_comm_handle(handle);
-  cclo::v1::DestroyCommunicatorResponse destroyed;
-  Print("destroy_their_comm",
-        session.stub().DestroyCommunicator(session.Context().get(), destroy, &destroyed));
+  Print("destroy_their_comm", session.Destroy(handle));
   Print("join_their_comm", session.Join(token, 1, 2));
 
   grpc::ClientContext forged;

@@ -271,6 +271,13 @@ grpc::Status RawSession::Join(const std::string& token, uint32_t rank, uint32_t 
   return status;
 }
 
+grpc::Status RawSession::Destroy(uint64_t handle) {
+  cclo::v1::DestroyCommunicatorRequest request;
+  request.set_comm_handle(handle);
+  cclo::v1::DestroyCommunicatorResponse response;
+  return stub_->DestroyCommunicator(Context().get(), request, &response);
+}
+
 grpc::Status RawSession::Run(const cclo::v1::SubmitRequest& request, uint32_t wait_ms) {
   cclo::v1::SubmitResponse submitted;
   grpc::Status status = stub_->Submit(Context().get(), request, &submitted);

@@ -50,6 +50,9 @@ class RawSession {
   grpc::Status Join(const std::string& token, uint32_t rank, uint32_t size,
                     uint64_t* handle = nullptr);
 
+  /// DestroyCommunicator of `handle`.
+  grpc::Status Destroy(uint64_t handle);
+
   /// Submit, then Wait (up to `wait_ms`); the Submit error or the op's own status.
   grpc::Status Run(const cclo::v1::SubmitRequest& request, uint32_t wait_ms = 30'000);
 
