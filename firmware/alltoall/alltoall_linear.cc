@@ -2,8 +2,8 @@
 
 #include <utility>
 
+#include "firmware/alltoall/alltoall_input.h"
 #include "firmware/patterns/ring.h"
-#include "firmware/program_builder.h"
 
 namespace cclo::firmware {
 
@@ -16,28 +16,18 @@ absl::StatusOr<hw::Program> GenerateAlltoallLinear(const hw::CallDescriptor& cal
   const uint64_t count = call.count;
   if (count == 0) return std::move(program).Finish();
   const uint32_t rank = call.rank;
-  auto chunk = [count](Slot slot, uint32_t index) {
-    return Endpoint::Memory(slot, uint64_t{index} * count);
-  };
-  // 1. The input: op0, whose own chunk is copied into place; in place a copy of the result
-  //    in scratch if there are other ranks to send to, while its own chunk stays in place.
-  Slot input = Slot::kOp0;
-  if (!call.in_place) {
-    program.Copy(chunk(input, rank), chunk(Slot::kResult, rank), count);
-  } else if (world_size > 1) {
-    input = Slot::kScratch;
-    program.SetScratch(uint64_t{world_size} * count);
-    program.Copy(chunk(Slot::kResult, 0), chunk(input, 0), uint64_t{world_size} * count);
-  }
+  // 1. The input: op0, or in place a copy of the result in scratch (alltoall_input.h).
+  const Slot input = PlaceAlltoallInput(program, call, world_size);
   // 2. Post every receive: chunk j of the result from rank j.
   for (uint32_t shift = 1; shift < world_size; ++shift) {
     const uint32_t from = patterns::RingRank(rank, -int64_t{shift}, world_size);
-    program.Copy(Endpoint::Network(from, hw::kCollectiveTag), chunk(Slot::kResult, from), count);
+    program.Copy(Endpoint::Network(from, hw::kCollectiveTag),
+                 AlltoallChunk(Slot::kResult, from, count), count);
   }
   // 3. Post every send: chunk j of the input to rank j.
   for (uint32_t shift = 1; shift < world_size; ++shift) {
     const uint32_t to = patterns::RingRank(rank, shift, world_size);
-    program.Copy(chunk(input, to), Endpoint::Network(to, hw::kCollectiveTag), count);
+    program.Copy(AlltoallChunk(input, to, count), Endpoint::Network(to, hw::kCollectiveTag), count);
   }
   return std::move(program).Finish();
 }
