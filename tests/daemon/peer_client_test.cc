@@ -51,22 +51,36 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> JoinAt(PeerClient& client, const std:
   return client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + timeout, context);
 }
 
-// A root daemon restarted on its address: a join that failed while it was down leaves the
-// cached channel backing off its reconnects (gRPC's backoff grows to two minutes), and the
-// next join must dial the root anew instead of failing at once with the old error.
+// A root daemon restarted on its address while another join there still holds the channel
+// to it (one whose call failed as the root went down but that has not ended yet; here one
+// that waits for the channel to be ready, which holds it throughout): the channel failed
+// to connect meanwhile and backs off its reconnects (gRPC's backoff grows to two minutes),
+// so a join after the root came back must dial it anew instead of failing at once with the
+// old error, and the join holding the old channel keeps it.
 TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   PeerClient client(grpc::InsecureChannelCredentials());
   auto root = std::make_unique<AnsweringRoot>();
   const int port = root->port();
   const std::string address = root->address();
-  ASSERT_TRUE(JoinAt(client, address, absl::Seconds(30)).ok());
   root.reset();  // the root dies: joins at it are refused
+  grpc::ClientContext holding_context;
+  holding_context.set_wait_for_ready(true);
+  absl::StatusOr<cclo::v1::PeerJoinResponse> held;
+  std::thread holding([&] {
+    held = client.Join(address, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(60),
+                       holding_context);
+  });
+  while (client.channels() == 0) absl::SleepFor(absl::Milliseconds(1));
   absl::Status refused = JoinAt(client, address, absl::Seconds(30)).status();
   EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  EXPECT_EQ(client.channels(), 1u);  // the channel that failed stays while the join holds it
   root = std::make_unique<AnsweringRoot>(port);  // back on the same address
   ASSERT_EQ(root->port(), port);
   absl::Status joined = JoinAt(client, address, absl::Seconds(30)).status();
   EXPECT_TRUE(joined.ok()) << joined;
+  holding.join();
+  EXPECT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(client.channels(), 0u);
 }
 
 // A daemon that stops while one of its ranks waits at a root that does not answer ends
