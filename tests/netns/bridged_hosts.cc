@@ -17,10 +17,10 @@ namespace {
 
 constexpr absl::Duration kIpTimeout = absl::Seconds(20);
 
-// Where iproute2 installs `ip` on Debian and elsewhere.
-std::string FindIp() {
-  for (const char* path : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-    if (access(path, X_OK) == 0) return path;
+// Where iproute2 installs `ip` and `tc` on Debian and elsewhere.
+std::string FindIproute2(const std::string& name) {
+  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
+    if (access((dir + name).c_str(), X_OK) == 0) return dir + name;
   }
   return "";
 }
@@ -35,21 +35,22 @@ absl::StatusOr<std::unique_ptr<BridgedHosts>> BridgedHosts::Create(int count) {
     return absl::FailedPreconditionError(
         absl::StrCat("network namespaces need root; this test runs as uid ", geteuid()));
   }
-  std::string ip = FindIp();
+  std::string ip = FindIproute2("ip");
   if (ip.empty()) {
     return absl::FailedPreconditionError(
         "no `ip` command (package iproute2) in /usr/sbin, /sbin, /usr/bin or /bin");
   }
   static std::atomic<int> made{0};
-  std::unique_ptr<BridgedHosts> hosts(new BridgedHosts(
-      std::move(ip), absl::StrCat("cclo", getpid(), "n", made.fetch_add(1), "-"), count));
+  std::unique_ptr<BridgedHosts> hosts(
+      new BridgedHosts(std::move(ip), FindIproute2("tc"),
+                       absl::StrCat("cclo", getpid(), "n", made.fetch_add(1), "-"), count));
   if (absl::Status started = hosts->StartWatchdog(); !started.ok()) return started;
   if (absl::Status built = hosts->Build(); !built.ok()) return built;
   return hosts;
 }
 
-BridgedHosts::BridgedHosts(std::string ip, std::string prefix, int count)
-    : ip_(std::move(ip)), prefix_(std::move(prefix)), count_(count) {}
+BridgedHosts::BridgedHosts(std::string ip, std::string tc, std::string prefix, int count)
+    : ip_(std::move(ip)), tc_(std::move(tc)), prefix_(std::move(prefix)), count_(count) {}
 
 BridgedHosts::~BridgedHosts() {
   // Namespaces that Create never made fail to delete; that is fine.
@@ -68,6 +69,30 @@ std::vector<std::string> BridgedHosts::Inside(int host,
 
 absl::Status BridgedHosts::SetLink(int host, bool up) const {
   return Ip({"-n", SwitchNetns(), "link", "set", Port(host), up ? "up" : "down"});
+}
+
+absl::Status BridgedHosts::SetInbound(int host, bool up) const {
+  if (tc_.empty()) {
+    return absl::FailedPreconditionError(
+        "no `tc` command (package iproute2) in /usr/sbin, /sbin, /usr/bin or /bin");
+  }
+  const std::string netns = HostNetns(host);
+  if (up) {
+    absl::Status done = Run(tc_, {"-n", netns, "qdisc", "del", "dev", "eth0", "ingress"});
+    if (done.ok()) done = Ip({"-n", netns, "link", "del", "blk"});
+    return done;
+  }
+  // Every packet that reaches eth0 goes to "blk", a veth kept down, which drops it (a
+  // kernel may have neither netem nor tc's drop action).
+  absl::Status done =
+      Ip({"-n", netns, "link", "add", "blk", "type", "veth", "peer", "name", "blk1"});
+  if (done.ok()) done = Run(tc_, {"-n", netns, "qdisc", "add", "dev", "eth0", "ingress"});
+  if (done.ok()) {
+    done = Run(tc_, {"-n",    netns,      "filter", "add",    "dev",      "eth0", "parent",
+                     "ffff:", "protocol", "all",    "u32",    "match",    "u32",  "0",
+                     "0",     "action",   "mirred", "egress", "redirect", "dev",  "blk"});
+  }
+  return done;
 }
 
 std::string BridgedHosts::HostNetns(int host) const { return absl::StrCat(prefix_, "h", host); }
@@ -144,8 +169,11 @@ absl::Status BridgedHosts::Build() {
   return absl::OkStatus();
 }
 
-absl::Status BridgedHosts::Ip(const std::vector<std::string>& args) const {
-  std::vector<std::string> command = {ip_};
+absl::Status BridgedHosts::Ip(const std::vector<std::string>& args) const { return Run(ip_, args); }
+
+absl::Status BridgedHosts::Run(const std::string& program,
+                               const std::vector<std::string>& args) const {
+  std::vector<std::string> command = {program};
   command.insert(command.end(), args.begin(), args.end());
   ProcessResult result = Process(command).Wait(kIpTimeout);
   if (result.exit_code == 0) return absl::OkStatus();

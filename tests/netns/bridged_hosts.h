@@ -41,8 +41,13 @@ class BridgedHosts {
   /// partition, as a switch that drops the host's packets makes; no reset reaches anyone.
   absl::Status SetLink(int host, bool up) const;
 
+  /// Drops every packet that reaches host `host` (`up` false) or delivers them again: a
+  /// one-way partition, as a switch that drops what goes to the host makes; what the host
+  /// sends still arrives, and nothing tells it or anyone else.
+  absl::Status SetInbound(int host, bool up) const;
+
  private:
-  BridgedHosts(std::string ip, std::string prefix, int count);
+  BridgedHosts(std::string ip, std::string tc, std::string prefix, int count);
 
   /// Starts the watchdog that deletes the namespaces once `watchdog_fd_` closes.
   absl::Status StartWatchdog();
@@ -51,6 +56,8 @@ class BridgedHosts {
   absl::Status Build();
   /// Runs `ip args...`, bounded; an error quotes the command and its output.
   absl::Status Ip(const std::vector<std::string>& args) const;
+  /// Runs `program args...` as Ip runs `ip`.
+  absl::Status Run(const std::string& program, const std::vector<std::string>& args) const;
 
   std::string SwitchNetns() const { return prefix_ + "sw"; }
   std::string HostNetns(int host) const;
@@ -59,6 +66,7 @@ class BridgedHosts {
   std::vector<std::string> AllNetns() const;
 
   const std::string ip_;      ///< absolute path of the `ip` command
+  const std::string tc_;      ///< absolute path of the `tc` command; empty if there is none
   const std::string prefix_;  ///< of every namespace name, unique per object
   const int count_;
   int watchdog_fd_ = -1;  ///< write end of the watchdog's stdin; closing it fires it

@@ -1,17 +1,21 @@
 // Three hosts as network namespaces joined by a bridge, one cclod in each listening on its
 // host's address, cclo-run clients inside the hosts: every collective cclo-run checks runs
-// across the hosts over real (virtual) links instead of loopback, and communicators form
-// again once a silent partition of a host's link ends. Skipped with the reason where
-// namespaces cannot be made.
+// across the hosts over real (virtual) links instead of loopback, communicators form again
+// once a silent partition of a host's link ends, and a one-way partition ends every rank's
+// op naming a peer daemon. Skipped with the reason where namespaces cannot be made.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "cclo/v1/admin.pb.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/pairs.h"
 #include "tests/netns/bridged_hosts.h"
 
 namespace cclo::testing {
@@ -25,6 +29,9 @@ const std::string kEveryOp = "all";
 
 class NetnsTest : public ::testing::Test {
  protected:
+  /// Every daemon gets `daemon_config` (YAML lines).
+  explicit NetnsTest(std::string daemon_config = "") : daemon_config_(std::move(daemon_config)) {}
+
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<BridgedHosts>> hosts = BridgedHosts::Create(kHosts);
     if (absl::IsFailedPrecondition(hosts.status())) {
@@ -33,7 +40,8 @@ class NetnsTest : public ::testing::Test {
     ASSERT_TRUE(hosts.ok()) << hosts.status();
     hosts_ = *std::move(hosts);
     for (int host = 0; host < kHosts; ++host) {
-      daemons_.push_back(std::make_unique<Daemon>("", hosts_->Inside(host), hosts_->address(host)));
+      daemons_.push_back(
+          std::make_unique<Daemon>(daemon_config_, hosts_->Inside(host), hosts_->address(host)));
       EXPECT_EQ(daemons_.back()->peer_address().rfind(hosts_->address(host) + ":", 0), 0u)
           << daemons_.back()->peer_address();
     }
@@ -52,9 +60,9 @@ class NetnsTest : public ::testing::Test {
     return absl::StrContains(sockets.output, hosts_->address(peer));
   }
 
-  /// One cclo-run per rank inside the host `placement[rank]`, all with `options`; every rank
-  /// must finish OK.
-  void RunRanks(const std::vector<int>& placement, const std::vector<std::string>& options) {
+  /// One cclo-run command per rank inside the host `placement[rank]`, all with `options`.
+  std::vector<std::vector<std::string>> RankCommands(const std::vector<int>& placement,
+                                                     const std::vector<std::string>& options) {
     const std::string token = NewToken(*daemons_[placement[0]]);
     std::vector<std::vector<std::string>> commands;
     for (size_t rank = 0; rank < placement.size(); ++rank) {
@@ -71,7 +79,13 @@ class NetnsTest : public ::testing::Test {
       command.insert(command.end(), options.begin(), options.end());
       commands.push_back(hosts_->Inside(placement[rank], command));
     }
-    std::vector<ProcessResult> results = RunAll(commands, kRunTimeout);
+    return commands;
+  }
+
+  /// One cclo-run per rank inside the host `placement[rank]`, all with `options`; every rank
+  /// must finish OK.
+  void RunRanks(const std::vector<int>& placement, const std::vector<std::string>& options) {
+    std::vector<ProcessResult> results = RunAll(RankCommands(placement, options), kRunTimeout);
     for (size_t rank = 0; rank < results.size(); ++rank) {
       EXPECT_FALSE(results[rank].timed_out) << "rank " << rank << " timed out";
       EXPECT_EQ(results[rank].exit_code, 0) << "rank " << rank << ":\n" << results[rank].output;
@@ -81,6 +95,7 @@ class NetnsTest : public ::testing::Test {
   // Declared first so that it goes last: the daemons stop before their hosts are deleted.
   std::unique_ptr<BridgedHosts> hosts_;
   std::vector<std::unique_ptr<Daemon>> daemons_;
+  const std::string daemon_config_;
 };
 
 TEST_F(NetnsTest, EveryCollectiveOneRankPerHost) {
@@ -104,6 +119,70 @@ TEST_F(NetnsTest, ACommunicatorFormsAfterAPartitionOutlastedTheRootsConnection) 
   EXPECT_TRUE(WaitUntil([&] { return !PeerPortConnected(0, 1); }, absl::Minutes(2)));
   ASSERT_TRUE(hosts_->SetLink(1, true).ok());
   RunRanks({0, 1}, {"--ops", "allreduce", "--sizes", "1K"});
+}
+
+// Daemons that lose a silent peer daemon after the shortest peer timeout.
+class NetnsShortPeerTimeoutTest : public NetnsTest {
+ protected:
+  NetnsShortPeerTimeoutTest() : NetnsTest("peer_timeout_ms: 1000\n") {}
+};
+
+// A one-way partition in the middle of a large allreduce over the three hosts: host 2 hears
+// nothing (a switch drops what goes to it), while what it sends still arrives and no reset
+// reaches anyone. Every rank's op ends, with an error that names the peer daemon its daemon
+// lost, or the one that broke the communicator or left it after losing a peer; once the
+// partition heals, a new communicator over the three hosts works, and none of either stays.
+TEST_F(NetnsShortPeerTimeoutTest, AOneWayPartitionEndsEveryRanksOpNamingThePeer) {
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (std::vector<std::string>& command : RankCommands(
+           {0, 1, 2},
+           {"--ops", "allreduce", "--sizes", "32M", "--iters", "1000000", "--op-timeout", "60"})) {
+    ranks.push_back(std::make_unique<Process>(command));
+  }
+  // Cut once the communicator has run an allreduce: the ranks are in the next one.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto comms = AdminJson<cclo::v1::ListCommunicatorsResponse>(*daemons_[0], {"comms"});
+        return comms.communicators_size() == 1 && comms.communicators(0).ops_completed() >= 1;
+      },
+      kRunTimeout))
+      << ranks[0]->Output();
+  ASSERT_TRUE(hosts_->SetInbound(2, false).ok());
+  for (int rank = 0; rank < kHosts; ++rank) {
+    ProcessResult result = ranks[rank]->Wait(kRunTimeout);
+    EXPECT_FALSE(result.timed_out) << "rank " << rank << ":\n" << result.output;
+    EXPECT_EQ(result.exit_code, 1) << "rank " << rank << ":\n" << result.output;
+    // The op fails for a heartbeat missed across the cut (host 2 hears nobody; 0 and 1
+    // soon hear nothing new from 2, whose sends go unacknowledged), naming first the peer
+    // daemon that ended it: one its daemon lost, one that broke the communicator for a
+    // peer it lost, or one whose rank left for that (rank r runs on host r).
+    EXPECT_TRUE(
+        absl::StrContains(result.output, "heartbeat missed: nothing came from peer daemon "))
+        << "rank " << rank << ":\n"
+        << result.output;
+    bool named = false;
+    for (int peer = 0; peer < kHosts; ++peer) {
+      const std::string& address = daemons_[peer]->data_address();
+      for (const std::string& naming :
+           {absl::StrCat("lost peer daemon ", address, " (rank ", peer, ")"),
+            absl::StrCat("peer daemon ", address, " broke the communicator: "),
+            absl::StrCat("rank ", peer, " on peer daemon ", address, " left: ")}) {
+        named |= peer != rank && absl::StrContains(result.output, absl::StrCat(" bytes: ", naming));
+      }
+    }
+    EXPECT_TRUE(named) << "rank " << rank << ":\n" << result.output;
+  }
+  ASSERT_TRUE(hosts_->SetInbound(2, true).ok());
+  RunRanks({0, 1, 2}, {"--ops", "allreduce", "--sizes", "32M"});
+  for (int host = 0; host < kHosts; ++host) {
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          return AdminJson<cclo::v1::ListCommunicatorsResponse>(*daemons_[host], {"comms"})
+                     .communicators_size() == 0;
+        },
+        kRunTimeout))
+        << "host " << host;
+  }
 }
 
 }  // namespace
