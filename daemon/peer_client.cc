@@ -7,41 +7,26 @@
 
 namespace cclo::daemon {
 
-std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const std::string& address) {
-  Channel& channel = channels_[address];
-  ++channel.joins;
-  if (!channel.stub || channel.channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-    // Subchannels of its own: a new channel must not share the old one's backoff.
-    grpc::ChannelArguments arguments;
-    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channel.channel = grpc::CreateCustomChannel(address, credentials_, arguments);
-    channel.stub = cclo::v1::Peer::NewStub(channel.channel);
-  }
-  return channel.stub;
-}
-
-void PeerClient::EndJoin(const std::string& address) {
-  auto found = channels_.find(address);
-  if (--found->second.joins == 0) channels_.erase(found);
-}
-
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     const std::string& root_address, const cclo::v1::PeerJoinRequest& request,
     hw::SteadyTime deadline, grpc::ClientContext& context) {
   const absl::Duration timeout = deadline - hw::SteadyNow();
   context.set_deadline(hw::ToWallDeadline(deadline + kRootAnswerGrace));
-  std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return ShuttingDown();
     calls_.insert(&context);
-    stub = StubFor(root_address);
   }
+  // Subchannels of its own too: a new channel must not share another's connection or
+  // backoff.
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::unique_ptr<cclo::v1::Peer::Stub> stub =
+      cclo::v1::Peer::NewStub(grpc::CreateCustomChannel(root_address, credentials_, arguments));
   cclo::v1::PeerJoinResponse response;
   grpc::Status status = stub->Join(&context, request, &response);
   absl::MutexLock lock(&mu_);
   calls_.erase(&context);
-  EndJoin(root_address);
   if (status.ok()) return response;
   if (stopped_) return ShuttingDown();
   // A root that serves answers by 9/10 of the join's time, missing ranks and all: the
@@ -64,7 +49,7 @@ void PeerClient::Stop() {
 
 size_t PeerClient::channels() const {
   absl::MutexLock lock(&mu_);
-  return channels_.size();
+  return calls_.size();
 }
 
 }  // namespace cclo::daemon

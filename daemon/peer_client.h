@@ -1,13 +1,12 @@
-// Calls to other daemons' Peer service, over one channel per address while joins use it.
-// Departures travel in-band on the data sessions (BYE with the reason), after the data sent
-// before them, so no out-of-band notice can overtake data still on its way.
+// Calls to other daemons' Peer service, each over a channel of its own. Departures travel
+// in-band on the data sessions (BYE with the reason), after the data sent before them, so
+// no out-of-band notice can overtake data still on its way.
 #pragma once
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/security/credentials.h>
 
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -34,7 +33,14 @@ class PeerClient {
   /// Joins a rank at the root daemon through `context` (blocks until the root answers,
   /// kRootAnswerGrace past `deadline`, Stop, or the caller's context.TryCancel(), which fails
   /// it with CANCELLED, also when called before the join began). A root that did not answer
-  /// by then fails it with UNAVAILABLE, as one it cannot connect to.
+  /// by then fails it with UNAVAILABLE, as one it cannot connect to. The join dials the root
+  /// on a channel of its own, closed when it ends: a root drops a connection whose pings a
+  /// partition cut off, which the joining daemon cannot learn while cut off, so a channel
+  /// kept after its join or shared with another join in progress (one waiting at the root
+  /// throughout) could send the join on the dropped connection, where it fails at once with
+  /// the reset; and one that failed to connect backs off its reconnects (up to two
+  /// minutes), so a root restarted meanwhile would see the join fail at once with the old
+  /// error.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
                                                   hw::SteadyTime deadline,
@@ -43,31 +49,12 @@ class PeerClient {
   /// Ends the joins in progress and refuses later ones with ShuttingDown(): the daemon stops.
   void Stop();
 
-  /// How many channels are open: one per address that joins are in progress at.
+  /// How many channels are open: one per join in progress.
   size_t channels() const;
 
  private:
-  struct Channel {
-    std::shared_ptr<grpc::Channel> channel;
-    std::shared_ptr<cclo::v1::Peer::Stub> stub;
-    int joins = 0;  ///< in progress at the address; the last to end closes the channel
-  };
-
-  /// The stub for a join at `address`, shared with the joins in progress there (a
-  /// daemon's ranks join together), made anew when its channel failed to connect: gRPC
-  /// then backs off reconnecting (up to two minutes), and a root daemon restarted on the
-  /// address meanwhile would see every join fail at once with the old error. No channel
-  /// outlives its joins: a root drops a connection whose pings a partition cut off, and a
-  /// channel kept idle meanwhile would learn it only from the next join, which fails with
-  /// the reset. Release it with EndJoin.
-  std::shared_ptr<cclo::v1::Peer::Stub> StubFor(const std::string& address)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// A join at `address` ended; the last one closes its channel.
-  void EndJoin(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable absl::Mutex mu_;
-  std::map<std::string, Channel> channels_ ABSL_GUARDED_BY(mu_);
   std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

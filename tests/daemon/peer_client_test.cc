@@ -51,12 +51,11 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> JoinAt(PeerClient& client, const std:
   return client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + timeout, context);
 }
 
-// A root daemon restarted on its address while another join there still holds the channel
-// to it (one whose call failed as the root went down but that has not ended yet; here one
-// that waits for the channel to be ready, which holds it throughout): the channel failed
-// to connect meanwhile and backs off its reconnects (gRPC's backoff grows to two minutes),
-// so a join after the root came back must dial it anew instead of failing at once with the
-// old error, and the join holding the old channel keeps it.
+// A root daemon restarted on its address while another join there still waits on its
+// channel (here one that waits for the channel to be ready), which failed to connect and
+// backs off its reconnects (gRPC's backoff grows to two minutes): a join after the root
+// came back must dial it anew instead of failing at once with the old error, and the
+// waiting join keeps its channel.
 TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   PeerClient client(grpc::InsecureChannelCredentials());
   auto root = std::make_unique<AnsweringRoot>();
@@ -73,7 +72,7 @@ TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   while (client.channels() == 0) absl::SleepFor(absl::Milliseconds(1));
   absl::Status refused = JoinAt(client, address, absl::Seconds(30)).status();
   EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
-  EXPECT_EQ(client.channels(), 1u);  // the channel that failed stays while the join holds it
+  EXPECT_EQ(client.channels(), 1u);  // the channel that failed stays while its join waits
   root = std::make_unique<AnsweringRoot>(port);  // back on the same address
   ASSERT_EQ(root->port(), port);
   absl::Status joined = JoinAt(client, address, absl::Seconds(30)).status();

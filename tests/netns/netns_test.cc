@@ -110,11 +110,16 @@ TEST_F(NetnsTest, EveryCollectiveTwoRanksPerHostInt32) {
 
 // A partition that outlasts the root daemon's keepalive: the root drops the joining
 // daemon's connection to its Peer port, which the joining daemon cannot learn while it is
-// cut off. Once the link is back, a new communicator across it forms: its join dials the
-// root anew instead of failing at once on the old connection ('recvmsg:Connection reset by
-// peer'), which made every rank wait for it until the join timeout.
+// cut off; here a rank of another communicator waits at the root throughout, so that the
+// connection is there to drop. Once the link is back, a new communicator across it forms:
+// its join dials the root anew instead of failing at once on the old connection
+// ('recvmsg:Connection reset by peer'), which made every rank wait for it until the join
+// timeout.
 TEST_F(NetnsTest, ACommunicatorFormsAfterAPartitionOutlastedTheRootsConnection) {
   RunRanks({0, 1}, {"--ops", "allreduce", "--sizes", "1K"});
+  // Rank 1 of a communicator whose rank 0 never comes: it waits at the root, on host 0.
+  Process waiting(RankCommands({0, 1}, {"--join-timeout", "300"})[1]);
+  ASSERT_TRUE(WaitUntil([&] { return PeerPortConnected(0, 1); }, kRunTimeout)) << waiting.Output();
   ASSERT_TRUE(hosts_->SetLink(1, false).ok());
   EXPECT_TRUE(WaitUntil([&] { return !PeerPortConnected(0, 1); }, absl::Minutes(2)));
   ASSERT_TRUE(hosts_->SetLink(1, true).ok());
