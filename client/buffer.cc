@@ -14,7 +14,8 @@ namespace cclo {
 Buffer::Buffer(Buffer&& other) noexcept
     : id_(std::exchange(other.id_, 0)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      session_(std::move(other.session_)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -22,6 +23,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     id_ = std::exchange(other.id_, 0);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    session_ = std::move(other.session_);
   }
   return *this;
 }
@@ -31,6 +33,17 @@ Buffer::~Buffer() { Unmap(); }
 void Buffer::Unmap() {
   if (data_ != nullptr) munmap(data_, size_);
   data_ = nullptr;
+}
+
+absl::Status Buffer::CheckSession(const std::shared_ptr<client::Session>& session) const {
+  // Compared by owner, so that a buffer whose session is gone is still not this one's.
+  const auto same = [](const auto& a, const auto& b) {
+    return !a.owner_before(b) && !b.owner_before(a);
+  };
+  if (same(session_, std::weak_ptr<client::Session>()) || same(session_, session)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("buffer ", id_, " belongs to another Client"));
 }
 
 absl::StatusOr<Buffer> Buffer::Map(uint64_t id, int fd, uint64_t bytes) {

@@ -71,11 +71,15 @@ absl::StatusOr<Buffer> Client::AllocBuffer(uint64_t bytes) {
   for (uint64_t orphan : session_->EndAllocation(allocation)) {
     (void)FreeBufferId(*session_, orphan);
   }
+  if (buffer.ok()) buffer->session_ = session_;
   return buffer;
 }
 
 absl::Status Client::FreeBuffer(Buffer&& buffer) {
   if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
+  if (absl::Status ours = buffer.CheckSession(session_); !ours.ok()) {
+    return absl::Status(ours.code(), absl::StrCat("FreeBuffer: ", ours.message()));
+  }
   absl::Status freed = FreeBufferId(*session_, buffer.id());
   if (freed.ok()) buffer = Buffer();  // unmaps it
   return freed;

@@ -9,10 +9,12 @@ namespace cclo {
 namespace {
 
 // Describes the bytes that buffer `slot` of `call` needs, from `offset` of `buffer`, as a
-// BufferRef, after checking that the call's datatype is one and that the range lies inside
-// the buffer.
-absl::Status SetRange(const Buffer& buffer, uint64_t offset, const hw::CallDescriptor& call,
-                      uint32_t world_size, hw::Slot slot, v1::BufferRef& ref) {
+// BufferRef, after checking that `buffer` may be named in `session`, that the call's
+// datatype is one and that the range lies inside the buffer.
+absl::Status SetRange(const std::shared_ptr<client::Session>& session, const Buffer& buffer,
+                      uint64_t offset, const hw::CallDescriptor& call, uint32_t world_size,
+                      hw::Slot slot, v1::BufferRef& ref) {
+  if (absl::Status ours = buffer.CheckSession(session); !ours.ok()) return ours;
   if (call.datatype > DataType::kFloat64) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown datatype ", static_cast<int>(call.datatype)));  // as cclod says it
@@ -136,14 +138,14 @@ absl::StatusOr<Request> Communicator::SubmitCollective(hw::Collective collective
   const std::string name(hw::CollectiveName(collective));
   if (firmware::RequiredElements(call, size_, hw::Slot::kOp0) > 0) {
     if (absl::Status range =
-            SetRange(*send, 0, call, size_, hw::Slot::kOp0, *request.mutable_send());
+            SetRange(session_, *send, 0, call, size_, hw::Slot::kOp0, *request.mutable_send());
         !range.ok()) {
       return absl::Status(range.code(), absl::StrCat(name, " send: ", range.message()));
     }
   }
   if (firmware::RequiredElements(call, size_, hw::Slot::kResult) > 0) {
     if (absl::Status range =
-            SetRange(*recv, 0, call, size_, hw::Slot::kResult, *request.mutable_recv());
+            SetRange(session_, *recv, 0, call, size_, hw::Slot::kResult, *request.mutable_recv());
         !range.ok()) {
       return absl::Status(range.code(), absl::StrCat(name, " recv: ", range.message()));
     }
@@ -160,8 +162,9 @@ absl::StatusOr<Request> Communicator::SendAsync(const Buffer& buffer, uint64_t o
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_peer(peer);
   request.set_tag(tag);
-  if (absl::Status range = SetRange(buffer, offset, Call(hw::Collective::kSend, count, type), size_,
-                                    hw::Slot::kOp0, *request.mutable_send());
+  if (absl::Status range =
+          SetRange(session_, buffer, offset, Call(hw::Collective::kSend, count, type), size_,
+                   hw::Slot::kOp0, *request.mutable_send());
       !range.ok()) {
     return range;
   }
@@ -177,8 +180,9 @@ absl::StatusOr<Request> Communicator::RecvAsync(Buffer& buffer, uint64_t offset,
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_peer(peer);
   request.set_tag(tag);
-  if (absl::Status range = SetRange(buffer, offset, Call(hw::Collective::kRecv, count, type), size_,
-                                    hw::Slot::kResult, *request.mutable_recv());
+  if (absl::Status range =
+          SetRange(session_, buffer, offset, Call(hw::Collective::kRecv, count, type), size_,
+                   hw::Slot::kResult, *request.mutable_recv());
       !range.ok()) {
     return range;
   }
@@ -193,8 +197,9 @@ absl::StatusOr<Request> Communicator::BcastAsync(Buffer& buffer, uint64_t offset
   request.set_count(count);
   request.set_datatype(static_cast<v1::DataType>(type));
   request.set_root(root);
-  if (absl::Status range = SetRange(buffer, offset, Call(hw::Collective::kBcast, count, type),
-                                    size_, hw::Slot::kResult, *request.mutable_recv());
+  if (absl::Status range =
+          SetRange(session_, buffer, offset, Call(hw::Collective::kBcast, count, type), size_,
+                   hw::Slot::kResult, *request.mutable_recv());
       !range.ok()) {
     return range;
   }

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -225,18 +226,28 @@ TEST_F(ClientTest, BufferIsSharedWithTheDaemonAndFreed) {
   EXPECT_EQ(again.message(), "FreeBuffer: " + gone);
 }
 
-TEST_F(ClientTest, BufferOfAnotherSessionIsNotFound) {
+// Another Client's buffer is refused by libcclo; a buffer of no Client that names its id,
+// by the daemon.
+TEST_F(ClientTest, BufferOfAnotherSessionIsRefused) {
   std::unique_ptr<Client> owner = AttachOrDie(runtime_dir());
   std::unique_ptr<Client> intruder = AttachOrDie(runtime_dir());
   std::unique_ptr<Communicator> comm = JoinAlone(*intruder);
   absl::StatusOr<Buffer> foreign = owner->AllocBuffer(64);
   ASSERT_TRUE(foreign.ok()) << foreign.status();
+  const std::string not_ours = absl::StrCat("buffer ", foreign->id(), " belongs to another Client");
   const std::string not_here = absl::StrCat("no buffer ", foreign->id(), " in this session");
+  Buffer named = BufferNamed(foreign->id(), 64);
   absl::Status status = comm->Bcast(*foreign, 0, 16, DataType::kFloat32, 0);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), not_ours);
+  status = comm->Bcast(named, 0, 16, DataType::kFloat32, 0);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(status.message(), "Submit: recv buffer: " + not_here);
   foreign->span<uint8_t>()[63] = 7;
   status = intruder->FreeBuffer(*std::move(foreign));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "FreeBuffer: " + not_ours);
+  status = intruder->FreeBuffer(std::move(named));
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(status.message(), "FreeBuffer: " + not_here);
   // A buffer the daemon did not release stays mapped with its contents, for its owner.
@@ -245,6 +256,39 @@ TEST_F(ClientTest, BufferOfAnotherSessionIsNotFound) {
   ASSERT_TRUE(owner->FreeBuffer(*std::move(foreign)).ok());
   EXPECT_EQ(foreign->data(), nullptr);
   EXPECT_EQ(foreign->id(), 0u);
+}
+
+// A buffer of a Client attached to another daemon, whose buffer ids are its own, is refused
+// by this Client's ops and FreeBuffer instead of being taken for this session's buffer of
+// the same id (the op wrote this session's buffer, and FreeBuffer released it).
+TEST(ClientOfTwoDaemonsTest, BufferOfAnotherDaemonsClientIsRefused) {
+  testing::Daemon here;
+  testing::Daemon there;
+  std::unique_ptr<Client> client = AttachOrDie(here.runtime_dir());
+  std::unique_ptr<Client> elsewhere = AttachOrDie(there.runtime_dir());
+  std::unique_ptr<Communicator> comm = JoinAlone(*client);
+  absl::StatusOr<Buffer> own = client->AllocBuffer(64);
+  absl::StatusOr<Buffer> input = client->AllocBuffer(64);
+  absl::StatusOr<Buffer> foreign = elsewhere->AllocBuffer(64);
+  ASSERT_TRUE(own.ok() && input.ok() && foreign.ok());
+  ASSERT_EQ(own->id(), foreign->id());
+  std::fill_n(own->span<int32_t>().begin(), 16, 1);
+  std::fill_n(input->span<int32_t>().begin(), 16, 5);
+  const std::string not_ours = absl::StrCat("buffer ", foreign->id(), " belongs to another Client");
+  absl::Status status = comm->Allreduce(*input, *foreign, 16, DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(), "allreduce recv: " + not_ours);
+  status = comm->Send(*foreign, 0, 16, DataType::kInt32, 0, 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(), not_ours);
+  EXPECT_EQ(own->span<int32_t>()[0], 1);
+  status = client->FreeBuffer(*std::move(foreign));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(), "FreeBuffer: " + not_ours);
+  ASSERT_NE(foreign->data(), nullptr);
+  EXPECT_TRUE(comm->Allreduce(*input, *own, 16, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_EQ(own->span<int32_t>()[0], 5);
+  EXPECT_TRUE(elsewhere->FreeBuffer(*std::move(foreign)).ok());
 }
 
 TEST_F(ClientTest, DaemonErrorsKeepCodeAndMessage) {

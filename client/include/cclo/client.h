@@ -59,7 +59,8 @@ class Client {
   absl::StatusOr<Buffer> AllocBuffer(uint64_t bytes);
 
   /// Releases `buffer` at the daemon and unmaps it here, leaving it empty. When the daemon
-  /// does not release it (the error says why), `buffer` is left as it was, still mapped.
+  /// does not release it (the error says why), or it is another Client's (INVALID_ARGUMENT),
+  /// `buffer` is left as it was, still mapped.
   /// Ops in flight that use it go on; the daemon keeps its memory, charged to the tenant,
   /// until they end.
   absl::Status FreeBuffer(Buffer&& buffer);

@@ -78,7 +78,8 @@ struct OpOptions {
 /// recv and bcast take a byte offset. Counts are in elements. A buffer this rank does not use
 /// in an op (the send buffer of scatter away from the root, the receive buffer of gather
 /// and reduce away from the root) is not read or written; any buffer may be passed.
-/// Methods are thread-safe; the buffers must outlive the ops that use them.
+/// Methods are thread-safe; the buffers must outlive the ops that use them, and be this
+/// Client's (another Client's is INVALID_ARGUMENT: buffer.h).
 class Communicator {
  public:
   Communicator(const Communicator&) = delete;
