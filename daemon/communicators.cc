@@ -301,7 +301,7 @@ void Communicators::OpStarted(const hw::CommId& id) {
   if (found != comms_.end()) ++found->second.ops_in_flight;
 }
 
-void Communicators::OpFinished(const hw::CommId& id, const absl::Status& status,
+void Communicators::OpFinished(const hw::CommId& id, uint32_t rank, const absl::Status& status,
                                uint64_t bytes_sent) {
   absl::MutexLock lock(&mu_);
   if (status.ok()) ++ops_completed_;
@@ -316,6 +316,7 @@ void Communicators::OpFinished(const hw::CommId& id, const absl::Status& status,
     return;
   }
   ++comm.ops_failed;
+  if (comm.departed.contains(rank)) return;
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
     BreakLocked(id, comm, std::string(status.message()));
   }
@@ -330,9 +331,12 @@ absl::Status Communicators::Destroy(const SessionPtr& session, uint64_t handle) 
   Handle destroyed = std::move(found->second);
   handles_.erase(found);
   session->RemoveCommHandle(handle);
-  LeaveLocked(destroyed.comm, destroyed.rank,
-              absl::StrCat("rank ", destroyed.rank, " destroyed the communicator"));
+  LeaveLocked(destroyed.comm, destroyed.rank, Destroyed(destroyed.rank));
   return absl::OkStatus();
+}
+
+std::string Communicators::Destroyed(uint32_t rank) {
+  return absl::StrCat("rank ", rank, " destroyed the communicator");
 }
 
 void Communicators::EndSession(const SessionPtr& session) {

@@ -68,12 +68,17 @@ class Communicators {
   /// it ends.
   void OpStarted(const hw::CommId& comm);
 
-  /// Records an op's end and the bytes it sent; an UNAVAILABLE or DEADLINE_EXCEEDED op
-  /// breaks the communicator.
-  void OpFinished(const hw::CommId& comm, const absl::Status& status, uint64_t bytes_sent = 0);
+  /// Records the end of an op of `rank` and the bytes it sent; an UNAVAILABLE or
+  /// DEADLINE_EXCEEDED op breaks the communicator, unless `rank` left it here (its ops end
+  /// for that; the local ranks that stay learn of it from the engine).
+  void OpFinished(const hw::CommId& comm, uint32_t rank, const absl::Status& status,
+                  uint64_t bytes_sent = 0);
 
   /// The rank leaves (a collective decision of all ranks, like MPI_Comm_free).
   absl::Status Destroy(const SessionPtr& session, uint64_t handle);
+  /// Why the ops of `rank` end once its client destroyed the communicator, those that had
+  /// not started then too: "rank R destroyed the communicator".
+  static std::string Destroyed(uint32_t rank);
 
   /// The session's client is gone: its ranks leave. The engine tells the other daemons
   /// in-band (after the data already sent), so their ops that still need a departed rank

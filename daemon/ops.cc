@@ -313,7 +313,7 @@ absl::StatusOr<Accepted> Ops::Submit(const SessionPtr& session, OpRequest reques
       device_->Withdraw(launch->call, status);
     }
     launch->inflight.Release();
-    communicators_->OpFinished(launch->call.comm, status);
+    communicators_->OpFinished(launch->call.comm, launch->call.rank, status);
     stats_->Finished(launch->labels, "", hw::Since(launch->submitted), status);
   };
   op.start = [this, launch](uint64_t op_id) { return Start(launch, op_id); };
@@ -327,9 +327,13 @@ absl::Status Ops::Start(const std::shared_ptr<Launch>& launch, uint64_t op_id) {
   SessionPtr owner = launch->session.lock();
   if (!owner) return absl::UnavailableError("session is closing");
   const hw::CallDescriptor& call = launch->call;
-  // The communicator may have broken or gone while the op waited (held, or for quota room).
+  // The communicator may have broken or gone while the op waited (held, or for quota room);
+  // a handle that went since Submit took the op was destroyed (a session's end drops its ops).
   if (absl::StatusOr<Member> member = communicators_->Resolve(owner, launch->handle);
       !member.ok()) {
+    if (absl::IsNotFound(member.status())) {
+      return absl::UnavailableError(Communicators::Destroyed(call.rank));
+    }
     return member.status();
   }
   if (hw::SteadyNow() >= launch->deadline) {
@@ -346,7 +350,8 @@ absl::Status Ops::Start(const std::shared_ptr<Launch>& launch, uint64_t op_id) {
         const absl::Duration elapsed = hw::Since(launch->submitted);
         launch->inflight.Release();
         owner->tenant()->RecordOpTime(elapsed);
-        communicators_->OpFinished(launch->call.comm, completion.status, completion.bytes_sent);
+        communicators_->OpFinished(launch->call.comm, launch->call.rank, completion.status,
+                                   completion.bytes_sent);
         stats_->Finished(launch->labels, completion.algorithm, elapsed, completion.status);
         owner->FinishOp(op_id,
                         {std::move(completion), elapsed, launch->call.protocol,

@@ -104,6 +104,29 @@ TEST(ThreadsTest, DestroyedCommunicatorEndsItsOpsInFlight) {
   EXPECT_EQ(receive->Test().status(), status);
 }
 
+// An op held for its `after` when its rank destroys the communicator ends as one on the
+// engine then: UNAVAILABLE naming the destruction (it ended NOT_FOUND, "no communicator
+// handle 2 in this session", once its `after` finished), and the rank that stays on this
+// daemon goes on.
+TEST(ThreadsTest, DestroyedCommunicatorEndsItsHeldOps) {
+  testing::Daemon daemon;
+  Pair pair = JoinPair(daemon.runtime_dir());
+  std::unique_ptr<Communicator> gate = JoinAlone(*pair.clients[0]);
+  absl::StatusOr<Buffer> buffer = pair.clients[0]->AllocBuffer(16);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  absl::StatusOr<Request> receive = gate->RecvAsync(*buffer, 0, 1, DataType::kInt32, 0, 1);
+  ASSERT_TRUE(receive.ok()) << receive.status();
+  absl::StatusOr<Request> held = pair.comms[0]->NopAsync({.after = {&*receive}});
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_TRUE(pair.comms[0]->Destroy().ok());
+  ASSERT_TRUE(gate->Send(*buffer, 8, 1, DataType::kInt32, 0, 1).ok());
+  EXPECT_TRUE(receive->Wait().ok());
+  absl::Status status = held->Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_EQ(status.message(), "rank 0 destroyed the communicator");
+  EXPECT_TRUE(pair.comms[1]->Nop().ok());
+}
+
 void Ignore(int) {}
 
 // Signals arriving at a thread waiting on a Request (EINTR in its sleeps) do not end the

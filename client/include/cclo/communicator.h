@@ -191,10 +191,11 @@ class Communicator {
   /// Leaves the communicator at the daemon; later ops on it fail with FAILED_PRECONDITION.
   /// Ops of this rank still in flight end with UNAVAILABLE ("rank R destroyed the
   /// communicator") when no other rank of it is on this daemon; while one is, they run on
-  /// until they finish or reach their deadline. Their Requests stay valid either way. Ops of
-  /// other ranks that still need this one fail with UNAVAILABLE naming the reason, on this
-  /// daemon as on others. Calls from several threads at once go one after the other: once
-  /// one succeeded, the rest return OK, as later calls do.
+  /// until they finish or reach their deadline. One still held for its `after` ends so once
+  /// those finished, either way. Their Requests stay valid. Ops of other ranks that still
+  /// need this one fail with UNAVAILABLE naming the reason, on this daemon as on others.
+  /// Calls from several threads at once go one after the other: once one succeeded, the
+  /// rest return OK, as later calls do.
   absl::Status Destroy();
 
  private:
