@@ -65,10 +65,16 @@ Communicator::Communicator(std::shared_ptr<client::Session> session, uint64_t ha
       size_(size),
       id_hex_(std::move(id_hex)) {}
 
-absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const OpOptions& options) {
-  if (destroyed_) {
-    return absl::FailedPreconditionError(absl::StrCat("communicator ", id_hex_, " was destroyed"));
+absl::Status Communicator::CheckNotDestroyed(bool wait) {
+  if (wait) {
+    absl::MutexLock lock(&destroy_mutex_);  // taken and let go: a Destroy() in progress ended
   }
+  if (!destroyed_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("communicator ", id_hex_, " was destroyed"));
+}
+
+absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const OpOptions& options) {
+  if (absl::Status live = CheckNotDestroyed(); !live.ok()) return live;
   request.set_comm_handle(handle_);
   if (!options.algorithm.empty()) request.set_algorithm(options.algorithm);  // else no string
   request.set_wait_for_room(options.wait_for_room);
@@ -107,6 +113,9 @@ absl::StatusOr<Request> Communicator::Submit(v1::SubmitRequest& request, const O
   auto accepted = session_->ring().Submit(std::move(request), after,
                                           submitted_at + session_->rpc_timeout() + room_wait);
   if (!accepted.ok()) {
+    if (absl::IsNotFound(accepted.status())) {
+      if (absl::Status live = CheckNotDestroyed(/*wait=*/true); !live.ok()) return live;
+    }
     return absl::Status(accepted.status().code(),
                         absl::StrCat("Submit: ", accepted.status().message()));
   }

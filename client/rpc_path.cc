@@ -16,10 +16,7 @@ constexpr absl::Duration kWaitSlice = absl::Seconds(2);
 }  // namespace
 
 absl::Status RpcPath::Nop(Communicator& comm, absl::Duration timeout) {
-  if (comm.destroyed_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("communicator ", comm.id_hex_, " was destroyed"));
-  }
+  if (absl::Status live = comm.CheckNotDestroyed(); !live.ok()) return live;
   absl::StatusOr<uint32_t> timeout_ms = TimeoutMillis(timeout, "op");
   if (!timeout_ms.ok()) return timeout_ms.status();
   Session& session = *comm.session_;

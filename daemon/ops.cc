@@ -347,6 +347,11 @@ absl::Status Ops::Start(const std::shared_ptr<Launch>& launch, uint64_t op_id) {
   device_->Call(
       call, std::move(buffers), launch->deadline,
       [this, owner, op_id, launch](hw::Completion completion) {
+        // The engine forgot the communicator: its last rank here destroyed it after the
+        // handle was found above.
+        if (absl::IsNotFound(completion.status)) {
+          completion.status = absl::UnavailableError(Communicators::Destroyed(launch->call.rank));
+        }
         const absl::Duration elapsed = hw::Since(launch->submitted);
         launch->inflight.Release();
         owner->tenant()->RecordOpTime(elapsed);

@@ -127,6 +127,42 @@ TEST(ThreadsTest, DestroyedCommunicatorEndsItsHeldOps) {
   EXPECT_TRUE(pair.comms[1]->Nop().ok());
 }
 
+// Threads submitting ops while another destroys the communicator: each op succeeds or
+// fails as the communicator's destruction, never with the daemon's refusal of the handle
+// the Destroy() released before it returned (NOT_FOUND "Submit: no communicator handle 2
+// in this session") or with the engine's of the communicator it forgot (NOT_FOUND
+// "unknown communicator ...").
+TEST(ThreadsTest, OpsRacingADestroyFailAsDestroyed) {
+  testing::Daemon daemon;
+  std::unique_ptr<Client> client = AttachOrDie(daemon.runtime_dir());
+  constexpr int kThreads = 3;
+  for (int round = 0; round < 20; ++round) {
+    std::unique_ptr<Communicator> comm = JoinAlone(*client);
+    std::latch start(kThreads + 1);
+    std::vector<std::vector<absl::Status>> results(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        absl::Status status;
+        while (status.ok()) results[i].push_back(status = comm->Nop());
+      });
+    }
+    start.arrive_and_wait();
+    ASSERT_TRUE(comm->Destroy().ok());
+    for (std::thread& thread : threads) thread.join();
+    for (const std::vector<absl::Status>& statuses : results) {
+      const absl::Status& last = statuses.back();
+      EXPECT_TRUE(
+          (last.code() == absl::StatusCode::kFailedPrecondition &&
+           last.message() == absl::StrCat("communicator ", comm->id_hex(), " was destroyed")) ||
+          (last.code() == absl::StatusCode::kUnavailable &&
+           last.message() == "rank 0 destroyed the communicator"))
+          << round << ": " << last;
+    }
+  }
+}
+
 void Ignore(int) {}
 
 // Signals arriving at a thread waiting on a Request (EINTR in its sleeps) do not end the

@@ -204,6 +204,10 @@ class Communicator {
   Communicator(std::shared_ptr<client::Session> session, uint64_t handle, uint32_t rank,
                uint32_t size, std::string id_hex);
 
+  // FAILED_PRECONDITION "communicator X was destroyed" once Destroy() succeeded; OK before.
+  // With `wait`, first waits for a Destroy() in progress in another thread: the daemon
+  // refuses the handle from when that call released it until it returns.
+  absl::Status CheckNotDestroyed(bool wait = false);
   // Fills the communicator and option fields of `request`, submits it and returns its Request.
   absl::StatusOr<Request> Submit(v1::SubmitRequest& request, const OpOptions& options);
   // Submits a collective with the buffers its contract asks of this rank, each from offset
