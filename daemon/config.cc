@@ -442,10 +442,17 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
   return config;
 }
 
-absl::StatusOr<Config> LoadConfig(const std::string& path) {
+absl::StatusOr<Config> LoadConfig(const std::string& path, bool reload) {
   absl::StatusOr<std::string> text = hw::ReadTextFile("config file", path);
   if (!text.ok()) return text.status();
-  return ParseConfig(*text);
+  absl::StatusOr<Config> config = ParseConfig(*text);
+  // It parsed, so it loads.
+  if (reload && config.ok() && YAML::Load(*text).IsNull()) {
+    return absl::InvalidArgumentError(
+        "the file sets no key (it is empty or holds only comments, as a file being written "
+        "may); write the new config beside it and rename it over this one");
+  }
+  return config;
 }
 
 }  // namespace cclo::daemon

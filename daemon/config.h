@@ -125,7 +125,9 @@ std::string LogLevelName(spdlog::level::level_enum level);
 /// INVALID_ARGUMENT naming the key and the value.
 absl::StatusOr<Config> ParseConfig(const std::string& yaml_text);
 
-/// Reads and parses a config file.
-absl::StatusOr<Config> LoadConfig(const std::string& path);
+/// Reads and parses a config file. For a `reload`, a file that sets no key (empty, or only
+/// comments: most likely one being written) is INVALID_ARGUMENT, as its defaults would
+/// replace the running quotas, log settings and policy.
+absl::StatusOr<Config> LoadConfig(const std::string& path, bool reload = false);
 
 }  // namespace cclo::daemon

@@ -97,6 +97,18 @@ TEST_F(ReloadTest, BadFileIsRejectedWithTheReasonAndTheRunningConfigStays) {
   EXPECT_TRUE(Client::Attach(daemon_.runtime_dir()).ok());
 }
 
+TEST_F(ReloadTest, FileWithoutKeysIsRejected) {
+  // A file being written may be empty yet, or hold only its first comments; its defaults
+  // would have replaced the running quotas, log settings and policy.
+  Reload(original_, "", "rejected, the running config");
+  Reload(original_, "# cclod config\n", "rejected, the running config");
+  EXPECT_EQ(Count("the file sets no key (it is empty or holds only comments, as a file being "
+                  "written may); write the new config beside it and rename it over this one"),
+            2u)
+      << daemon_.process().Output();
+  EXPECT_EQ(Tenant().quotas(3).limit(), 1u);
+}
+
 TEST_F(ReloadTest, LogFormatChangesAtOnce) {
   // The line that reports the reload, the last one in the output.
   auto reloaded_line = [this] {
