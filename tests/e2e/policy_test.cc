@@ -2,9 +2,11 @@
 // same; two daemons with different policies agree within a communicator (the root's
 // snapshot rules); `ccloctl policy set` replaces the policy for new communicators only and
 // keeps the old one on any invalid file; SIGHUP applies the config's policy, or keeps the
-// running one when the file is bad.
+// running one when the file is bad; reloads on either daemon, with an op in flight, leave
+// every communicator its root's snapshot.
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -66,6 +68,24 @@ uint64_t Version(const Daemon& daemon) {
   return FromJson<v1::GetPolicyResponse>(Ccloctl(daemon, {"--json", "policy", "get"}))
       .policy()
       .version();
+}
+
+/// Writes `daemon`'s config with `policy` (a config `policy:` key) in place of the one it
+/// has, sends SIGHUP and waits until the daemon says `outcome`.
+bool ReloadPolicy(Daemon& daemon, const std::string& policy, const std::string& outcome) {
+  const std::string path = daemon.runtime_dir() + "/../cclod.yaml";
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  const std::string config = text.str();
+  std::ofstream(path) << config.substr(0, config.find("policy:")) << policy;
+  const std::string output = daemon.process().Output();
+  daemon.process().Signal(SIGHUP);
+  return WaitUntil(
+      [&] {
+        const std::string now = daemon.process().Output();
+        return now.size() > output.size() && absl::StrContains(now.substr(output.size()), outcome);
+      },
+      absl::Seconds(10));
 }
 
 /// One rank of a communicator: its client, communicator and two float buffers.
@@ -288,20 +308,9 @@ TEST(PolicyTest, SetReplacesThePolicyForNewCommunicatorsAndKeepsItOnBadFiles) {
 
 TEST(PolicyTest, SighupAppliesTheConfigsPolicyOrKeepsTheRunningOne) {
   Daemon daemon(kRootPolicy);
-  const std::string path = daemon.runtime_dir() + "/../cclod.yaml";
-  std::stringstream text;
-  text << std::ifstream(path).rdbuf();
-  const std::string original = text.str();
   auto reload = [&](const std::string& to, const std::string& outcome) {
-    std::ofstream(path) << absl::StrReplaceAll(original, {{"bytes: {max: 4K}", to}});
-    const std::string output = daemon.process().Output();
-    daemon.process().Signal(SIGHUP);
-    return WaitUntil(
-        [&] {
-          const std::string now = daemon.process().Output();
-          return now.size() > output.size() && absl::StrContains(now.substr(output.size()), outcome);
-        },
-        absl::Seconds(10));
+    return ReloadPolicy(daemon, absl::StrReplaceAll(kRootPolicy, {{"bytes: {max: 4K}", to}}),
+                        outcome);
   };
   ASSERT_TRUE(reload("bytes: {max: 8K}", "policy version 2 in force (2 rules)"))
       << daemon.process().Output();
@@ -312,6 +321,82 @@ TEST(PolicyTest, SighupAppliesTheConfigsPolicyOrKeepsTheRunningOne) {
   EXPECT_TRUE(absl::StrContains(daemon.process().Output(),
                                 "transport 'fast' is not one of local, tcp"));
   EXPECT_EQ(Version(daemon), 2u);
+}
+
+TEST(PolicyTest, ReloadsOnEitherDaemonLeaveEveryCommunicatorItsRootsSnapshot) {
+  Daemon root(kRootPolicy);
+  Daemon other(kOtherPolicy);
+  std::vector<Rank> before = Join(root, other, "");
+  ASSERT_EQ(before.size(), 2u);
+  Rank maker;
+  maker.client = *Client::Attach(root.runtime_dir());
+  absl::StatusOr<std::string> token = maker.client->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+
+  // Rank 0's part of an allreduce is in flight while both daemons take other policies;
+  // rank 1's part comes after them.
+  for (size_t i = 0; i < before.size(); ++i) {
+    float* data = static_cast<float*>(before[i].send->data());
+    std::fill(data, data + 256, static_cast<float>(i + 1));
+  }
+  absl::StatusOr<Request> in_flight = before[0].comm->AllreduceAsync(
+      *before[0].send, *before[0].recv, 256, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_TRUE(in_flight.ok()) << in_flight.status();
+  ASSERT_TRUE(ReloadPolicy(root,
+                           absl::StrReplaceAll(kOtherPolicy, {{"recursive_doubling", "ring"}}),
+                           "policy version 2 in force (1 rules)"))
+      << root.process().Output();
+  ASSERT_TRUE(ReloadPolicy(
+      other, absl::StrReplaceAll(kOtherPolicy, {{"recursive_doubling", "reduce_bcast"}}),
+      "policy version 2 in force (1 rules)"))
+      << other.process().Output();
+  absl::StatusOr<Request> after = before[1].comm->AllreduceAsync(
+      *before[1].send, *before[1].recv, 256, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_TRUE(after.ok()) << after.status();
+  for (Request* request : {&*in_flight, &*after}) {
+    const absl::Status done = request->Wait();
+    ASSERT_TRUE(done.ok()) << done;
+    EXPECT_EQ(request->chosen_by(), "small");
+    EXPECT_EQ(request->algorithm(), "reduce_bcast");
+    EXPECT_EQ(request->policy_version(), 1u);
+  }
+  for (const Rank& rank : before) {
+    EXPECT_EQ(static_cast<const float*>(rank.recv->data())[255], 3.0f);
+  }
+  // Later ops of that communicator, and one whose id was made before the reloads, still
+  // choose by the root's policy as it was.
+  for (const Request& request : Allreduce(before, 1 << 18)) {
+    EXPECT_EQ(request.chosen_by(), "built-in");
+    EXPECT_EQ(request.policy_version(), 1u);
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> second;
+  std::thread joiner([&] { second = before[1].client->Join(*token, 1, 2); });
+  absl::StatusOr<std::unique_ptr<Communicator>> first = maker.client->Join(*token, 0, 2);
+  joiner.join();
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status() << second.status();
+  std::vector<Rank> made_before(2);
+  made_before[0].client = std::move(maker.client);
+  made_before[0].comm = *std::move(first);
+  made_before[1].comm = *std::move(second);
+  made_before[0].send = *made_before[0].client->AllocBuffer(1 << 20);
+  made_before[0].recv = *made_before[0].client->AllocBuffer(1 << 20);
+  made_before[1].send = *before[1].client->AllocBuffer(1 << 20);
+  made_before[1].recv = *before[1].client->AllocBuffer(1 << 20);
+  for (const Request& request : Allreduce(made_before, 256)) {
+    EXPECT_EQ(request.chosen_by(), "small");
+    EXPECT_EQ(request.policy_version(), 1u);
+  }
+  // Communicators made after the reloads take their root's new policy, on both daemons.
+  for (auto [made_at, algorithm] : {std::pair<Daemon*, const char*>{&root, "ring"},
+                                    std::pair<Daemon*, const char*>{&other, "reduce_bcast"}}) {
+    std::vector<Rank> ranks = Join(*made_at, made_at == &root ? other : root, "");
+    ASSERT_EQ(ranks.size(), 2u);
+    for (const Request& request : Allreduce(ranks, 256)) {
+      EXPECT_EQ(request.chosen_by(), "everything");
+      EXPECT_EQ(request.algorithm(), algorithm);
+      EXPECT_EQ(request.policy_version(), 2u);
+    }
+  }
 }
 
 }  // namespace
