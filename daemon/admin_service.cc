@@ -54,7 +54,17 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_scratch_bytes_used(stats.scratch_bytes_used);
   response->set_policy_version(policies_->Current()->version());
   response->set_draining(drain_->draining());
+  absl::MutexLock lock(&reload_mu_);
+  response->set_reloads_applied(reloads_applied_);
+  response->set_reloads_rejected(reloads_rejected_);
+  response->set_reload_error(reload_error_);
   return snapshot;
+}
+
+void AdminService::CountReload(const absl::Status& outcome) {
+  absl::MutexLock lock(&reload_mu_);
+  ++(outcome.ok() ? reloads_applied_ : reloads_rejected_);
+  reload_error_ = std::string(outcome.message());
 }
 
 grpc::Status AdminService::ListCommunicators(grpc::ServerContext*,

@@ -26,10 +26,8 @@ void Reload(cclo::daemon::Daemon& daemon, const std::string& config_path) {
     spdlog::warn("SIGHUP: no config file to reload (started without --config)");
     return;
   }
-  absl::StatusOr<cclo::daemon::Config> config =
-      cclo::daemon::LoadConfig(config_path, /*reload=*/true);
   absl::StatusOr<std::vector<std::string>> kept =
-      config.ok() ? daemon.Reload(*config) : config.status();
+      daemon.Reload(cclo::daemon::LoadConfig(config_path, /*reload=*/true));
   if (!kept.ok()) {
     spdlog::error("reload of {} rejected, the running config stays: {}", config_path,
                   std::string(kept.status().message()));

@@ -255,8 +255,11 @@ void Daemon::ApplyScheduling() {
   device_->SetScheduling(scheduling);
 }
 
-absl::StatusOr<std::vector<std::string>> Daemon::Reload(const Config& config) {
-  if (absl::Status applied = tenants_.Reload(config); !applied.ok()) return applied;
+absl::StatusOr<std::vector<std::string>> Daemon::Reload(const absl::StatusOr<Config>& loaded) {
+  const absl::Status applied = loaded.ok() ? tenants_.Reload(*loaded) : loaded.status();
+  admin_service_.CountReload(applied);
+  if (!applied.ok()) return applied;
+  const Config& config = *loaded;
   ApplyScheduling();
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   SetLogFormat(config.log_format);

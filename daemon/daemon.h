@@ -35,10 +35,12 @@ class Daemon {
   ~Daemon();
 
   /// Applies what may change at run time: the log level, the policy (for communicators
-  /// created afterwards) and the tenants' identities, weights and quotas. A config whose
-  /// tenants cannot be applied is INVALID_ARGUMENT and changes nothing. Other keys that
-  /// differ keep their running value until a restart; they are named in the returned list.
-  absl::StatusOr<std::vector<std::string>> Reload(const Config& config);
+  /// created afterwards) and the tenants' identities, weights and quotas. A config that did
+  /// not load (its error is returned), or whose tenants cannot be applied
+  /// (INVALID_ARGUMENT), changes nothing. Other keys that differ keep their running value
+  /// until a restart; they are named in the returned list. Status and the metrics count
+  /// the reload.
+  absl::StatusOr<std::vector<std::string>> Reload(const absl::StatusOr<Config>& loaded);
 
   /// "host:port" of the Peer service, as other daemons reach it.
   const std::string& peer_address() const { return peer_address_; }

@@ -2,8 +2,12 @@
 // into the daemon's components; absl::Status becomes grpc::Status only here.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "cclo/v1/admin.grpc.pb.h"
 #include "cclo/v1/client.grpc.pb.h"
 #include "cclo/v1/peer.grpc.pb.h"
@@ -99,6 +103,9 @@ class AdminService final : public cclo::v1::Admin::Service {
   cclo::v1::StatusResponse Snapshot() const;
   /// The tenants as ListTenants reports them; also a source of the metrics.
   cclo::v1::ListTenantsResponse Tenants() const;
+  /// Counts a config reload: applied (OK), or rejected for `outcome`, which Status reports
+  /// until a reload is applied.
+  void CountReload(const absl::Status& outcome);
   grpc::Status ListCommunicators(grpc::ServerContext* context,
                                  const cclo::v1::ListCommunicatorsRequest* request,
                                  cclo::v1::ListCommunicatorsResponse* response) override;
@@ -151,6 +158,10 @@ class AdminService final : public cclo::v1::Admin::Service {
   hw::Device* const device_;
   daemon::Drain* const drain_;
   const OpStats* const op_stats_;
+  mutable absl::Mutex reload_mu_;
+  uint64_t reloads_applied_ ABSL_GUARDED_BY(reload_mu_) = 0;
+  uint64_t reloads_rejected_ ABSL_GUARDED_BY(reload_mu_) = 0;
+  std::string reload_error_ ABSL_GUARDED_BY(reload_mu_);  ///< of the last reload
 };
 
 }  // namespace cclo::daemon

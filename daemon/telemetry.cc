@@ -227,6 +227,18 @@ class StatusCollectable : public prometheus::Collectable {
                static_cast<double>(s.policy_version())),
         Family("cclod_draining", "1 while a drain runs (new work refused), else 0.",
                MetricType::Gauge, s.draining() ? 1 : 0),
+        {"cclod_config_reloads_total",
+         "Config reloads (SIGHUP) since start, by result: applied, or rejected (the running "
+         "config stayed).",
+         MetricType::Counter,
+         {Metric(MetricType::Counter, static_cast<double>(s.reloads_applied()),
+                 {{"result", "applied"}}),
+          Metric(MetricType::Counter, static_cast<double>(s.reloads_rejected()),
+                 {{"result", "rejected"}})}},
+        Family("cclod_config_reload_rejected",
+               "1 while the last config reload was rejected (the file is not the running "
+               "config, and a start reads it), else 0.",
+               MetricType::Gauge, s.reload_error().empty() ? 0 : 1),
     };
     AddTenants(snapshot.tenants, families);
     AddOps(snapshot.ops, snapshot.tenants, families);

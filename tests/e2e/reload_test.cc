@@ -97,6 +97,36 @@ TEST_F(ReloadTest, BadFileIsRejectedWithTheReasonAndTheRunningConfigStays) {
   EXPECT_TRUE(Client::Attach(daemon_.runtime_dir()).ok());
 }
 
+TEST_F(ReloadTest, StatusAndMetricsCountReloadsAndSayWhyTheLastWasRejected) {
+  auto status = [this] {
+    v1::StatusResponse status;
+    const ProcessResult result = Ccloctl(daemon_, {"status", "--json"});
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result.output, &status).ok())
+        << result.output;
+    return status;
+  };
+  Reload("quotas: {sessions: 1}", "quotas: {sessions: many}", "rejected, the running config");
+  v1::StatusResponse rejected = status();
+  EXPECT_EQ(rejected.reloads_applied(), 0u);
+  EXPECT_EQ(rejected.reloads_rejected(), 1u);
+  EXPECT_TRUE(absl::StrContains(rejected.reload_error(), "'sessions': 'many' is not"))
+      << rejected.reload_error();
+  std::string metrics = Scrape(daemon_);
+  EXPECT_TRUE(absl::StrContains(metrics, "cclod_config_reloads_total{result=\"rejected\"} 1\n"))
+      << metrics;
+  EXPECT_TRUE(absl::StrContains(metrics, "cclod_config_reload_rejected 1\n")) << metrics;
+
+  Reload("quotas: {sessions: 1}", "quotas: {sessions: 2}", "reloaded ");
+  const v1::StatusResponse applied = status();
+  EXPECT_EQ(applied.reloads_applied(), 1u);
+  EXPECT_EQ(applied.reloads_rejected(), 1u);
+  EXPECT_EQ(applied.reload_error(), "");
+  metrics = Scrape(daemon_);
+  EXPECT_TRUE(absl::StrContains(metrics, "cclod_config_reloads_total{result=\"applied\"} 1\n"))
+      << metrics;
+  EXPECT_TRUE(absl::StrContains(metrics, "cclod_config_reload_rejected 0\n")) << metrics;
+}
+
 TEST_F(ReloadTest, FileWithoutKeysIsRejected) {
   // A file being written may be empty yet, or hold only its first comments; its defaults
   // would have replaced the running quotas, log settings and policy.
