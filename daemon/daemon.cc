@@ -21,6 +21,7 @@
 #include "daemon/version.h"
 #include "hw/clock.h"
 #include "hw/emu/emu_device.h"
+#include "hw/poe/tcp/engine.h"
 #include "hw/types.h"
 #include "spdlog/spdlog.h"
 
@@ -85,34 +86,56 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   return server;
 }
 
+/// The id of admin_group `group`; -1 (no change) when it is empty.
+absl::StatusOr<gid_t> AdminGroupId(const std::string& group) {
+  if (group.empty()) return static_cast<gid_t>(-1);
+  ::group entry{};
+  ::group* found = nullptr;
+  std::vector<char> text;
+  // A lookup that fails (the group database unreachable) may work at the next start.
+  if (const int error = LookUpWithRoom(text,
+                                       [&](char* buffer, size_t size) {
+                                         return getgrnam_r(group.c_str(), &entry, buffer, size,
+                                                           &found);
+                                       });
+      error != 0) {
+    return absl::UnavailableError(absl::StrCat("config key 'admin_group': cannot look up '", group,
+                                               "': ", std::strerror(error)));
+  }
+  if (found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config key 'admin_group': no group named '", group, "'"));
+  }
+  return entry.gr_gid;
+}
+
 /// Mode 0660 and, if `group` is set, that group: who may use ccloctl.
 absl::Status SetAdminMode(const std::string& path, const std::string& group) {
-  gid_t gid = static_cast<gid_t>(-1);
-  if (!group.empty()) {
-    ::group entry{};
-    ::group* found = nullptr;
-    std::vector<char> text;
-    // A lookup that fails (the group database unreachable) may work at the next start.
-    if (const int error = LookUpWithRoom(text,
-                                         [&](char* buffer, size_t size) {
-                                           return getgrnam_r(group.c_str(), &entry, buffer, size,
-                                                             &found);
-                                         });
-        error != 0) {
-      return absl::UnavailableError(absl::StrCat("config key 'admin_group': cannot look up '",
-                                                 group, "': ", std::strerror(error)));
-    }
-    if (found == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config key 'admin_group': no group named '", group, "'"));
-    }
-    gid = entry.gr_gid;
-  }
-  if (chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0 || chmod(path.c_str(), 0660) != 0) {
+  absl::StatusOr<gid_t> gid = AdminGroupId(group);
+  if (!gid.ok()) return gid.status();
+  if (chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0 || chmod(path.c_str(), 0660) != 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot set owner group and mode of ", path, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+/// What a start checks of the keys that this host may refuse and that apply only at a
+/// start: the admin group, the peer TLS files and the data sessions' congestion control.
+/// A reload checks them too, so that it does not take a file the next start refuses.
+absl::Status CheckStartable(const Config& config) {
+  absl::Status refused = AdminGroupId(config.admin_group).status();
+  if (refused.ok()) refused = LoadPeerTls(config).status();
+  if (refused.ok() && !config.data_tcp_congestion.empty()) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      refused = hw::poe::tcp::SetCongestion(fd, config.data_tcp_congestion);
+      close(fd);
+    }
+  }
+  if (refused.ok()) return refused;
+  return absl::Status(refused.code(),
+                      absl::StrCat("the next start would refuse it: ", refused.message()));
 }
 
 }  // namespace
@@ -256,7 +279,8 @@ void Daemon::ApplyScheduling() {
 }
 
 absl::StatusOr<std::vector<std::string>> Daemon::Reload(const absl::StatusOr<Config>& loaded) {
-  const absl::Status applied = loaded.ok() ? tenants_.Reload(*loaded) : loaded.status();
+  absl::Status applied = loaded.ok() ? CheckStartable(*loaded) : loaded.status();
+  if (applied.ok()) applied = tenants_.Reload(*loaded);
   admin_service_.CountReload(applied);
   if (!applied.ok()) return applied;
   const Config& config = *loaded;

@@ -1,5 +1,6 @@
-// Mutual TLS on the Peer service: the PEM files the config names, read once at start, and
-// the gRPC credentials made of them for the Peer server and for the Peer clients.
+// Mutual TLS on the Peer service: the PEM files the config names, read at start (a reload
+// reads them only to check that the next start could), and the gRPC credentials made of
+// them for the Peer server and for the Peer clients.
 #pragma once
 
 #include <grpcpp/security/credentials.h>

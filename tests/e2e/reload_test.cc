@@ -97,6 +97,27 @@ TEST_F(ReloadTest, BadFileIsRejectedWithTheReasonAndTheRunningConfigStays) {
   EXPECT_TRUE(Client::Attach(daemon_.runtime_dir()).ok());
 }
 
+TEST_F(ReloadTest, KeysAStartWouldRefuseAreRejected) {
+  // Each applies only at restart, and the next start would have refused the file for it.
+  const std::pair<std::string, std::string> refused[] = {
+      {"admin_group: no_such_group\n",
+       "the next start would refuse it: config key 'admin_group': no group named "
+       "'no_such_group'"},
+      {"data_tcp_congestion: no_such_cc\n",
+       "the next start would refuse it: TCP congestion control 'no_such_cc': this kernel does "
+       "not offer it"},
+      {"peer_tls_cert_file: /nonexistent/node.pem\npeer_tls_key_file: /nonexistent/node.key\n"
+       "peer_tls_ca_file: /nonexistent/ca.pem\n",
+       "the next start would refuse it: config key 'peer_tls_cert_file': cannot read"},
+  };
+  for (const auto& [keys, reason] : refused) {
+    Reload("quotas: {sessions: 1}", "quotas: {sessions: 3}\n" + keys,
+           "rejected, the running config");
+    EXPECT_EQ(Count(reason), 1u) << daemon_.process().Output();
+  }
+  EXPECT_EQ(Tenant().quotas(3).limit(), 1u);
+}
+
 TEST_F(ReloadTest, StatusAndMetricsCountReloadsAndSayWhyTheLastWasRejected) {
   auto status = [this] {
     v1::StatusResponse status;
