@@ -72,6 +72,17 @@ std::vector<const Algorithm*> ForCollective(Collective collective) {
   return found;
 }
 
+uint8_t PlaceOf(const Algorithm& algorithm) {
+  const std::vector<const Algorithm*> table = ForCollective(algorithm.collective);
+  return static_cast<uint8_t>(std::ranges::find(table, &algorithm) - table.begin() + 1);
+}
+
+std::string NameAt(Collective collective, uint8_t place) {
+  const std::vector<const Algorithm*> table = ForCollective(collective);
+  if (place == 0 || place > table.size()) return absl::StrCat("algorithm ", place);
+  return std::string(table[place - 1]->name);
+}
+
 absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size) {
   if (!Known(call.collective)) {
     return absl::InvalidArgumentError(
@@ -120,10 +131,9 @@ absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size) {
 absl::StatusOr<hw::Program> Generate(const hw::CallDescriptor& call, uint32_t world_size) {
   if (absl::Status valid = ValidateCall(call, world_size); !valid.ok()) return valid;
   const uint64_t bytes = call.count * hw::DataTypeSize(call.datatype);
-  if (call.algorithm.empty()) {
-    return DefaultFor(call.collective, bytes, world_size).generate(call, world_size);
-  }
-  const Algorithm* algorithm = Find(call.collective, call.algorithm);
+  const Algorithm* algorithm = call.algorithm.empty()
+                                   ? &DefaultFor(call.collective, bytes, world_size)
+                                   : Find(call.collective, call.algorithm);
   if (algorithm == nullptr) {
     std::string valid;
     for (const Algorithm* candidate : ForCollective(call.collective)) {
@@ -132,7 +142,9 @@ absl::StatusOr<hw::Program> Generate(const hw::CallDescriptor& call, uint32_t wo
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown ", Name(call.collective), " algorithm '", call.algorithm, "'; valid: ", valid));
   }
-  return algorithm->generate(call, world_size);
+  absl::StatusOr<hw::Program> program = algorithm->generate(call, world_size);
+  if (program.ok()) program->algorithm_place = PlaceOf(*algorithm);
+  return program;
 }
 
 }  // namespace cclo::firmware

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,9 +26,16 @@ const Algorithm* Find(hw::Collective collective, std::string_view name);
 /// The algorithms of `collective`, in table order; empty for an unknown collective.
 std::vector<const Algorithm*> ForCollective(hw::Collective collective);
 
+/// `algorithm`'s place in its collective's table, from 1 (hw::Program::algorithm_place).
+uint8_t PlaceOf(const Algorithm& algorithm);
+/// The name of the algorithm at `place` in `collective`'s table; "algorithm <place>" where
+/// there is none (a place another build's message carries).
+std::string NameAt(hw::Collective collective, uint8_t place);
+
 /// Which built-in default selection (selection.cc) this build has. Every rank of a
 /// communicator must choose alike, so daemons of different selections refuse to join one;
-/// any change to the rules takes the next number.
+/// any change to the rules takes the next number, and so does any change to the order of
+/// the algorithm tables, whose places the messages carry (PlaceOf).
 inline constexpr uint32_t kSelectionVersion = 1;
 
 /// The algorithm used when a call names none: the built-in default selection
@@ -46,7 +54,7 @@ absl::Status ValidateCall(const hw::CallDescriptor& call, uint32_t world_size);
 
 /// Validates the call, then generates its Program with call.algorithm if set (an unknown
 /// name is INVALID_ARGUMENT listing the valid names for the collective), else with
-/// DefaultFor. A nop yields an empty program.
+/// DefaultFor, and records the algorithm's place in it. A nop yields an empty program.
 absl::StatusOr<hw::Program> Generate(const hw::CallDescriptor& call, uint32_t world_size);
 
 }  // namespace cclo::firmware

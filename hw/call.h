@@ -34,11 +34,13 @@ struct CallDescriptor {
   uint32_t tenant = 0;    ///< tenant index: whose share of the engine the call uses (DESIGN 9)
 };
 
-/// The call's CallSignature: what the other ranks' calls must match.
-inline CallSignature SignatureOf(const CallDescriptor& call) {
+/// The call's CallSignature with the algorithm at `algorithm_place` (Program): what the
+/// other ranks' calls must match.
+inline CallSignature SignatureOf(const CallDescriptor& call, uint8_t algorithm_place) {
   return Canonical({.collective = call.collective,
                     .datatype = call.datatype,
                     .reduce_op = call.reduce_op,
+                    .algorithm = algorithm_place,
                     .root = call.root});
 }
 

@@ -82,6 +82,9 @@ struct Move {
 /// What firmware emits for one rank of one call.
 struct Program {
   std::string algorithm;  ///< registry name of the algorithm that produced it
+  /// Its place in its collective's table (firmware/registry.h), from 1: the call's
+  /// messages carry it (CallSignature).
+  uint8_t algorithm_place = 0;
   std::vector<Move> moves;
   /// Elements of the call's datatype in Slot::kScratch (uninitialised at the start); at
   /// most the call's count times the world size.

@@ -86,14 +86,16 @@ CallSignature Canonical(const CallSignature& signature) {
     case Collective::kRecv:
       return {.collective = Collective::kSend};
     case Collective::kNop:
+      return {.collective = Collective::kNop};
     case Collective::kBarrier:
-      return {.collective = signature.collective};
+      return {.collective = Collective::kBarrier, .algorithm = signature.algorithm};
     default:
       break;
   }
   return {.collective = signature.collective,
           .datatype = signature.datatype,
           .reduce_op = Reduces(signature.collective) ? signature.reduce_op : ReduceOp::kSum,
+          .algorithm = signature.algorithm,
           .root = HasRoot(signature.collective) ? signature.root : 0};
 }
 

@@ -68,13 +68,17 @@ bool Reduces(Collective collective);
 bool HasInPlace(Collective collective);
 
 /// What every rank of one collective call must pass alike beyond its count (which the
-/// message sizes check): the first segment of each message carries its sender's (wire.h),
-/// so that a receiver refuses a message of another call instead of taking its data. Fields
-/// the collective does not use are 0; every point-to-point message carries kSend.
+/// message sizes check), and the algorithm it runs: the first segment of each message
+/// carries its sender's (wire.h), so that a receiver refuses a message of another call, or
+/// of another algorithm, instead of taking its data. Fields the collective does not use
+/// are 0; every point-to-point message carries kSend.
 struct CallSignature {
   Collective collective = Collective::kNop;
   DataType datatype = DataType::kInt8;
   ReduceOp reduce_op = ReduceOp::kSum;
+  /// The algorithm's place in its collective's table (firmware/registry.h), from 1; 0 for
+  /// point-to-point and nop, which have no choice.
+  uint8_t algorithm = 0;
   uint32_t root = 0;
 
   bool operator==(const CallSignature&) const = default;

@@ -250,7 +250,7 @@ absl::Status Dmp::StartReceive(CallState& call, uint32_t index) {
   const Endpoint& memory = network_is_op0 ? move.op1 : move.op0;
   RxTarget target{
       .bytes = move.count * DataTypeSize(call.desc.datatype),
-      .call = SignatureOf(call.desc),
+      .call = call.Signature(),
       .function = move.function,
       .result = move.result.kind == Kind::kMemory ? Address(call, move.result) : nullptr,
       .memory_operand = move.function == Function::kReduce ? Address(call, memory) : nullptr,

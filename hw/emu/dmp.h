@@ -110,6 +110,9 @@ struct CallState {
   /// Not OK: withdrawn before it reached the engine (Device::Withdraw). It takes its
   /// sequence numbers and ends at once with this, moving nothing, and is not counted.
   absl::Status withdrawn;
+
+  /// What its messages carry and its receives expect.
+  CallSignature Signature() const { return SignatureOf(desc, program.algorithm_place); }
 };
 
 class Dmp {

@@ -64,8 +64,7 @@ void Dmp::DiscardUnstarted(CallState& call) {
     if (call.comm->departed.contains(key.src)) continue;
     // A message of another size is invalid, as for a started receive (which may finish
     // the call).
-    absl::Status status =
-        rbm_.Post(key, {.bytes = move.count * element, .call = SignatureOf(call.desc)});
+    absl::Status status = rbm_.Post(key, {.bytes = move.count * element, .call = call.Signature()});
     if (!status.ok()) hooks_.invalid(*call.comm, key.src, status);
   }
 }

@@ -56,7 +56,7 @@ absl::Status Dmp::StartSend(CallState& call, uint32_t index) {
                             .tag = key.tag,
                             .sequence = key.sequence,
                             .total = bytes,
-                            .call = SignatureOf(call.desc)};
+                            .call = call.Signature()};
   // 2. Eager when small enough and a credit is there: one segment, done once written.
   if (call.desc.protocol == Protocol::kEager && link->eager_bytes > 0 &&
       bytes <= link->eager_bytes) {
@@ -114,8 +114,8 @@ absl::Status Dmp::SendLocal(CallState& call, uint32_t index, uint64_t bytes) {
   const bool eager =
       call.desc.protocol == Protocol::kEager && eager_bytes_ > 0 && bytes <= eager_bytes_;
   absl::StatusOr<bool> went =
-      rbm_.Deliver(SendKey(call, index), SignatureOf(call.desc), call.moves[index].source, bytes,
-                   eager, [this, id = call.id, index] { MoveDone(id, index); });
+      rbm_.Deliver(SendKey(call, index), call.Signature(), call.moves[index].source, bytes, eager,
+                   [this, id = call.id, index] { MoveDone(id, index); });
   if (!went.ok()) return went.status();
   (*went ? counters_.eager_messages : counters_.rendezvous_messages).fetch_add(1);
   if (eager && !*went) counters_.eager_fallbacks.fetch_add(1);

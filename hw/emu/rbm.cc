@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "firmware/registry.h"
 #include "hw/emu/reduce.h"
 
 namespace cclo::hw::emu {
@@ -45,9 +47,15 @@ absl::Status Rbm::CheckFits(const MessageKey& key, uint64_t total, const CallSig
   // they are what to fix, and the other ranks get this behind their own longer prefix, in
   // the 255 bytes of a completion ring's message.
   if (call != target.call) {
-    return absl::InvalidArgumentError(absl::StrCat(DescribeSignature(call), " sent to ",
-                                                   DescribeSignature(target.call), ": ",
-                                                   DescribeMessage(key)));
+    std::string sent = DescribeSignature(call);
+    std::string posted = DescribeSignature(target.call);
+    if (sent == posted) {  // only the algorithms differ
+      absl::StrAppend(&sent, " by ", firmware::NameAt(call.collective, call.algorithm));
+      absl::StrAppend(&posted, " by ",
+                      firmware::NameAt(target.call.collective, target.call.algorithm));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(sent, " sent to ", posted, ": ", DescribeMessage(key)));
   }
   if (total != target.bytes) {
     return Mismatch(

@@ -52,7 +52,7 @@ void PutCall(std::byte* out, const CallSignature& call) {
   Put<uint8_t>(out + 0, static_cast<uint8_t>(call.collective));
   Put<uint8_t>(out + 1, static_cast<uint8_t>(call.datatype));
   Put<uint8_t>(out + 2, static_cast<uint8_t>(call.reduce_op));
-  Put<uint8_t>(out + 3, 0);
+  Put<uint8_t>(out + 3, call.algorithm);
   Put<uint32_t>(out + 4, call.root);
 }
 
@@ -60,23 +60,23 @@ absl::StatusOr<CallSignature> GetCall(const std::byte* in) {
   const uint8_t collective = Get<uint8_t>(in + 0);
   const uint8_t datatype = Get<uint8_t>(in + 1);
   const uint8_t reduce_op = Get<uint8_t>(in + 2);
-  const uint8_t zero = Get<uint8_t>(in + 3);
   if (collective > static_cast<uint8_t>(kLastCollective) ||
       datatype > static_cast<uint8_t>(DataType::kFloat64) ||
-      reduce_op > static_cast<uint8_t>(ReduceOp::kMin) || zero != 0) {
+      reduce_op > static_cast<uint8_t>(ReduceOp::kMin)) {
     return Invalid(absl::StrCat("call signature of collective ", collective, ", datatype ",
-                                datatype, ", reduce op ", reduce_op, " and byte ", zero,
-                                " names no call"));
+                                datatype, " and reduce op ", reduce_op, " names no call"));
   }
   const CallSignature call{.collective = static_cast<Collective>(collective),
                            .datatype = static_cast<DataType>(datatype),
                            .reduce_op = static_cast<ReduceOp>(reduce_op),
+                           .algorithm = Get<uint8_t>(in + 3),
                            .root = Get<uint32_t>(in + 4)};
   // One encoding per call: any other would be refused as another call than its receive's,
   // described as the same one ("send/recv sent to send/recv").
   if (call != Canonical(call)) {
     return Invalid(absl::StrCat("call signature of collective ", collective, ", datatype ",
-                                datatype, ", reduce op ", reduce_op, " and root ", call.root,
+                                datatype, ", reduce op ", reduce_op, ", algorithm ", call.algorithm,
+                                " and root ", call.root,
                                 " is not a call's: point-to-point is send, fields its "
                                 "collective does not use are 0"));
   }

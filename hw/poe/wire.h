@@ -1,9 +1,10 @@
 // The segment header that starts every message segment on a data session (DESIGN 7).
 //
-// Fixed 64-byte little-endian layout, version 6 (2 carried both directions on one session
+// Fixed 64-byte little-endian layout, version 7 (2 carried both directions on one session
 // per pair of engines; 3 has one session each way, hw/poe/handshake.h; 4 adds the HEARTBEAT
 // control message; 5 the call signature; 6 the DEPART control message and BYE's word on
-// whether the sender's ranks left or it broke the communicator):
+// whether the sender's ranks left or it broke the communicator; 7 the algorithm in the
+// call signature):
 //
 //   offset  size  field
 //        0     4  magic        "CCLO" (0x4F4C4343)
@@ -22,8 +23,9 @@
 //
 // The call signature (hw::CallSignature) of the sender's call, in the first segment of
 // each message, where the offset is 0 anyway: at 48 the collective, 49 the datatype, 50
-// the reduce op (1 byte each), 51 zero, 52 the root (4 bytes), as hw::Canonical makes it:
-// a field the collective does not use is 0, point-to-point is send.
+// the reduce op, 51 the algorithm's place in its collective's table (1 byte each), 52 the
+// root (4 bytes), as hw::Canonical makes it: a field the collective does not use is 0,
+// point-to-point is send.
 //
 // Segment types and what each must carry (anything else is rejected by Decode):
 //
@@ -41,7 +43,7 @@
 // checks the rest (ranks, credits, the posted receive) before it touches memory.
 //
 // Every version keeps the magic, the version, the communicator and the layout of control
-// segments where they are, and the REFUSE message as it is (versions 1 to 6 all do), so that
+// segments where they are, and the REFUSE message as it is (versions 1 to 7 all do), so that
 // an engine can read the HELLO of a peer of another version far enough to refuse it in a
 // segment that peer reads.
 #pragma once
@@ -58,7 +60,7 @@
 namespace cclo::hw::poe {
 
 inline constexpr uint32_t kMagic = 0x4F4C4343;
-inline constexpr uint8_t kWireVersion = 6;
+inline constexpr uint8_t kWireVersion = 7;
 inline constexpr size_t kHeaderBytes = 64;
 /// Largest payload one segment may carry.
 inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;

@@ -110,6 +110,20 @@ TEST_P(MismatchTest, ReductionsThatDifferAreRefused) {
       "allreduce of int32 \\(max)\\)");
 }
 
+// Ranks that force different algorithms on one allreduce, whose messages have the sizes
+// the other's receives expect (rank 1 took rank 0's input as the sum, and both said OK):
+// the messages say their algorithm.
+TEST_P(MismatchTest, AlgorithmsThatDifferAreRefused) {
+  ForEachRank([](Rank& me) {
+    return me.comm.Allreduce(me.send, me.recv, kCount, DataType::kFloat32, ReduceOp::kSum,
+                             {.algorithm = me.rank == 0 ? "recursive_doubling" : "reduce_bcast"});
+  });
+  ExpectRefused(
+      "allreduce of float32 \\(sum\\) by (recursive_doubling sent to allreduce of float32 "
+      "\\(sum\\) by reduce_bcast|reduce_bcast sent to allreduce of float32 \\(sum\\) by "
+      "recursive_doubling)");
+}
+
 // An op on the communicator once it broke says so once, then why.
 TEST_P(MismatchTest, LaterOpsSayTheCommunicatorIsBrokenOnce) {
   ForEachRank([](Rank& me) -> absl::Status {

@@ -14,7 +14,7 @@ namespace cclo::daemon {
 namespace {
 
 static_assert(firmware::kSelectionVersion == 1, "the expected messages below name selection 1");
-static_assert(hw::poe::kWireVersion == 6, "the expected messages below name wire version 6");
+static_assert(hw::poe::kWireVersion == 7, "the expected messages below name wire version 7");
 
 // A join of `rank` of a communicator of `size`, with its proof, from a daemon of `selection`.
 cclo::v1::PeerJoinRequest JoinFrom(const CommToken& token, uint32_t rank, uint32_t size,
@@ -89,17 +89,16 @@ INSTANTIATE_TEST_SUITE_P(
         // the root's daemon would refuse.
         OtherRelease{firmware::kSelectionVersion, 0,
                      "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 4 or older (a "
-                     "release from before joins carried it) and the root daemon version 6: all "
+                     "release from before joins carried it) and the root daemon version 7: all "
                      "daemons of a communicator must speak one data wire version"},
-        // The release before this one: its engines neither tell a rank's departure nor say
-        // whether they broke a communicator.
-        OtherRelease{firmware::kSelectionVersion, 5,
-                     "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 5 and the root "
-                     "daemon version 6: all daemons of a communicator must speak one data wire "
+        // The release before this one: its messages do not carry their call's algorithm.
+        OtherRelease{firmware::kSelectionVersion, 6,
+                     "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 6 and the root "
+                     "daemon version 7: all daemons of a communicator must speak one data wire "
                      "version"},
-        OtherRelease{firmware::kSelectionVersion, 7,
-                     "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 7 and the root "
-                     "daemon version 6: all daemons of a communicator must speak one data wire "
+        OtherRelease{firmware::kSelectionVersion, 8,
+                     "rank 1's daemon at 10.0.0.3:7470 speaks data wire version 8 and the root "
+                     "daemon version 7: all daemons of a communicator must speak one data wire "
                      "version"}));
 
 TEST(RootGatherTest, TheAnswerCarriesTheRootsSelection) {
@@ -227,10 +226,10 @@ TEST(RootGatherTest, AJoiningRankAsksForAtLeastOneMillisecond) {
 
 // What a member says of a root of another data wire version.
 TEST(RootGatherTest, SameWireVersionNamesBothDaemons) {
-  EXPECT_TRUE(SameWireVersion(6, "root daemon a:1", "this daemon").ok());
-  EXPECT_EQ(SameWireVersion(5, "root daemon a:1", "this daemon"),
+  EXPECT_TRUE(SameWireVersion(7, "root daemon a:1", "this daemon").ok());
+  EXPECT_EQ(SameWireVersion(6, "root daemon a:1", "this daemon"),
             absl::FailedPreconditionError(
-                "root daemon a:1 speaks data wire version 5 and this daemon version 6: all "
+                "root daemon a:1 speaks data wire version 6 and this daemon version 7: all "
                 "daemons of a communicator must speak one data wire version"));
 }
 

@@ -112,19 +112,19 @@ TEST(RootAnswerTest, ADaemonRefusesToJoinAtARootOfAnotherSelection) {
 
 // A root of another data wire version, whose data sessions would refuse this daemon's: the
 // join is refused with both named. Version 0 is a release from before joins carried it (4
-// and before); 5 the release before this one.
+// and before); 6 the release before this one.
 TEST(RootAnswerTest, ADaemonRefusesToJoinAtARootOfAnotherWireVersion) {
   Daemon member;
   RawSession rank0(member.runtime_dir());
   for (const auto& [version, spoken] : std::vector<std::pair<uint32_t, std::string>>{
-           {0, "4 or older (a release from before joins carried it)"}, {5, "5"}}) {
+           {0, "4 or older (a release from before joins carried it)"}, {6, "6"}}) {
     StandInRoot root({0}, firmware::kSelectionVersion);
     root.SetWireVersion(version);
     grpc::Status joined = rank0.Join(root.Token(), 0, 1);
     EXPECT_EQ(joined.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << joined.error_message();
     EXPECT_EQ(joined.error_message(),
               absl::StrCat("root daemon ", root.address(), " speaks data wire version ", spoken,
-                           " and this daemon version 6: all daemons of a communicator must "
+                           " and this daemon version 7: all daemons of a communicator must "
                            "speak one data wire version"));
   }
 }

@@ -190,10 +190,25 @@ TEST(RegistryTest, DefaultAndForcedAlgorithm) {
   absl::StatusOr<hw::Program> program = Generate(call, 4);
   ASSERT_TRUE(program.ok()) << program.status();
   EXPECT_EQ(program->algorithm, "recursive_doubling");  // 10 elements: latency-bound
+  EXPECT_EQ(program->algorithm_place, PlaceOf(*Find(Collective::kAllreduce, "recursive_doubling")));
   call.algorithm = "ring";
   program = Generate(call, 4);
   ASSERT_TRUE(program.ok()) << program.status();
   EXPECT_EQ(program->algorithm, "ring");
+  EXPECT_EQ(program->algorithm_place, PlaceOf(*Find(Collective::kAllreduce, "ring")));
+}
+
+// An algorithm's place in its collective's table, which messages carry, names it back; a
+// place no algorithm has (another build's) is named as a number.
+TEST(RegistryTest, PlacesNameTheirAlgorithms) {
+  for (const Algorithm& algorithm : AllAlgorithms()) {
+    const std::vector<const Algorithm*> table = ForCollective(algorithm.collective);
+    EXPECT_EQ(table.at(PlaceOf(algorithm) - 1), &algorithm) << algorithm.name;
+    EXPECT_EQ(NameAt(algorithm.collective, PlaceOf(algorithm)), algorithm.name);
+  }
+  EXPECT_EQ(NameAt(Collective::kAllreduce, 0), "algorithm 0");
+  const auto places = static_cast<uint8_t>(ForCollective(Collective::kAllreduce).size() + 1);
+  EXPECT_EQ(NameAt(Collective::kAllreduce, places), absl::StrCat("algorithm ", places));
 }
 
 TEST(RegistryTest, NopIsEmpty) {

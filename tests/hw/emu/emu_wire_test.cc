@@ -543,11 +543,12 @@ TEST_F(EmuWireTest, GarbageOnAnIdleCommunicatorIsReportedAsABreak) {
   EXPECT_THAT(broken.reason.message(), HasSubstr("invalid data from peer daemon"));
 }
 
-// A daemon of an older version (5: before departures of one rank were told and breaks
-// said; 4: before call signatures; 2: one session carrying both ways) gets the refusal in
-// its own version, naming both, so that it can say why.
+// A daemon of an older version (6: before call signatures carried the algorithm; 5: before
+// departures of one rank were told and breaks said; 4: before call signatures; 2: one
+// session carrying both ways) gets the refusal in its own version, naming both, so that
+// it can say why.
 TEST_F(EmuWireTest, PeerOfAnotherWireVersionIsRefusedInItsVersion) {
-  for (const uint8_t version : {5, 4, 2}) {
+  for (const uint8_t version : {6, 5, 4, 2}) {
     FakePeer peer(device_->DataAddress(), comm_);
     SegmentHeader hello{.type = SegmentType::kControl, .comm = comm_.config.id};
     const std::vector<std::byte> payload = poe::EncodeControl({.kind = ControlKind::kHello,
@@ -574,12 +575,12 @@ TEST_F(EmuWireTest, PeerOfAnotherWireVersionIsRefusedInItsVersion) {
     EXPECT_EQ(message->reason,
               absl::StrCat("the HELLO came in data wire version ", version, " and daemon ",
                            device_->DataAddress(),
-                           " speaks version 6: all daemons of a communicator must speak one "
+                           " speaks version 7: all daemons of a communicator must speak one "
                            "data wire version"));
     char byte;
     EXPECT_FALSE(peer.Read(&byte, 1));  // then the device hangs up
   }
-  EXPECT_EQ(device_->Stats().wire_errors, 3u);
+  EXPECT_EQ(device_->Stats().wire_errors, 4u);
 }
 
 TEST_F(EmuWireTest, WrongProofIsRefusedByTheAcceptor) {

@@ -124,25 +124,28 @@ TEST(WireTest, RejectsBadMagic) {
 
 TEST(WireTest, RejectsOtherVersions) {
   EncodedHeader bytes = Encode(Sample());
-  EXPECT_EQ(bytes[4], std::byte{6});
+  EXPECT_EQ(bytes[4], std::byte{7});
   Poke<uint8_t>(bytes, 4, 1);  // the eager-only protocol before rendezvous
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 1, this engine speaks 6");
+            "invalid segment header: unsupported version 1, this engine speaks 7");
   Poke<uint8_t>(bytes, 4, 2);  // one session carrying both directions
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 2, this engine speaks 6");
+            "invalid segment header: unsupported version 2, this engine speaks 7");
   Poke<uint8_t>(bytes, 4, 3);  // no heartbeats
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 3, this engine speaks 6");
+            "invalid segment header: unsupported version 3, this engine speaks 7");
   Poke<uint8_t>(bytes, 4, 4);  // no call signature
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 4, this engine speaks 6");
+            "invalid segment header: unsupported version 4, this engine speaks 7");
   Poke<uint8_t>(bytes, 4, 5);  // no departures of one rank told, no word on breaks
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 5, this engine speaks 6");
-  Poke<uint8_t>(bytes, 4, 7);
+            "invalid segment header: unsupported version 5, this engine speaks 7");
+  Poke<uint8_t>(bytes, 4, 6);  // no algorithm in the call signature
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: unsupported version 7, this engine speaks 6");
+            "invalid segment header: unsupported version 6, this engine speaks 7");
+  Poke<uint8_t>(bytes, 4, 8);
+  EXPECT_EQ(DecodeError(bytes),
+            "invalid segment header: unsupported version 8, this engine speaks 7");
 }
 
 // A control segment of another version (a HELLO to refuse, the refusal in the peer's
@@ -211,24 +214,26 @@ TEST(WireTest, RejectsCallSignaturesThatNameNoCall) {
   h.type = SegmentType::kEagerData;
   h.offset = 0;
   h.total = h.length;
-  h.call = {.collective = Collective::kGather, .datatype = DataType::kFloat64, .root = 9};
+  h.call = {
+      .collective = Collective::kGather, .datatype = DataType::kFloat64, .algorithm = 3, .root = 9};
   EncodedHeader bytes = Encode(h);
   EXPECT_EQ(bytes[48], std::byte{6});  // gather
   EXPECT_EQ(bytes[49], std::byte{7});  // float64
+  EXPECT_EQ(bytes[51], std::byte{3});  // the algorithm's place
   EXPECT_EQ(bytes[52], std::byte{9});  // root, low byte first
+  absl::StatusOr<SegmentHeader> decoded = Decode(bytes.data(), bytes.size());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->call, h.call);
   Poke<uint8_t>(bytes, 48, 12);
   EXPECT_EQ(DecodeError(bytes),
-            "invalid segment header: call signature of collective 12, datatype 7, reduce op 0 "
-            "and byte 0 names no call");
+            "invalid segment header: call signature of collective 12, datatype 7 and reduce op "
+            "0 names no call");
   bytes = Encode(h);
   Poke<uint8_t>(bytes, 49, 8);
   EXPECT_NE(DecodeError(bytes).find("datatype 8"), std::string::npos);
   bytes = Encode(h);
   Poke<uint8_t>(bytes, 50, 4);
   EXPECT_NE(DecodeError(bytes).find("reduce op 4"), std::string::npos);
-  bytes = Encode(h);
-  Poke<uint8_t>(bytes, 51, 1);
-  EXPECT_NE(DecodeError(bytes).find("byte 1 names no call"), std::string::npos);
 }
 
 // A call has one signature: another spelling of it would be refused by its receive as
@@ -243,16 +248,18 @@ TEST(WireTest, RejectsCallSignaturesNoCallSends) {
            {.collective = Collective::kSend, .datatype = DataType::kInt32},
            {.collective = Collective::kBarrier, .root = 1},
            {.collective = Collective::kAllreduce, .root = 1},
-           {.collective = Collective::kBcast, .reduce_op = ReduceOp::kMax}}) {
+           {.collective = Collective::kBcast, .reduce_op = ReduceOp::kMax},
+           {.collective = Collective::kSend, .algorithm = 1},
+           {.collective = Collective::kNop, .algorithm = 1}}) {
     h.call = call;
     EXPECT_NE(DecodeError(Encode(h)).find("is not a call's"), std::string::npos)
         << DescribeSignature(call);
   }
   h.call = {.collective = Collective::kRecv};
   EXPECT_EQ(DecodeError(Encode(h)),
-            "invalid segment header: call signature of collective 2, datatype 0, reduce op 0 "
-            "and root 0 is not a call's: point-to-point is send, fields its collective does not "
-            "use are 0");
+            "invalid segment header: call signature of collective 2, datatype 0, reduce op 0, "
+            "algorithm 0 and root 0 is not a call's: point-to-point is send, fields its "
+            "collective does not use are 0");
 }
 
 TEST(WireTest, RendezvousDataIsNeverEmpty) {
