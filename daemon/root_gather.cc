@@ -99,6 +99,12 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     return absl::PermissionDeniedError(absl::StrCat(
         "join proof for communicator ", hw::CommIdHex(id), " is wrong: token secret mismatch"));
   }
+  // Whoever learned the token (an argv, a shared file) joins nothing of another tenant.
+  if (!request.tenant().empty() && request.tenant() != gather.policy.tenant()) {
+    return absl::PermissionDeniedError(absl::StrCat("communicator ", hw::CommIdHex(id),
+                                                    " is not open to tenant '",
+                                                    hw::EscapeControl(request.tenant()), "'"));
+  }
   if (request.size() == 0 || request.size() > kMaxWorldSize) {
     return absl::InvalidArgumentError(
         absl::StrCat("communicator size ", request.size(), " is not in [1, ", kMaxWorldSize, "]"));

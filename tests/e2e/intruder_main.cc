@@ -15,6 +15,9 @@
 //       rank 1, a receive submitted after those sends, so that once it is done the engine
 //       has taken them all. Prints "hog CODE MESSAGE" (the receive's result) and stays
 //       attached for 60 s.
+//   intruder RUNTIME_DIR UID join TOKEN RANK SIZE
+//       attaches and joins RANK of SIZE with TOKEN (another tenant's); prints
+//       "join CODE MESSAGE".
 #include <grp.h>
 #include <unistd.h>
 
@@ -126,7 +129,7 @@ void Hog(const std::string& dir, uint64_t count) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: intruder RUNTIME_DIR UID attach|intrude|hog ...\n");
+    std::fprintf(stderr, "usage: intruder RUNTIME_DIR UID attach|intrude|join|hog ...\n");
     return 2;
   }
   const std::string dir = argv[1];
@@ -150,6 +153,12 @@ int main(int argc, char** argv) {
     cclo::testing::Intrude(dir, std::strtoull(argv[4], nullptr, 10),
                            std::strtoull(argv[5], nullptr, 10), std::strtoull(argv[6], nullptr, 10),
                            argv[7]);
+    return 0;
+  }
+  if (mode == "join" && argc == 7) {
+    cclo::testing::RawSession session(dir);
+    cclo::testing::Print("join", session.Join(argv[4], std::strtoul(argv[5], nullptr, 10),
+                                              std::strtoul(argv[6], nullptr, 10)));
     return 0;
   }
   if (mode == "hog" && argc == 5) {

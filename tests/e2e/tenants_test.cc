@@ -161,6 +161,52 @@ TEST(TenantsTest, AnotherTenantIsRefusedEveryIdOfTheFirstAndItsDataStays) {
   EXPECT_TRUE((*alpha)->FreeBuffer(*std::move(buffer)).ok());
 }
 
+TEST(TenantsTest, TheRootRefusesARankOfAnotherTenantWhereverItJoins) {
+  // Beta learned alpha's token (cclo-run's argv shows it to every user): it joins before
+  // alpha's first rank on the root daemon, and as alpha's missing rank on another daemon.
+  Daemon root(kTwoTenants), other(kTwoTenants);
+  OpenToOthers(root);
+  OpenToOthers(other);
+  absl::StatusOr<std::unique_ptr<Client>> first = Client::Attach(root.runtime_dir());
+  absl::StatusOr<std::unique_ptr<Client>> second = Client::Attach(other.runtime_dir());
+  ASSERT_TRUE(first.ok() && second.ok());
+  absl::StatusOr<std::string> token = (*first)->CreateCommunicatorId();
+  ASSERT_TRUE(token.ok()) << token.status();
+  const std::string refusal = "is not open to tenant 'beta'";
+
+  auto before_alpha =
+      Intruder({root.runtime_dir(), absl::StrCat(kNobody), "join", *token, "0", "2"})["join"];
+  EXPECT_EQ(before_alpha.first, static_cast<int>(absl::StatusCode::kPermissionDenied))
+      << before_alpha.second;
+  EXPECT_TRUE(absl::StrContains(before_alpha.second, refusal)) << before_alpha.second;
+
+  absl::StatusOr<std::unique_ptr<Communicator>> rank0;
+  std::thread joining([&] { rank0 = (*first)->Join(*token, 0, 2); });
+  auto elsewhere =
+      Intruder({other.runtime_dir(), absl::StrCat(kNobody), "join", *token, "1", "2"})["join"];
+  EXPECT_EQ(elsewhere.first, static_cast<int>(absl::StatusCode::kPermissionDenied))
+      << elsewhere.second;
+  EXPECT_TRUE(absl::StrContains(elsewhere.second, refusal)) << elsewhere.second;
+
+  // Alpha's own ranks still form the communicator, the two of them alone.
+  absl::StatusOr<std::unique_ptr<Communicator>> rank1 = (*second)->Join(*token, 1, 2);
+  joining.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  absl::StatusOr<Buffer> buffer0 = (*first)->AllocBuffer(64);
+  absl::StatusOr<Buffer> buffer1 = (*second)->AllocBuffer(64);
+  ASSERT_TRUE(buffer0.ok() && buffer1.ok());
+  reinterpret_cast<int32_t*>(buffer0->data())[0] = 3;
+  reinterpret_cast<int32_t*>(buffer1->data())[0] = 4;
+  absl::StatusOr<Request> reduced0 =
+      (*rank0)->AllreduceAsync(*buffer0, *buffer0, 1, DataType::kInt32, ReduceOp::kSum);
+  ASSERT_TRUE(reduced0.ok()) << reduced0.status();
+  EXPECT_TRUE((*rank1)->Allreduce(*buffer1, *buffer1, 1, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_TRUE(reduced0->Wait().ok());
+  EXPECT_EQ(reinterpret_cast<int32_t*>(buffer0->data())[0], 7);
+  EXPECT_EQ(reinterpret_cast<int32_t*>(buffer1->data())[0], 7);
+}
+
 TEST(TenantsTest, UnknownCallerIsRefusedWithoutADefaultTenant) {
   Daemon daemon(kTwoTenants);
   OpenToOthers(daemon);

@@ -75,7 +75,8 @@ class Client {
   /// session's RPC timeout, and the daemon gives up by it: a zero timeout takes the
   /// daemon's join_timeout_ms, cut to the session's RPC timeout). The root daemon waits
   /// for the ranks at most its own join_timeout_ms; one that cannot be reached, or does
-  /// not answer within the timeout, fails the join with UNAVAILABLE.
+  /// not answer within the timeout, fails the join with UNAVAILABLE. A token made by a
+  /// client of another tenant is PERMISSION_DENIED.
   absl::StatusOr<std::unique_ptr<Communicator>> Join(const std::string& token, uint32_t rank,
                                                      uint32_t size,
                                                      absl::Duration timeout = absl::Seconds(60));
