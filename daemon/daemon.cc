@@ -142,7 +142,13 @@ absl::Status CheckStartable(const Config& config) {
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   std::error_code error;
-  std::filesystem::create_directories(config.runtime_dir, error);
+  const bool created = std::filesystem::create_directories(config.runtime_dir, error);
+  // A dir made here is cclod's alone to write whatever the umask (RuntimeLock::Take
+  // refuses one others may write), and the applications reach its sockets.
+  if (!error && created) {
+    std::filesystem::permissions(config.runtime_dir, std::filesystem::perms(0755),
+                                 std::filesystem::perm_options::replace, error);
+  }
   if (error) {
     return absl::UnavailableError(
         absl::StrCat("cannot create runtime dir ", config.runtime_dir, ": ", error.message()));

@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace cclo::daemon {
 namespace {
@@ -26,6 +27,23 @@ std::string HolderPid(int fd) {
 }  // namespace
 
 absl::StatusOr<RuntimeLock> RuntimeLock::Take(const std::string& runtime_dir) {
+  // Whoever may write the dir may replace the sockets with their own (and answer the
+  // clients' attaches) or a socket with a link that the chmod after bind follows.
+  struct stat dir_stat {};
+  if (lstat(runtime_dir.c_str(), &dir_stat) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot stat runtime dir ", runtime_dir, ": ", std::strerror(errno)));
+  }
+  if (!S_ISDIR(dir_stat.st_mode) || dir_stat.st_uid != geteuid() ||
+      (dir_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    const char* kind = S_ISLNK(dir_stat.st_mode)    ? ", a symbolic link"
+                       : !S_ISDIR(dir_stat.st_mode) ? ", not a directory"
+                                                    : "";
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "runtime dir %s (owner uid %d, mode %04o%s) must be a directory of cclod's user "
+        "(uid %d) that no one else may write: another user could replace its sockets",
+        runtime_dir, dir_stat.st_uid, dir_stat.st_mode & 07777, kind, geteuid()));
+  }
   const std::string path = runtime_dir + "/cclod.lock";
   // Only cclod's user may open it: anyone who could would also be able to hold the lock.
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -13,8 +13,10 @@ namespace cclo::daemon {
 class RuntimeLock {
  public:
   /// Locks `runtime_dir` (which must exist) for this process, writing its pid into the
-  /// lock file. FAILED_PRECONDITION naming the holder's pid when another process has it;
-  /// UNAVAILABLE when the file cannot be opened or locked.
+  /// lock file. INVALID_ARGUMENT when the dir is not a directory (a link is not) of this
+  /// process's effective uid that neither group nor others may write; FAILED_PRECONDITION
+  /// naming the holder's pid when another process has it; UNAVAILABLE when the file cannot
+  /// be opened or locked.
   static absl::StatusOr<RuntimeLock> Take(const std::string& runtime_dir);
 
   RuntimeLock(RuntimeLock&& other) noexcept;

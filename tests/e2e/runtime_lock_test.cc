@@ -1,7 +1,8 @@
 // A runtime dir belongs to one cclod: a second daemon given the same one refuses to start,
 // naming the holder, and the first keeps serving; once the first has stopped, a daemon
-// may start there.
+// may start there. One that another user made, or may write, is refused.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -64,6 +65,39 @@ TEST(RuntimeLockTest, SecondDaemonOnTheSameDirRefusesToStartAndTheFirstServesOn)
   EXPECT_TRUE(third.WaitForOutput("ready: peer", absl::Seconds(30))) << third.Output();
   third.Signal(SIGTERM);
   EXPECT_EQ(third.Wait(absl::Seconds(15)).exit_code, 0) << third.Output();
+  std::filesystem::remove_all(config_dir);
+}
+
+TEST(RuntimeLockTest, ARuntimeDirAnotherUserMayWriteIsRefused) {
+  // A tenant made the dir before the daemon started (in a shared /tmp, say): it could
+  // replace attach.sock with its own and answer other tenants' attaches.
+  std::string config_dir;
+  const std::string config = ConfigFor("", config_dir);
+  const std::string runtime_dir = config_dir + "/run";
+  ASSERT_EQ(mkdir(runtime_dir.c_str(), 0777), 0);
+  ASSERT_EQ(chown(runtime_dir.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chmod(runtime_dir.c_str(), 0777), 0);
+  std::ofstream(config) << "runtime_dir: " << runtime_dir << "\nhost: 127.0.0.1\n"
+                        << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n";
+  ProcessResult refused =
+      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(absl::StrContains(
+      refused.output, absl::StrCat("cclod cannot start: runtime dir ", runtime_dir,
+                                   " (owner uid 65534, mode 0777) must be a directory of "
+                                   "cclod's user (uid 0) that no one else may write: another "
+                                   "user could replace its sockets")))
+      << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(runtime_dir + "/attach.sock"));
+
+  // Nor may the dir be a link, even to one of cclod's own.
+  ASSERT_EQ(rmdir(runtime_dir.c_str()), 0);
+  ASSERT_EQ(mkdir((config_dir + "/own").c_str(), 0755), 0);
+  ASSERT_EQ(symlink((config_dir + "/own").c_str(), runtime_dir.c_str()), 0);
+  refused = Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(absl::StrContains(refused.output, "(owner uid 0, mode 0777, a symbolic link)"))
+      << refused.output;
   std::filesystem::remove_all(config_dir);
 }
 
