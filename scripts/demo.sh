@@ -51,7 +51,7 @@ for rank in 0 1 2 3; do
   if [ $((rank % 2)) -eq 1 ]; then node=node-b; fi
   table=()
   if [ "$rank" -eq 0 ]; then table=(--table); fi
-  "$BIN/client/cclo-run" run --runtime-dir "$work/$node/run" --token "$token" --rank "$rank" \
+  CCLO_TOKEN="$token" "$BIN/client/cclo-run" run --runtime-dir "$work/$node/run" --rank "$rank" \
     --size 4 --ops all --sizes "$sizes" "${table[@]}" &
   ranks+=($!)
 done

@@ -48,7 +48,10 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* run = app.add_subcommand(
       "run", "join a communicator as one rank, run the ops at every size and check the results");
   AddRuntimeDir(*run, arguments.runtime_dir);
-  run->add_option("--token", arguments.token, "communicator token from `cclo-run token`")
+  run->add_option("--token", arguments.token,
+                  "communicator token from `cclo-run token` (a password: other users can read "
+                  "argv, not the environment)")
+      ->envname("CCLO_TOKEN")
       ->required();
   run->add_option("--rank", arguments.rank, "this process's rank, 0 <= rank < size")
       ->required()

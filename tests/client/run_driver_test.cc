@@ -102,6 +102,15 @@ TEST_F(RunDriverTest, TokenIsPrintedOnItsOwnLine) {
       << daemon_->process().Output();
 }
 
+TEST_F(RunDriverTest, TheTokenMayComeFromTheEnvironment) {
+  // Every user may read a process's argv (/proc/PID/cmdline), only its own its environment.
+  ASSERT_EQ(setenv("CCLO_TOKEN", MakeToken().c_str(), 1), 0);
+  Outcome outcome = CcloRun({"run", "--runtime-dir", daemon_->runtime_dir(), "--rank", "0",
+                             "--size", "1", "--ops", "allreduce", "--sizes", "1K"});
+  unsetenv("CCLO_TOKEN");
+  EXPECT_EQ(outcome.code, 0) << outcome.err;
+}
+
 TEST_F(RunDriverTest, EveryOpPassesAtEveryWorldSizeAndRootInPlaceOrNot) {
   // "all" ends with barrier, which keeps every rank until all are done.
   for (uint32_t size : {1u, 2u, 3u, 4u}) {
