@@ -73,8 +73,12 @@ std::vector<const Algorithm*> ForCollective(Collective collective) {
 }
 
 uint8_t PlaceOf(const Algorithm& algorithm) {
-  const std::vector<const Algorithm*> table = ForCollective(algorithm.collective);
-  return static_cast<uint8_t>(std::ranges::find(table, &algorithm) - table.begin() + 1);
+  uint8_t place = 0;  // counted without a vector: every op's Generate asks
+  for (const Algorithm& entry : AllAlgorithms()) {
+    place += entry.collective == algorithm.collective;
+    if (&entry == &algorithm) break;
+  }
+  return place;
 }
 
 std::string NameAt(Collective collective, uint8_t place) {
