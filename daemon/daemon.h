@@ -36,11 +36,11 @@ class Daemon {
 
   /// Applies what may change at run time: the log level, the policy (for communicators
   /// created afterwards) and the tenants' identities, weights and quotas. A config that did
-  /// not load (its error is returned), that the next start would refuse (an admin group,
-  /// peer TLS file or congestion control this host lacks), or whose tenants cannot be
-  /// applied (INVALID_ARGUMENT), changes nothing. Other keys that differ keep their running value
-  /// until a restart; they are named in the returned list. Status and the metrics count
-  /// the reload.
+  /// not load (its error is returned), that the next start would refuse (a runtime dir
+  /// another user may write, an admin group, peer TLS file or congestion control this host
+  /// lacks), or whose tenants cannot be applied (INVALID_ARGUMENT), changes nothing. Other
+  /// keys that differ keep their running value until a restart; they are named in the
+  /// returned list. Status and the metrics count the reload.
   absl::StatusOr<std::vector<std::string>> Reload(const absl::StatusOr<Config>& loaded);
 
   /// "host:port" of the Peer service, as other daemons reach it.

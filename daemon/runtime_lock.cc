@@ -26,7 +26,7 @@ std::string HolderPid(int fd) {
 
 }  // namespace
 
-absl::StatusOr<RuntimeLock> RuntimeLock::Take(const std::string& runtime_dir) {
+absl::Status RuntimeLock::CheckDir(const std::string& runtime_dir) {
   // Whoever may write the dir may replace the sockets with their own (and answer the
   // clients' attaches) or a socket with a link that the chmod after bind follows.
   struct stat dir_stat {};
@@ -44,6 +44,11 @@ absl::StatusOr<RuntimeLock> RuntimeLock::Take(const std::string& runtime_dir) {
         "(uid %d) that no one else may write: another user could replace its sockets",
         runtime_dir, dir_stat.st_uid, dir_stat.st_mode & 07777, kind, geteuid()));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RuntimeLock> RuntimeLock::Take(const std::string& runtime_dir) {
+  if (absl::Status usable = CheckDir(runtime_dir); !usable.ok()) return usable;
   const std::string path = runtime_dir + "/cclod.lock";
   // Only cclod's user may open it: anyone who could would also be able to hold the lock.
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace cclo::daemon {
@@ -13,11 +14,14 @@ namespace cclo::daemon {
 class RuntimeLock {
  public:
   /// Locks `runtime_dir` (which must exist) for this process, writing its pid into the
-  /// lock file. INVALID_ARGUMENT when the dir is not a directory (a link is not) of this
-  /// process's effective uid that neither group nor others may write; FAILED_PRECONDITION
+  /// lock file. CheckDir's error when the dir is not one cclod may use; FAILED_PRECONDITION
   /// naming the holder's pid when another process has it; UNAVAILABLE when the file cannot
   /// be opened or locked.
   static absl::StatusOr<RuntimeLock> Take(const std::string& runtime_dir);
+  /// What Take checks of `runtime_dir` first: INVALID_ARGUMENT when it is not a directory (a
+  /// link is not) of this process's effective uid that neither group nor others may write;
+  /// UNAVAILABLE when it cannot be examined.
+  static absl::Status CheckDir(const std::string& runtime_dir);
 
   RuntimeLock(RuntimeLock&& other) noexcept;
   RuntimeLock& operator=(RuntimeLock&&) = delete;

@@ -2,12 +2,15 @@
 // running daemon, a bad file or a change that needs a restart is rejected with the reason
 // and the running config stays, and keys that apply only at restart are named.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "cclo/client.h"
 #include "cclo/v1/admin.pb.h"
@@ -116,6 +119,23 @@ TEST_F(ReloadTest, KeysAStartWouldRefuseAreRejected) {
     EXPECT_EQ(Count(reason), 1u) << daemon_.process().Output();
   }
   EXPECT_EQ(Tenant().quotas(3).limit(), 1u);
+}
+
+TEST_F(ReloadTest, ARuntimeDirAStartWouldRefuseIsRejected) {
+  // Another user may write it (RuntimeLock::Take refuses it); one not made yet is made by
+  // the next start, as cclod's own.
+  const std::string running = "runtime_dir: " + daemon_.runtime_dir() + "\n";
+  const std::string shared = daemon_.runtime_dir() + "/../shared";
+  ASSERT_EQ(mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 0777), 0);
+  Reload(running, "runtime_dir: " + shared + "\n", "rejected, the running config");
+  EXPECT_EQ(Count(absl::StrCat("the next start would refuse it: runtime dir ", shared,
+                               " (owner uid ", geteuid(), ", mode 0777) must be a directory")),
+            1u)
+      << daemon_.process().Output();
+  Reload(running, "runtime_dir: " + daemon_.runtime_dir() + "/../later\n",
+         "changed keys that apply only at restart: runtime_dir");
+  EXPECT_EQ(Count("rejected, the running config"), 1u) << daemon_.process().Output();
 }
 
 TEST_F(ReloadTest, StatusAndMetricsCountReloadsAndSayWhyTheLastWasRejected) {
