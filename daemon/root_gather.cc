@@ -99,7 +99,8 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     return absl::PermissionDeniedError(absl::StrCat(
         "join proof for communicator ", hw::CommIdHex(id), " is wrong: token secret mismatch"));
   }
-  // Whoever learned the token (an argv, a shared file) joins nothing of another tenant.
+  // Whoever learned the token (an argv, a shared file) joins nothing of another tenant. A
+  // daemon that sends none speaks an older data wire version, refused as such below.
   if (!request.tenant().empty() && request.tenant() != gather.policy.tenant()) {
     return absl::PermissionDeniedError(absl::StrCat("communicator ", hw::CommIdHex(id),
                                                     " is not open to tenant '",
