@@ -57,7 +57,8 @@ TEST(CleanupTest, ClientKilledMidAllreduceLeavesBothDaemonsAsBefore) {
   const uint64_t survivor_buffer = survivor.Alloc(kPairCount * 4);
   const uint64_t helper_buffer = helper.Alloc(kPairCount * 4);
   // Warm-up: a communicator over both daemons, used and destroyed, sets up what the daemons
-  // keep for good (b's channel to a's Peer service).
+  // keep for good (server threads, allocator arenas; a join's channel to the root's Peer
+  // service closes when the join ends, so one left open shows here).
   ASSERT_NO_FATAL_FAILURE(UsePairAndDestroy(survivor, survivor_buffer, helper, helper_buffer));
   const absl::StatusOr<Footprint> baseline_a = probe_a.Steady();
   const absl::StatusOr<Footprint> baseline_b = probe_b.Steady();
@@ -144,8 +145,8 @@ TEST(CleanupTest, ThousandKilledClientsLeakNothing) {
   Daemon daemon;
   FootprintProbe probe(daemon);
   const pid_t pid = daemon.process().pid();
-  // Warm-up: the first cycles set up what the daemon keeps for good (its gRPC channel to
-  // its own Peer service, server threads, allocator arenas and caches).
+  // Warm-up: the first cycles set up what the daemon keeps for good (server threads,
+  // allocator arenas and caches).
   ASSERT_NO_FATAL_FAILURE(RunCycles(daemon, 0, kWarmupCycles));
   const absl::StatusOr<Footprint> baseline = probe.Steady();
   ASSERT_TRUE(baseline.ok()) << baseline.status();
