@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -389,6 +390,24 @@ TEST(TenantsTest, AdminSocketIsForTheAdminGroupOnly) {
                                 "cclod cannot start: config key 'admin_group': no group named "
                                 "'no-such-group'"))
       << result.output;
+}
+
+// Started with a umask of 0, cclod makes its files with its own (0077), so that no socket
+// is open to all between its bind and its chmod, and then gives each the mode it means.
+TEST(TenantsTest, SocketsAreNeverWiderThanMeantWhateverTheUmask) {
+  const mode_t caller = umask(0);
+  Daemon daemon;
+  umask(caller);
+  std::ifstream status(absl::StrCat("/proc/", daemon.process().pid(), "/status"));
+  std::string line;
+  while (std::getline(status, line) && !absl::StartsWith(line, "Umask:")) {
+  }
+  EXPECT_EQ(line, "Umask:\t0077");
+  for (const auto& [name, mode] : {std::pair{"client.sock", 0666u}, {"admin.sock", 0660u}}) {
+    struct stat socket_stat {};
+    ASSERT_EQ(stat((daemon.runtime_dir() + "/" + name).c_str(), &socket_stat), 0) << name;
+    EXPECT_EQ(socket_stat.st_mode & 0777, mode) << name;
+  }
 }
 
 TEST(TenantsTest, EachQuotaIsEnforcedAndReported) {
