@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -43,6 +44,31 @@ absl::Status RuntimeLock::CheckDir(const std::string& runtime_dir) {
         "runtime dir %s (owner uid %d, mode %04o%s) must be a directory of cclod's user "
         "(uid %d) that no one else may write: another user could replace its sockets",
         runtime_dir, dir_stat.st_uid, dir_stat.st_mode & 07777, kind, geteuid()));
+  }
+  // Whoever may write a dir above it may rename it away and put one of theirs in its place,
+  // unless that dir has the sticky bit (as /tmp), which keeps others' entries from them.
+  std::error_code error;
+  const std::filesystem::path resolved = std::filesystem::canonical(runtime_dir, error);
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve runtime dir ", runtime_dir, ": ", error.message()));
+  }
+  for (std::filesystem::path above = resolved.parent_path();; above = above.parent_path()) {
+    struct stat above_stat {};
+    if (stat(above.c_str(), &above_stat) != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot stat ", above.string(), ": ", std::strerror(errno)));
+    }
+    const bool others_write =
+        (above_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (above_stat.st_mode & S_ISVTX) == 0;
+    if ((above_stat.st_uid != 0 && above_stat.st_uid != geteuid()) || others_write) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "runtime dir %s is in %s (owner uid %d, mode %04o), where another user could "
+          "replace it: each dir above it must be root's or cclod's user's, and writable by "
+          "others only with the sticky bit (as /tmp)",
+          runtime_dir, above.string(), above_stat.st_uid, above_stat.st_mode & 07777));
+    }
+    if (above == above.root_path()) break;
   }
   return absl::OkStatus();
 }

@@ -19,8 +19,9 @@ class RuntimeLock {
   /// be opened or locked.
   static absl::StatusOr<RuntimeLock> Take(const std::string& runtime_dir);
   /// What Take checks of `runtime_dir` first: INVALID_ARGUMENT when it is not a directory (a
-  /// link is not) of this process's effective uid that neither group nor others may write;
-  /// UNAVAILABLE when it cannot be examined.
+  /// link is not) of this process's effective uid that neither group nor others may write,
+  /// or when a dir above it is another user's than root's, or one that group or others may
+  /// write without the sticky bit; UNAVAILABLE when it cannot be examined.
   static absl::Status CheckDir(const std::string& runtime_dir);
 
   RuntimeLock(RuntimeLock&& other) noexcept;

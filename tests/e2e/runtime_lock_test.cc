@@ -101,5 +101,36 @@ TEST(RuntimeLockTest, ARuntimeDirAnotherUserMayWriteIsRefused) {
   std::filesystem::remove_all(config_dir);
 }
 
+TEST(RuntimeLockTest, ARuntimeDirInADirOthersMayWriteIsRefused) {
+  // Whoever may write the dir above could rename the runtime dir away and put theirs there.
+  std::string config_dir;
+  const std::string config = ConfigFor("", config_dir);
+  const std::string above = config_dir + "/shared";
+  const std::string runtime_dir = above + "/run";
+  ASSERT_EQ(mkdir(above.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(above.c_str(), 0777), 0);
+  std::ofstream(config) << "runtime_dir: " << runtime_dir << "\nhost: 127.0.0.1\n"
+                        << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n";
+  ProcessResult refused =
+      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(absl::StrContains(
+      refused.output,
+      absl::StrCat("cclod cannot start: runtime dir ", runtime_dir, " is in ", above,
+                   " (owner uid 0, mode 0777), where another user could replace it: each dir "
+                   "above it must be root's or cclod's user's, and writable by others only "
+                   "with the sticky bit (as /tmp)")))
+      << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(runtime_dir + "/attach.sock"));
+
+  // With the sticky bit, as /tmp has, others cannot move what is not theirs: it starts.
+  ASSERT_EQ(chmod(above.c_str(), 01777), 0);
+  Process started({Runfile("daemon/cclod"), "--config", config});
+  EXPECT_TRUE(started.WaitForOutput("ready: peer", absl::Seconds(30))) << started.Output();
+  started.Signal(SIGTERM);
+  EXPECT_EQ(started.Wait(absl::Seconds(15)).exit_code, 0) << started.Output();
+  std::filesystem::remove_all(config_dir);
+}
+
 }  // namespace
 }  // namespace cclo::testing
