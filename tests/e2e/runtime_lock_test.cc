@@ -18,14 +18,24 @@
 namespace cclo::testing {
 namespace {
 
-// A config of a daemon on free ports whose runtime dir is `runtime_dir`, in a fresh dir.
+// Writes to `path` the config of a daemon on free ports whose runtime dir is `runtime_dir`.
+void WriteConfig(const std::string& path, const std::string& runtime_dir) {
+  std::ofstream(path) << "runtime_dir: " << runtime_dir << "\nhost: 127.0.0.1\n"
+                      << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n";
+}
+
+// That config, in a fresh dir.
 std::string ConfigFor(const std::string& runtime_dir, std::string& config_dir) {
   char dir[] = "/tmp/cclo.XXXXXX";
   config_dir = mkdtemp(dir);
   const std::string path = config_dir + "/cclod.yaml";
-  std::ofstream(path) << "runtime_dir: " << runtime_dir << "\nhost: 127.0.0.1\n"
-                      << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n";
+  WriteConfig(path, runtime_dir);
   return path;
+}
+
+// cclod run with `config` until it ends (one that starts is stopped after 30 s).
+ProcessResult RunWith(const std::string& config) {
+  return Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
 }
 
 TEST(RuntimeLockTest, SecondDaemonOnTheSameDirRefusesToStartAndTheFirstServesOn) {
@@ -33,8 +43,7 @@ TEST(RuntimeLockTest, SecondDaemonOnTheSameDirRefusesToStartAndTheFirstServesOn)
   std::string config_dir;
   const std::string config = ConfigFor(first.runtime_dir(), config_dir);
 
-  ProcessResult second =
-      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  ProcessResult second = RunWith(config);
   EXPECT_EQ(second.exit_code, 1) << second.output;
   EXPECT_TRUE(absl::StrContains(
       second.output, absl::StrCat("cclod cannot start: runtime dir ", first.runtime_dir(),
@@ -77,10 +86,8 @@ TEST(RuntimeLockTest, ARuntimeDirAnotherUserMayWriteIsRefused) {
   ASSERT_EQ(mkdir(runtime_dir.c_str(), 0777), 0);
   ASSERT_EQ(chown(runtime_dir.c_str(), 65534, 65534), 0);
   ASSERT_EQ(chmod(runtime_dir.c_str(), 0777), 0);
-  std::ofstream(config) << "runtime_dir: " << runtime_dir << "\nhost: 127.0.0.1\n"
-                        << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n";
-  ProcessResult refused =
-      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  WriteConfig(config, runtime_dir);
+  ProcessResult refused = RunWith(config);
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_TRUE(absl::StrContains(
       refused.output, absl::StrCat("cclod cannot start: runtime dir ", runtime_dir,
@@ -94,7 +101,7 @@ TEST(RuntimeLockTest, ARuntimeDirAnotherUserMayWriteIsRefused) {
   ASSERT_EQ(rmdir(runtime_dir.c_str()), 0);
   ASSERT_EQ(mkdir((config_dir + "/own").c_str(), 0755), 0);
   ASSERT_EQ(symlink((config_dir + "/own").c_str(), runtime_dir.c_str()), 0);
-  refused = Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  refused = RunWith(config);
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_TRUE(absl::StrContains(refused.output, "(owner uid 0, mode 0777, a symbolic link)"))
       << refused.output;
@@ -109,10 +116,8 @@ TEST(RuntimeLockTest, ARuntimeDirInADirOthersMayWriteIsRefused) {
   const std::string runtime_dir = above + "/run";
   ASSERT_EQ(mkdir(above.c_str(), 0755), 0);
   ASSERT_EQ(chmod(above.c_str(), 0777), 0);
-  std::ofstream(config) << "runtime_dir: " << runtime_dir << "\nhost: 127.0.0.1\n"
-                        << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n";
-  ProcessResult refused =
-      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  WriteConfig(config, runtime_dir);
+  ProcessResult refused = RunWith(config);
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_TRUE(absl::StrContains(
       refused.output,
