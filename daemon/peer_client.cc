@@ -12,21 +12,19 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     hw::SteadyTime deadline, grpc::ClientContext& context) {
   const absl::Duration timeout = deadline - hw::SteadyNow();
   context.set_deadline(hw::ToWallDeadline(deadline + kRootAnswerGrace));
+  const ChannelKey key(root_address, request.comm_id());
+  std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return ShuttingDown();
     calls_.insert(&context);
+    stub = StubFor(key);
   }
-  // Subchannels of its own too: a new channel must not share another's connection or
-  // backoff.
-  grpc::ChannelArguments arguments;
-  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::unique_ptr<cclo::v1::Peer::Stub> stub =
-      cclo::v1::Peer::NewStub(grpc::CreateCustomChannel(root_address, credentials_, arguments));
   cclo::v1::PeerJoinResponse response;
   grpc::Status status = stub->Join(&context, request, &response);
   absl::MutexLock lock(&mu_);
   calls_.erase(&context);
+  EndJoin(key);
   if (status.ok()) return response;
   if (stopped_) return ShuttingDown();
   // A root that serves answers by 9/10 of the join's time, missing ranks and all: the
@@ -49,7 +47,26 @@ void PeerClient::Stop() {
 
 size_t PeerClient::channels() const {
   absl::MutexLock lock(&mu_);
-  return calls_.size();
+  return channels_.size();
+}
+
+std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const ChannelKey& key) {
+  Channel& channel = channels_[key];
+  ++channel.joins;
+  if (!channel.stub) {
+    // Subchannels of its own too: a new channel must not share another's connection or
+    // backoff.
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channel.stub =
+        cclo::v1::Peer::NewStub(grpc::CreateCustomChannel(key.first, credentials_, arguments));
+  }
+  return channel.stub;
+}
+
+void PeerClient::EndJoin(const ChannelKey& key) {
+  auto found = channels_.find(key);
+  if (--found->second.joins == 0) channels_.erase(found);
 }
 
 }  // namespace cclo::daemon

@@ -1,15 +1,18 @@
-// Calls to other daemons' Peer service, each over a channel of its own. Departures travel
-// in-band on the data sessions (BYE with the reason), after the data sent before them, so
-// no out-of-band notice can overtake data still on its way.
+// Calls to other daemons' Peer service, over one channel per root and communicator while
+// joins of that communicator use it. Departures travel in-band on the data sessions (BYE
+// with the reason), after the data sent before them, so no out-of-band notice can overtake
+// data still on its way.
 #pragma once
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/security/credentials.h>
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -34,13 +37,17 @@ class PeerClient {
   /// kRootAnswerGrace past `deadline`, Stop, or the caller's context.TryCancel(), which fails
   /// it with CANCELLED, also when called before the join began). A root that did not answer
   /// by then fails it with UNAVAILABLE, as one it cannot connect to. The join dials the root
-  /// on a channel of its own, closed when it ends: a root drops a connection whose pings a
-  /// partition cut off, which the joining daemon cannot learn while cut off, so a channel
-  /// kept after its join or shared with another join in progress (one waiting at the root
-  /// throughout) could send the join on the dropped connection, where it fails at once with
-  /// the reset; and one that failed to connect backs off its reconnects (up to two
-  /// minutes), so a root restarted meanwhile would see the join fail at once with the old
-  /// error.
+  /// on a channel that only the joins of its communicator (request.comm_id()) in progress
+  /// here share, made by the first of them and closed when the last ends (a daemon's ranks
+  /// joining together open one connection, and TLS handshake, between them): a root drops
+  /// a connection whose pings a partition cut off, which the joining daemon cannot learn
+  /// while cut off, so a channel kept after its joins or shared with another communicator's
+  /// join in progress (one waiting at the root throughout) could send the join on the
+  /// dropped connection, where it fails at once with the reset; and one that failed to
+  /// connect backs off its reconnects (up to two minutes), so a root restarted meanwhile
+  /// would see the join fail at once with the old error. A dropped connection that the
+  /// joins of one communicator share fails nothing that could have formed: the rank
+  /// waiting on it would never get the root's answer.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
                                                   hw::SteadyTime deadline,
@@ -49,12 +56,28 @@ class PeerClient {
   /// Ends the joins in progress and refuses later ones with ShuttingDown(): the daemon stops.
   void Stop();
 
-  /// How many channels are open: one per join in progress.
+  /// How many channels are open: one per root and communicator that joins are in progress
+  /// at.
   size_t channels() const;
 
  private:
+  /// The root's address and the communicator's id.
+  using ChannelKey = std::pair<std::string, std::string>;
+  struct Channel {
+    std::shared_ptr<cclo::v1::Peer::Stub> stub;
+    int joins = 0;  ///< in progress on it; the last to end closes the channel
+  };
+
+  /// The stub for a join of `key`, shared with that communicator's joins in progress at
+  /// that root, or on a new channel when there are none. Release it with EndJoin.
+  std::shared_ptr<cclo::v1::Peer::Stub> StubFor(const ChannelKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// A join of `key` ended; the last one closes its channel.
+  void EndJoin(const ChannelKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable absl::Mutex mu_;
+  std::map<ChannelKey, Channel> channels_ ABSL_GUARDED_BY(mu_);
   std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

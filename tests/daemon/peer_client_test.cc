@@ -5,9 +5,15 @@
 #include <unistd.h>
 
 #include <functional>
+#include <map>
+#include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "cclo/v1/peer.grpc.pb.h"
 #include "hw/clock.h"
 #include "tests/loopback/loopback.h"
@@ -16,7 +22,7 @@ namespace cclo::daemon {
 namespace {
 
 // A root daemon's Peer service that answers every join with `answer()` (OK at once unless
-// given).
+// given), and remembers where each came from.
 class AnsweringRoot final : public cclo::v1::Peer::Service {
  public:
   /// Serves on 127.0.0.1:`port` (0: a free one, then port() says which).
@@ -33,29 +39,45 @@ class AnsweringRoot final : public cclo::v1::Peer::Service {
   int port() const { return port_; }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
 
-  grpc::Status Join(grpc::ServerContext*, const cclo::v1::PeerJoinRequest*,
+  grpc::Status Join(grpc::ServerContext* context, const cclo::v1::PeerJoinRequest* request,
                     cclo::v1::PeerJoinResponse*) override {
+    {
+      absl::MutexLock lock(&mu_);
+      peers_.emplace_back(request->comm_id(), context->peer());
+    }
     return answer_();
+  }
+
+  /// The communicator id and the client's address ("ipv4:127.0.0.1:port") of each join
+  /// received, in order.
+  std::vector<std::pair<std::string, std::string>> peers() const {
+    absl::MutexLock lock(&mu_);
+    return peers_;
   }
 
  private:
   const std::function<grpc::Status()> answer_;
+  mutable absl::Mutex mu_;
+  std::vector<std::pair<std::string, std::string>> peers_ ABSL_GUARDED_BY(mu_);
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };
 
-/// A join of an empty request at `root` through a context of its own.
+/// A join of communicator `comm_id` (no other field) at `root` through a context of its own.
 absl::StatusOr<cclo::v1::PeerJoinResponse> JoinAt(PeerClient& client, const std::string& root,
-                                                  absl::Duration timeout) {
+                                                  absl::Duration timeout,
+                                                  const std::string& comm_id = "") {
+  cclo::v1::PeerJoinRequest request;
+  request.set_comm_id(comm_id);
   grpc::ClientContext context;
-  return client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + timeout, context);
+  return client.Join(root, request, hw::SteadyNow() + timeout, context);
 }
 
-// A root daemon restarted on its address while another join there still waits on its
-// channel (here one that waits for the channel to be ready), which failed to connect and
-// backs off its reconnects (gRPC's backoff grows to two minutes): a join after the root
-// came back must dial it anew instead of failing at once with the old error, and the
-// waiting join keeps its channel.
+// A root daemon restarted on its address while another communicator's join there still
+// waits on its channel (here one that waits for the channel to be ready), which failed to
+// connect and backs off its reconnects (gRPC's backoff grows to two minutes): a join after
+// the root came back must dial it anew instead of failing at once with the old error, and
+// the waiting join keeps its channel.
 TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   PeerClient client(grpc::InsecureChannelCredentials());
   auto root = std::make_unique<AnsweringRoot>();
@@ -66,8 +88,9 @@ TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   holding_context.set_wait_for_ready(true);
   absl::StatusOr<cclo::v1::PeerJoinResponse> held;
   std::thread holding([&] {
-    held = client.Join(address, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(60),
-                       holding_context);
+    cclo::v1::PeerJoinRequest request;
+    request.set_comm_id("held");
+    held = client.Join(address, request, hw::SteadyNow() + absl::Seconds(60), holding_context);
   });
   while (client.channels() == 0) absl::SleepFor(absl::Milliseconds(1));
   absl::Status refused = JoinAt(client, address, absl::Seconds(30)).status();
@@ -79,6 +102,41 @@ TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   EXPECT_TRUE(joined.ok()) << joined;
   holding.join();
   EXPECT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(client.channels(), 0u);
+}
+
+// A daemon's ranks of one communicator join together: they share one connection to the
+// root (one TLS handshake, not one per rank), made for them; another communicator's join
+// in progress there meanwhile has a connection of its own, which a partition may have
+// left dropped by the root.
+TEST(PeerClientTest, JoinsOfOneCommunicatorShareAConnectionMadeForThem) {
+  absl::Notification answer;
+  AnsweringRoot root(0, [&] {
+    answer.WaitForNotification();
+    return grpc::Status::OK;
+  });
+  PeerClient client(grpc::InsecureChannelCredentials());
+  std::vector<std::thread> joins;
+  std::vector<absl::Status> joined(5);
+  for (size_t i = 0; i < joined.size(); ++i) {
+    joins.emplace_back([&, i] {
+      joined[i] = JoinAt(client, root.address(), absl::Seconds(30), i < 3 ? "x" : "y").status();
+    });
+  }
+  while (root.peers().size() < joined.size()) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(client.channels(), 2u);
+  std::map<std::string, std::set<std::string>> connections;  // of each communicator
+  std::set<std::string> all;
+  for (const auto& [comm_id, peer] : root.peers()) {
+    connections[comm_id].insert(peer);
+    all.insert(peer);
+  }
+  EXPECT_EQ(connections["x"].size(), 1u);
+  EXPECT_EQ(connections["y"].size(), 1u);
+  EXPECT_EQ(all.size(), 2u);
+  answer.Notify();
+  for (std::thread& join : joins) join.join();
+  for (const absl::Status& status : joined) EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(client.channels(), 0u);
 }
 
