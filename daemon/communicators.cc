@@ -21,6 +21,12 @@ constexpr absl::Duration kEngineAnswerGrace = absl::Seconds(1);
 
 std::string IdBytes(const hw::CommId& id) { return std::string(id.begin(), id.end()); }
 
+/// Why a join of `tenant` may not join communicator `id` here: another tenant's ranks did.
+absl::Status NotOpen(const hw::CommId& id, const std::string& tenant) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "communicator ", hw::CommIdHex(id), " is not open to tenant '", tenant, "' on this daemon"));
+}
+
 /// What a call on communicator `id`, broken for `error`, fails with.
 absl::Status Broken(const hw::CommId& id, const std::string& error) {
   return absl::UnavailableError(
@@ -98,22 +104,33 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   absl::StatusOr<Lease> lease = session->tenant()->Acquire(Resource::kCommunicators, 1);
   if (!lease.ok()) return lease.status();
   const hw::CommId id = token->id;
+  const std::string& tenant = session->tenant()->name();
   {
     absl::MutexLock lock(&mu_);
-    auto [entry, inserted] = comms_.try_emplace(id);
-    Comm& comm = entry->second;
+    Comm* record = FindLocked(id, tenant);
+    const bool inserted = record == nullptr;
+    if (inserted) {
+      auto held = comms_.find(id);
+      // Another tenant's ranks that the same root has not accepted yet keep none of this
+      // tenant's out: that root takes only the token maker's tenant, and each waits for its
+      // answer apart. Ranks of a root at another address keep them out (one of the two is
+      // not the communicator's root, and this daemon cannot tell which).
+      if (held != comms_.end() &&
+          (!held->second.table.empty() || held->second.root_address != token->root_address)) {
+        return NotOpen(id, tenant);
+      }
+      record = held == comms_.end() ? &comms_[id] : &contenders_[{id, tenant}];
+    }
+    Comm& comm = *record;
     if (inserted) {
       comm.secret = token->secret;
       comm.size = size;
       comm.created = absl::Now();
-      comm.tenant = session->tenant()->name();
+      comm.tenant = tenant;
+      comm.root_address = token->root_address;
     } else if (comm.secret != token->secret) {
       return absl::PermissionDeniedError(absl::StrCat("token secret does not match communicator ",
                                                       hw::CommIdHex(id), " joined here"));
-    } else if (comm.tenant != session->tenant()->name()) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("communicator ", hw::CommIdHex(id), " is not open to tenant '",
-                       session->tenant()->name(), "' on this daemon"));
     } else if (comm.size != size) {
       return absl::InvalidArgumentError(
           absl::StrCat("size ", size, " disagrees with size ", comm.size, " of ranks joined here"));
@@ -133,7 +150,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   }
   auto fail = [&](absl::Status status) {
     absl::MutexLock lock(&mu_);
-    LeaveLocked(id, rank, absl::StrCat("rank ", rank, " failed to join"));
+    LeaveLocked(id, tenant, rank, absl::StrCat("rank ", rank, " failed to join"));
     return status;
   };
   if (absl::Status prepared = device_->PrepareCommunicator(id, token->secret); !prepared.ok()) {
@@ -156,7 +173,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   grpc::ClientContext context;
   {
     absl::MutexLock lock(&mu_);
-    Comm& comm = comms_.at(id);
+    Comm& comm = *FindLocked(id, tenant);
     if (comm.state == State::kBroken) context.TryCancel();
     comm.joins.insert(&context);
   }
@@ -165,7 +182,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   std::optional<std::string> broke;
   {
     absl::MutexLock lock(&mu_);
-    Comm& comm = comms_.at(id);
+    Comm& comm = *FindLocked(id, tenant);
     comm.joins.erase(&context);
     if (!response.ok() && comm.state == State::kBroken) broke = comm.error;
   }
@@ -214,18 +231,21 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
         absl::StrCat("root daemon ", token->root_address,
                      " sent a policy this daemon cannot follow: ", usable.message())));
   }
+  absl::Status accepted;
   {
     absl::MutexLock lock(&mu_);
-    Comm& comm = comms_.at(id);
-    if (comm.table.empty()) {
+    accepted = AcceptLocked(id, tenant);
+    Comm& comm = *FindLocked(id, tenant);
+    if (accepted.ok() && comm.table.empty()) {
       comm.table.assign(response->ranks().begin(), response->ranks().end());
       comm.policy = std::make_shared<const cclo::v1::CommPolicy>(response->policy());
     }
   }
+  if (!accepted.ok()) return fail(accepted);
   if (absl::Status configured = Configure(id, deadline); !configured.ok()) {
     absl::MutexLock lock(&mu_);
     BreakLocked(id, comms_.at(id), std::string(configured.message()));
-    LeaveLocked(id, rank, std::string(configured.message()));
+    LeaveLocked(id, tenant, rank, std::string(configured.message()));
     return configured;
   }
   absl::MutexLock lock(&mu_);
@@ -233,7 +253,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   if (session->closed()) {
     // The client died while joining; EndSession saw no handle, so leave here as it would.
     if (comm.local_ranks.size() > 1) BreakLocked(id, comm, ClientExited(*session, rank));
-    LeaveLocked(id, rank, ClientExited(*session, rank));
+    LeaveLocked(id, tenant, rank, ClientExited(*session, rank));
     return absl::UnavailableError("session ended while joining");
   }
   uint64_t handle = next_handle_++;
@@ -332,7 +352,7 @@ absl::Status Communicators::Destroy(const SessionPtr& session, uint64_t handle) 
   Handle destroyed = std::move(found->second);
   handles_.erase(found);
   session->RemoveCommHandle(handle);
-  LeaveLocked(destroyed.comm, destroyed.rank, Destroyed(destroyed.rank));
+  LeaveLocked(destroyed.comm, session->tenant()->name(), destroyed.rank, Destroyed(destroyed.rank));
   return absl::OkStatus();
 }
 
@@ -352,7 +372,7 @@ void Communicators::EndSession(const SessionPtr& session) {
     // Other local ranks stay, so the engine keeps the communicator: break it so that
     // they and the other daemons learn the rank is gone instead of waiting for it.
     if (comm.local_ranks.size() > 1) BreakLocked(ended.comm, comm, reason);
-    LeaveLocked(ended.comm, ended.rank, reason);
+    LeaveLocked(ended.comm, session->tenant()->name(), ended.rank, reason);
   }
 }
 
@@ -510,10 +530,37 @@ void Communicators::BreakLocked(const hw::CommId& id, Comm& comm, const std::str
   }
 }
 
-void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank, const std::string& reason) {
+Communicators::Comm* Communicators::FindLocked(const hw::CommId& id, const std::string& tenant) {
+  if (auto contender = contenders_.find({id, tenant}); contender != contenders_.end()) {
+    return &contender->second;
+  }
   auto found = comms_.find(id);
-  if (found == comms_.end()) return;
-  Comm& comm = found->second;
+  return found != comms_.end() && found->second.tenant == tenant ? &found->second : nullptr;
+}
+
+absl::Status Communicators::AcceptLocked(const hw::CommId& id, const std::string& tenant) {
+  auto contender = contenders_.find({id, tenant});
+  if (contender == contenders_.end()) return absl::OkStatus();
+  auto held = comms_.find(id);
+  if (held == comms_.end()) {
+    comms_.emplace(id, std::move(contender->second));
+  } else if (held->second.table.empty() &&
+             held->second.root_address == contender->second.root_address) {
+    // Their join waits at the same root, which takes one tenant: it refuses them.
+    contenders_.emplace(std::pair(id, held->second.tenant), std::move(held->second));
+    held->second = std::move(contender->second);
+  } else {
+    return NotOpen(id, tenant);
+  }
+  contenders_.erase(contender);
+  return absl::OkStatus();
+}
+
+void Communicators::LeaveLocked(const hw::CommId& id, const std::string& tenant, uint32_t rank,
+                                const std::string& reason) {
+  Comm* found = FindLocked(id, tenant);
+  if (found == nullptr) return;
+  Comm& comm = *found;
   comm.local_ranks.erase(rank);
   if (!comm.local_ranks.empty()) {
     comm.departed[rank] = reason;
@@ -524,8 +571,17 @@ void Communicators::LeaveLocked(const hw::CommId& id, uint32_t rank, const std::
     }
     return;
   }
-  if (!comm.device_removed) device_->RemoveCommunicator(id, absl::UnavailableError(reason));
-  comms_.erase(found);
+  const bool remove = !comm.device_removed;
+  const bool configured = comm.configure_started;
+  if (contenders_.erase({id, tenant}) == 0) comms_.erase(id);
+  // The engine's preparation stays for another tenant's ranks still joining here (or
+  // joined), unless these ranks took the communicator to the engine.
+  auto contender = contenders_.lower_bound({id, std::string()});
+  const bool contended =
+      comms_.contains(id) || (contender != contenders_.end() && contender->first.first == id);
+  if (remove && (configured || !contended)) {
+    device_->RemoveCommunicator(id, absl::UnavailableError(reason));
+  }
 }
 
 }  // namespace cclo::daemon

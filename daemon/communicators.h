@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -132,7 +133,11 @@ class Communicators {
     CommPolicyPtr policy;
     std::set<uint32_t> local_ranks;
     /// The tenant of the local ranks: a communicator is never shared between tenants here.
+    /// Until the root daemon accepted its ranks (`table` filled), a record holds nothing
+    /// against another tenant's joins with the same root, which wait beside it in
+    /// `contenders_`.
     std::string tenant;
+    std::string root_address;  ///< the Peer address its ranks' token names
     bool configure_started = false;
     std::optional<absl::Status> configured;
     bool device_removed = false;
@@ -166,11 +171,23 @@ class Communicators {
   /// root daemon, which then fail with it.
   void BreakLocked(const hw::CommId& id, Comm& comm, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Removes one local rank: while others stay, the engine's calls that need it fail with
-  /// `reason`; when none is left, takes the communicator out of the engine (telling the
-  /// other daemons `reason`) and forgets it.
-  void LeaveLocked(const hw::CommId& id, uint32_t rank, const std::string& reason)
+  /// The record of `tenant`'s local ranks of communicator `id`: its own in `contenders_`,
+  /// else the one in `comms_` if it is that tenant's; nullptr if there is none.
+  Comm* FindLocked(const hw::CommId& id, const std::string& tenant)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The root daemon accepted `tenant`'s ranks of communicator `id`: their record becomes
+  /// the communicator's, and one of another tenant in its place, which that root will
+  /// refuse, waits in `contenders_` for the answer. PERMISSION_DENIED if another tenant's
+  /// ranks were accepted here first, or wait for a root at another address (one of the two
+  /// is not the communicator's, and this daemon cannot tell which).
+  absl::Status AcceptLocked(const hw::CommId& id, const std::string& tenant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Removes one local rank of `tenant`: while others stay, the engine's calls that need it
+  /// fail with `reason`; when none is left, forgets the record and, unless another tenant's
+  /// joins still wait for the communicator here, takes it out of the engine (telling the
+  /// other daemons `reason`).
+  void LeaveLocked(const hw::CommId& id, const std::string& tenant, uint32_t rank,
+                   const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Configure(const hw::CommId& id, hw::SteadyTime deadline);
 
   hw::Device* const device_;
@@ -181,6 +198,10 @@ class Communicators {
 
   mutable absl::Mutex mu_;
   std::map<hw::CommId, Comm> comms_ ABSL_GUARDED_BY(mu_);
+  /// Joins of a communicator whose record in `comms_` is another tenant's and not accepted
+  /// by its root yet, by communicator and tenant: a token holder of another tenant, whom
+  /// the root refuses, cannot keep the owner's ranks out by joining first.
+  std::map<std::pair<hw::CommId, std::string>, Comm> contenders_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Handle> handles_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t ops_completed_ ABSL_GUARDED_BY(mu_) = 0;

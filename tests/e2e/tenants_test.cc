@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
+#include "tests/loopback/loopback.h"
 
 namespace cclo::testing {
 namespace {
@@ -162,10 +163,15 @@ TEST(TenantsTest, AnotherTenantIsRefusedEveryIdOfTheFirstAndItsDataStays) {
   EXPECT_TRUE((*alpha)->FreeBuffer(*std::move(buffer)).ok());
 }
 
-TEST(TenantsTest, TheRootRefusesARankOfAnotherTenantWhereverItJoins) {
-  // Beta learned alpha's token (cclo-run's argv shows it to every user): it joins before
-  // alpha's first rank on the root daemon, and as alpha's missing rank on another daemon.
-  Daemon root(kTwoTenants), other(kTwoTenants);
+/// Alpha's clients of two daemons and a token of alpha's rooted at the first.
+struct Alpha {
+  std::unique_ptr<Client> first;
+  std::unique_ptr<Client> second;
+  std::string token;
+};
+
+/// Opens `root` and `other` to other users and attaches `alpha`'s clients to them.
+void AttachAlpha(const Daemon& root, const Daemon& other, Alpha* alpha) {
   OpenToOthers(root);
   OpenToOthers(other);
   absl::StatusOr<std::unique_ptr<Client>> first = Client::Attach(root.runtime_dir());
@@ -173,39 +179,94 @@ TEST(TenantsTest, TheRootRefusesARankOfAnotherTenantWhereverItJoins) {
   ASSERT_TRUE(first.ok() && second.ok());
   absl::StatusOr<std::string> token = (*first)->CreateCommunicatorId();
   ASSERT_TRUE(token.ok()) << token.status();
+  *alpha = {*std::move(first), *std::move(second), *std::move(token)};
+}
+
+/// Alpha's ranks 0 and 1, on its first and second daemon, sum 3 and 4 to 7 in an allreduce.
+void ExpectAlphaReduces(const Alpha& alpha, Communicator& rank0, Communicator& rank1) {
+  absl::StatusOr<Buffer> buffer0 = alpha.first->AllocBuffer(64);
+  absl::StatusOr<Buffer> buffer1 = alpha.second->AllocBuffer(64);
+  ASSERT_TRUE(buffer0.ok() && buffer1.ok());
+  reinterpret_cast<int32_t*>(buffer0->data())[0] = 3;
+  reinterpret_cast<int32_t*>(buffer1->data())[0] = 4;
+  absl::StatusOr<Request> reduced0 =
+      rank0.AllreduceAsync(*buffer0, *buffer0, 1, DataType::kInt32, ReduceOp::kSum);
+  ASSERT_TRUE(reduced0.ok()) << reduced0.status();
+  EXPECT_TRUE(rank1.Allreduce(*buffer1, *buffer1, 1, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_TRUE(reduced0->Wait().ok());
+  EXPECT_EQ(reinterpret_cast<int32_t*>(buffer0->data())[0], 7);
+  EXPECT_EQ(reinterpret_cast<int32_t*>(buffer1->data())[0], 7);
+}
+
+TEST(TenantsTest, TheRootRefusesARankOfAnotherTenantWhereverItJoins) {
+  // Beta learned alpha's token (cclo-run's argv shows it to every user): it joins before
+  // alpha's first rank on the root daemon, and as alpha's missing rank on another daemon.
+  Daemon root(kTwoTenants), other(kTwoTenants);
+  Alpha alpha;
+  ASSERT_NO_FATAL_FAILURE(AttachAlpha(root, other, &alpha));
   const std::string refusal = "is not open to tenant 'beta'";
 
   auto before_alpha =
-      Intruder({root.runtime_dir(), absl::StrCat(kNobody), "join", *token, "0", "2"})["join"];
+      Intruder({root.runtime_dir(), absl::StrCat(kNobody), "join", alpha.token, "0", "2"})["join"];
   EXPECT_EQ(before_alpha.first, static_cast<int>(absl::StatusCode::kPermissionDenied))
       << before_alpha.second;
   EXPECT_TRUE(absl::StrContains(before_alpha.second, refusal)) << before_alpha.second;
 
   absl::StatusOr<std::unique_ptr<Communicator>> rank0;
-  std::thread joining([&] { rank0 = (*first)->Join(*token, 0, 2); });
+  std::thread joining([&] { rank0 = alpha.first->Join(alpha.token, 0, 2); });
   auto elsewhere =
-      Intruder({other.runtime_dir(), absl::StrCat(kNobody), "join", *token, "1", "2"})["join"];
+      Intruder({other.runtime_dir(), absl::StrCat(kNobody), "join", alpha.token, "1", "2"})["join"];
   EXPECT_EQ(elsewhere.first, static_cast<int>(absl::StatusCode::kPermissionDenied))
       << elsewhere.second;
   EXPECT_TRUE(absl::StrContains(elsewhere.second, refusal)) << elsewhere.second;
 
   // Alpha's own ranks still form the communicator, the two of them alone.
-  absl::StatusOr<std::unique_ptr<Communicator>> rank1 = (*second)->Join(*token, 1, 2);
+  absl::StatusOr<std::unique_ptr<Communicator>> rank1 = alpha.second->Join(alpha.token, 1, 2);
   joining.join();
   ASSERT_TRUE(rank0.ok()) << rank0.status();
   ASSERT_TRUE(rank1.ok()) << rank1.status();
-  absl::StatusOr<Buffer> buffer0 = (*first)->AllocBuffer(64);
-  absl::StatusOr<Buffer> buffer1 = (*second)->AllocBuffer(64);
-  ASSERT_TRUE(buffer0.ok() && buffer1.ok());
-  reinterpret_cast<int32_t*>(buffer0->data())[0] = 3;
-  reinterpret_cast<int32_t*>(buffer1->data())[0] = 4;
-  absl::StatusOr<Request> reduced0 =
-      (*rank0)->AllreduceAsync(*buffer0, *buffer0, 1, DataType::kInt32, ReduceOp::kSum);
-  ASSERT_TRUE(reduced0.ok()) << reduced0.status();
-  EXPECT_TRUE((*rank1)->Allreduce(*buffer1, *buffer1, 1, DataType::kInt32, ReduceOp::kSum).ok());
-  EXPECT_TRUE(reduced0->Wait().ok());
-  EXPECT_EQ(reinterpret_cast<int32_t*>(buffer0->data())[0], 7);
-  EXPECT_EQ(reinterpret_cast<int32_t*>(buffer1->data())[0], 7);
+  ExpectAlphaReduces(alpha, **rank0, **rank1);
+}
+
+TEST(TenantsTest, ARankOfAnotherTenantWaitingForTheRootKeepsNoneOfTheOwnersOut) {
+  // Beta joins alpha's communicator first on the daemon of alpha's rank 1. The root refuses
+  // it, but until it answers (here held: the root daemon is stopped, and the joins wait in
+  // its peer port's accept queue), alpha's rank 1 joins there too.
+  Daemon root(kTwoTenants), other(kTwoTenants);
+  Alpha alpha;
+  ASSERT_NO_FATAL_FAILURE(AttachAlpha(root, other, &alpha));
+  uint32_t peer_port = 0;
+  ASSERT_TRUE(
+      absl::SimpleAtoi(root.peer_address().substr(root.peer_address().rfind(':') + 1), &peer_port));
+  auto waiting_at_root = [&](int64_t joins) {
+    return WaitUntil([&] { return UnreadAt(static_cast<uint16_t>(peer_port)) == joins; },
+                     absl::Seconds(10));
+  };
+  root.process().Signal(SIGSTOP);
+  Process beta({Runfile("tests/e2e/intruder"), other.runtime_dir(), absl::StrCat(kNobody), "join",
+                alpha.token, "1", "2"});
+  EXPECT_TRUE(waiting_at_root(1));
+  absl::StatusOr<std::unique_ptr<Communicator>> rank1;
+  std::thread joining([&] { rank1 = alpha.second->Join(alpha.token, 1, 2); });
+  EXPECT_TRUE(waiting_at_root(2));
+  root.process().Signal(SIGCONT);
+  absl::StatusOr<std::unique_ptr<Communicator>> rank0 = alpha.first->Join(alpha.token, 0, 2);
+  joining.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  const std::string refused = beta.Wait(absl::Seconds(30)).output;
+  // Refused by the root: for its tenant, or as late once alpha's ranks had all joined.
+  EXPECT_TRUE(absl::StartsWith(refused, "join 7 ") || absl::StartsWith(refused, "join 5 "))
+      << refused;
+
+  // Beta's refused join took nothing of alpha's with it.
+  ExpectAlphaReduces(alpha, **rank0, **rank1);
+  const v1::ListCommunicatorsResponse comms =
+      AdminJson<v1::ListCommunicatorsResponse>(other, "comms");
+  ASSERT_EQ(comms.communicators_size(), 1);
+  EXPECT_EQ(comms.communicators(0).tenant(), "alpha");
+  EXPECT_EQ(comms.communicators(0).state(), "ready");
+  EXPECT_EQ(Used(other, "beta", "communicators"), 0u);
 }
 
 TEST(TenantsTest, UnknownCallerIsRefusedWithoutADefaultTenant) {

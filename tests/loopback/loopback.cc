@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
@@ -44,17 +46,23 @@ int ConnectLoopback(const std::string& address) {
 }
 
 int64_t UnreadAt(uint16_t local, uint16_t remote) {
-  // Lines read "sl local rem st tx_queue:rx_queue ...", addresses in hex, host order.
-  const std::string local_address = absl::StrFormat("0100007F:%04X", local);
-  const std::string remote_address =
-      remote == 0 ? "00000000:0000" : absl::StrFormat("0100007F:%04X", remote);
-  std::ifstream table("/proc/net/tcp");
-  for (std::string line; std::getline(table, line);) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-    if (fields.size() < 5 || fields[1] != local_address || fields[2] != remote_address) continue;
-    const std::vector<std::string> queues = absl::StrSplit(fields[4], ':');
-    uint32_t unread = 0;
-    if (queues.size() == 2 && absl::SimpleHexAtoi(queues[1], &unread)) return unread;
+  // Lines read "sl local rem st tx_queue:rx_queue ...", addresses in hex, host order; a
+  // dual-stack socket (gRPC's) is in tcp6, at 127.0.0.1 mapped to IPv6.
+  for (const auto& [path, loopback, any] :
+       {std::tuple{"/proc/net/tcp", "0100007F", "00000000"},
+        std::tuple{"/proc/net/tcp6", "0000000000000000FFFF00000100007F",
+                   "00000000000000000000000000000000"}}) {
+    const std::string local_address = absl::StrFormat("%s:%04X", loopback, local);
+    const std::string remote_address =
+        remote == 0 ? absl::StrCat(any, ":0000") : absl::StrFormat("%s:%04X", loopback, remote);
+    std::ifstream table(path);
+    for (std::string line; std::getline(table, line);) {
+      std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+      if (fields.size() < 5 || fields[1] != local_address || fields[2] != remote_address) continue;
+      const std::vector<std::string> queues = absl::StrSplit(fields[4], ':');
+      uint32_t unread = 0;
+      if (queues.size() == 2 && absl::SimpleHexAtoi(queues[1], &unread)) return unread;
+    }
   }
   return -1;
 }

@@ -15,8 +15,9 @@ int ListenLoopback(std::string* address);
 int ConnectLoopback(const std::string& address);
 
 /// Bytes unread at the 127.0.0.1 socket with local port `local` and remote 127.0.0.1 port
-/// `remote`, per rx_queue in /proc/net/tcp; with `remote` 0, the listener's connections
-/// waiting to be accepted. -1 if there is no such socket.
+/// `remote`, per rx_queue in /proc/net/tcp (or tcp6, for a dual-stack socket); with
+/// `remote` 0, the listener's connections waiting to be accepted. -1 if there is no such
+/// socket.
 int64_t UnreadAt(uint16_t local, uint16_t remote = 0);
 
 }  // namespace cclo::testing
