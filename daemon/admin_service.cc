@@ -154,12 +154,13 @@ grpc::Status AdminService::ListSessions(grpc::ServerContext*, const cclo::v1::Li
 grpc::Status AdminService::ListBuffers(grpc::ServerContext*, const cclo::v1::ListBuffersRequest*,
                                        cclo::v1::ListBuffersResponse* response) {
   for (const SessionPtr& session : sessions_->All()) {
-    for (const auto& [id, bytes] : session->BufferSizes()) {
+    for (const auto& [id, use] : session->Buffers()) {
       cclo::v1::BufferInfo& info = *response->add_buffers();
       info.set_buffer_id(id);
       info.set_session_id(session->id());
       info.set_tenant(session->tenant()->name());
-      info.set_bytes(bytes);
+      info.set_bytes(use.bytes);
+      info.set_freed(use.freed);
     }
   }
   return grpc::Status::OK;

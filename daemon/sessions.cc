@@ -4,6 +4,7 @@
 #include <atomic>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -37,9 +38,13 @@ absl::Status Session::AddBuffer(SharedBufferPtr buffer, Lease bytes, Lease count
 
 absl::Status Session::RemoveBuffer(uint64_t buffer_id) {
   absl::MutexLock lock(&mu_);
-  if (buffers_.erase(buffer_id) == 0) {
+  auto found = buffers_.find(buffer_id);
+  if (found == buffers_.end()) {
     return absl::NotFoundError(absl::StrCat("no buffer ", buffer_id, " in this session"));
   }
+  std::erase_if(freed_, [](const auto& entry) { return entry.second.expired(); });
+  freed_.emplace(buffer_id, found->second);
+  buffers_.erase(found);
   return absl::OkStatus();
 }
 
@@ -59,11 +64,19 @@ uint64_t Session::BufferBytes() const {
   return total;
 }
 
-std::map<uint64_t, uint64_t> Session::BufferSizes() const {
+std::map<uint64_t, Session::BufferUse> Session::Buffers() const {
+  // Let go after the lock: the op may have ended meanwhile, leaving these the last holders.
+  std::vector<SharedBufferPtr> held;
   absl::MutexLock lock(&mu_);
-  std::map<uint64_t, uint64_t> sizes;
-  for (const auto& [id, buffer] : buffers_) sizes[id] = buffer->bytes();
-  return sizes;
+  std::map<uint64_t, BufferUse> buffers;
+  for (const auto& [id, buffer] : buffers_) buffers[id] = {buffer->bytes(), false};
+  for (const auto& [id, freed] : freed_) {
+    if (SharedBufferPtr buffer = freed.lock()) {
+      buffers[id] = {buffer->bytes(), true};
+      held.push_back(std::move(buffer));
+    }
+  }
+  return buffers;
 }
 
 size_t Session::BufferCount() const {

@@ -125,8 +125,14 @@ class Session {
   absl::StatusOr<SharedBufferPtr> FindBuffer(uint64_t buffer_id) const;
   uint64_t BufferBytes() const;
   size_t BufferCount() const;
-  /// The session's buffers: id -> bytes.
-  std::map<uint64_t, uint64_t> BufferSizes() const;
+  struct BufferUse {
+    uint64_t bytes = 0;
+    /// Its client freed it while an op used it: its memory and charges stay until the op
+    /// ends.
+    bool freed = false;
+  };
+  /// The session's buffers by id, and those its client freed that an op still uses.
+  std::map<uint64_t, BufferUse> Buffers() const;
 
   void AddCommHandle(uint64_t handle);
   bool RemoveCommHandle(uint64_t handle);
@@ -226,6 +232,8 @@ class Session {
   mutable absl::Mutex mu_;
   /// Each owns its charges to the tenant (AddBuffer), shared with the ops that use it.
   std::map<uint64_t, SharedBufferPtr> buffers_ ABSL_GUARDED_BY(mu_);
+  /// Buffers its client freed, until the last op that used them lets them go.
+  std::map<uint64_t, std::weak_ptr<SharedBuffer>> freed_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> comm_handles_ ABSL_GUARDED_BY(mu_);
   /// Every op not collected yet, by id.
   std::map<uint64_t, Op> ops_ ABSL_GUARDED_BY(mu_);

@@ -72,7 +72,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       "attached client sessions: tenant, pid/uid/gid, buffers, communicators, ops queued and "
       "running, attach time");
   CLI::App* buffers =
-      app.add_subcommand("buffers", "shared-memory buffers: id, session, tenant, bytes");
+      app.add_subcommand("buffers", "shared-memory buffers: id, session, tenant, bytes, state");
   CLI::App* stats = app.add_subcommand(
       "stats",
       "ops since the start by tenant, collective, algorithm and protocol: ok, failed, payload "

@@ -157,9 +157,10 @@ std::string BuffersTable(const v1::ListBuffersResponse& buffers) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::BufferInfo& buffer : buffers.buffers()) {
     rows.push_back({absl::StrCat(buffer.buffer_id()), absl::StrCat(buffer.session_id()),
-                    buffer.tenant(), absl::StrCat(buffer.bytes())});
+                    buffer.tenant(), absl::StrCat(buffer.bytes()),
+                    buffer.freed() ? "freed, held by an op" : "allocated"});
   }
-  return client::RenderTable({"buffer", "session", "tenant", "bytes"}, rows);
+  return client::RenderTable({"buffer", "session", "tenant", "bytes", "state"}, rows);
 }
 
 std::string StatsTable(const v1::StatsResponse& stats) {

@@ -682,7 +682,7 @@ void AttachAlone(const Daemon& daemon, std::unique_ptr<Client>* client,
 }
 
 // A buffer freed while an op still uses it stays on the tenant's buffer quota until the
-// op ends: the daemon holds its memory until then.
+// op ends: the daemon holds its memory until then, and `ccloctl buffers` lists it as freed.
 TEST(TenantsTest, AFreedBufferStaysChargedWhileAnOpUsesIt) {
   Daemon daemon("tenants:\n  - name: default\n    quotas: {buffer_bytes: 8192}\n");
   std::unique_ptr<Client> client;
@@ -694,7 +694,14 @@ TEST(TenantsTest, AFreedBufferStaysChargedWhileAnOpUsesIt) {
   absl::StatusOr<Request> receive =
       comm->RecvAsync(*buffer, 0, 8, DataType::kInt32, 0, 7, {.timeout = absl::Seconds(3)});
   ASSERT_TRUE(receive.ok()) << receive.status();
+  const uint64_t freed_id = buffer->id();
   ASSERT_TRUE(client->FreeBuffer(*std::move(buffer)).ok());
+  v1::ListBuffersResponse listed = AdminJson<v1::ListBuffersResponse>(daemon, "buffers");
+  ASSERT_EQ(listed.buffers_size(), 1);
+  EXPECT_EQ(listed.buffers(0).buffer_id(), freed_id);
+  EXPECT_EQ(listed.buffers(0).bytes(), 8192u);
+  EXPECT_TRUE(listed.buffers(0).freed());
+  EXPECT_TRUE(absl::StrContains(Ccloctl(daemon, {"buffers"}).output, "freed, held by an op"));
   absl::StatusOr<Buffer> over = client->AllocBuffer(4096);
   ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
   EXPECT_TRUE(absl::StrContains(over.status().message(),
@@ -705,6 +712,7 @@ TEST(TenantsTest, AFreedBufferStaysChargedWhileAnOpUsesIt) {
   EXPECT_EQ(receive->Wait().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(
       WaitUntil([&] { return Used(daemon, "default", "buffer_bytes") == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(AdminJson<v1::ListBuffersResponse>(daemon, "buffers").buffers_size(), 0);
   EXPECT_TRUE(client->AllocBuffer(8192).ok());
 }
 
