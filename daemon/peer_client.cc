@@ -12,7 +12,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     hw::SteadyTime deadline, grpc::ClientContext& context) {
   const absl::Duration timeout = deadline - hw::SteadyNow();
   context.set_deadline(hw::ToWallDeadline(deadline + kRootAnswerGrace));
-  const ChannelKey key(root_address, request.comm_id());
+  const ChannelKey key(root_address, request.comm_id(), request.tenant());
   std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {
     absl::MutexLock lock(&mu_);
@@ -58,8 +58,8 @@ std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const ChannelKey& key)
     // backoff.
     grpc::ChannelArguments arguments;
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channel.stub =
-        cclo::v1::Peer::NewStub(grpc::CreateCustomChannel(key.first, credentials_, arguments));
+    channel.stub = cclo::v1::Peer::NewStub(
+        grpc::CreateCustomChannel(std::get<0>(key), credentials_, arguments));
   }
   return channel.stub;
 }

@@ -12,7 +12,7 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <utility>
+#include <tuple>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -37,9 +37,11 @@ class PeerClient {
   /// kRootAnswerGrace past `deadline`, Stop, or the caller's context.TryCancel(), which fails
   /// it with CANCELLED, also when called before the join began). A root that did not answer
   /// by then fails it with UNAVAILABLE, as one it cannot connect to. The join dials the root
-  /// on a channel that only the joins of its communicator (request.comm_id()) in progress
-  /// here share, made by the first of them and closed when the last ends (a daemon's ranks
-  /// joining together open one connection, and TLS handshake, between them): a root drops
+  /// on a channel that only the joins of its communicator (request.comm_id()) and tenant
+  /// (request.tenant(); one tenant's joins wait on no connection another's holds) in
+  /// progress here share, made by the first of them and closed when the last ends (a
+  /// daemon's ranks joining together open one connection, and TLS handshake, between
+  /// them): a root drops
   /// a connection whose pings a partition cut off, which the joining daemon cannot learn
   /// while cut off, so a channel kept after its joins or shared with another communicator's
   /// join in progress (one waiting at the root throughout) could send the join on the
@@ -56,13 +58,13 @@ class PeerClient {
   /// Ends the joins in progress and refuses later ones with ShuttingDown(): the daemon stops.
   void Stop();
 
-  /// How many channels are open: one per root and communicator that joins are in progress
-  /// at.
+  /// How many channels are open: one per root, communicator and tenant that joins are in
+  /// progress at.
   size_t channels() const;
 
  private:
-  /// The root's address and the communicator's id.
-  using ChannelKey = std::pair<std::string, std::string>;
+  /// The root's address, the communicator's id and the joining ranks' tenant.
+  using ChannelKey = std::tuple<std::string, std::string, std::string>;
   struct Channel {
     std::shared_ptr<cclo::v1::Peer::Stub> stub;
     int joins = 0;  ///< in progress on it; the last to end closes the channel
