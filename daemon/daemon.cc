@@ -121,15 +121,11 @@ absl::Status SetAdminMode(const std::string& path, const std::string& group) {
 }
 
 /// What a start checks of the keys that this host may refuse and that apply only at a
-/// start: the runtime dir (where it exists: a start makes a missing one), the admin group,
-/// the peer TLS files and the data sessions' congestion control. A reload checks them too,
-/// so that it does not take a file the next start refuses.
+/// start: the runtime dir, the admin group, the peer TLS files and the data sessions'
+/// congestion control. A reload checks them too, so that it does not take a file the next
+/// start refuses.
 absl::Status CheckStartable(const Config& config) {
-  std::error_code unknown;
-  absl::Status refused =
-      std::filesystem::exists(std::filesystem::symlink_status(config.runtime_dir, unknown))
-          ? RuntimeLock::CheckDir(config.runtime_dir)
-          : absl::OkStatus();
+  absl::Status refused = RuntimeLock::CheckDir(config.runtime_dir);
   if (refused.ok()) refused = AdminGroupId(config.admin_group).status();
   if (refused.ok()) refused = LoadPeerTls(config).status();
   if (refused.ok() && !config.data_tcp_congestion.empty()) {

@@ -29,14 +29,16 @@ std::string HolderPid(int fd) {
 
 absl::Status RuntimeLock::CheckDir(const std::string& runtime_dir) {
   // Whoever may write the dir may replace the sockets with their own (and answer the
-  // clients' attaches) or a socket with a link that the chmod after bind follows.
+  // clients' attaches) or a socket with a link that the chmod after bind follows. One that
+  // is missing, with any missing dirs above it, a start makes as cclod's own.
   struct stat dir_stat {};
-  if (lstat(runtime_dir.c_str(), &dir_stat) != 0) {
+  const bool exists = lstat(runtime_dir.c_str(), &dir_stat) == 0;
+  if (!exists && errno != ENOENT) {
     return absl::UnavailableError(
         absl::StrCat("cannot stat runtime dir ", runtime_dir, ": ", std::strerror(errno)));
   }
-  if (!S_ISDIR(dir_stat.st_mode) || dir_stat.st_uid != geteuid() ||
-      (dir_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+  if (exists && (!S_ISDIR(dir_stat.st_mode) || dir_stat.st_uid != geteuid() ||
+                 (dir_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
     const char* kind = S_ISLNK(dir_stat.st_mode)    ? ", a symbolic link"
                        : !S_ISDIR(dir_stat.st_mode) ? ", not a directory"
                                                     : "";
@@ -48,7 +50,7 @@ absl::Status RuntimeLock::CheckDir(const std::string& runtime_dir) {
   // Whoever may write a dir above it may rename it away and put one of theirs in its place,
   // unless that dir has the sticky bit (as /tmp), which keeps others' entries from them.
   std::error_code error;
-  const std::filesystem::path resolved = std::filesystem::canonical(runtime_dir, error);
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(runtime_dir, error);
   if (error) {
     return absl::UnavailableError(
         absl::StrCat("cannot resolve runtime dir ", runtime_dir, ": ", error.message()));
@@ -56,6 +58,7 @@ absl::Status RuntimeLock::CheckDir(const std::string& runtime_dir) {
   for (std::filesystem::path above = resolved.parent_path();; above = above.parent_path()) {
     struct stat above_stat {};
     if (stat(above.c_str(), &above_stat) != 0) {
+      if (errno == ENOENT && !exists) continue;
       return absl::UnavailableError(
           absl::StrCat("cannot stat ", above.string(), ": ", std::strerror(errno)));
     }

@@ -21,7 +21,8 @@ class RuntimeLock {
   /// What Take checks of `runtime_dir` first: INVALID_ARGUMENT when it is not a directory (a
   /// link is not) of this process's effective uid that neither group nor others may write,
   /// or when a dir above it is another user's than root's, or one that group or others may
-  /// write without the sticky bit; UNAVAILABLE when it cannot be examined.
+  /// write without the sticky bit; UNAVAILABLE when it cannot be examined. Of a missing
+  /// `runtime_dir` (a start makes it), the dirs above it that exist.
   static absl::Status CheckDir(const std::string& runtime_dir);
 
   RuntimeLock(RuntimeLock&& other) noexcept;

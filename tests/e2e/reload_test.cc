@@ -133,9 +133,15 @@ TEST_F(ReloadTest, ARuntimeDirAStartWouldRefuseIsRejected) {
                                " (owner uid ", geteuid(), ", mode 0777) must be a directory")),
             1u)
       << daemon_.process().Output();
+  // Not made yet, but where another user could put one of theirs first.
+  Reload(running, "runtime_dir: " + shared + "/later/cclod\n", "rejected, the running config");
+  EXPECT_EQ(Count(absl::StrCat("the next start would refuse it: runtime dir ", shared,
+                               "/later/cclod is in ")),
+            1u)
+      << daemon_.process().Output();
   Reload(running, "runtime_dir: " + daemon_.runtime_dir() + "/../later\n",
          "changed keys that apply only at restart: runtime_dir");
-  EXPECT_EQ(Count("rejected, the running config"), 1u) << daemon_.process().Output();
+  EXPECT_EQ(Count("rejected, the running config"), 2u) << daemon_.process().Output();
 }
 
 TEST_F(ReloadTest, StatusAndMetricsCountReloadsAndSayWhyTheLastWasRejected) {
