@@ -58,9 +58,8 @@ absl::StatusOr<SharedBufferPtr> Session::FindBuffer(uint64_t buffer_id) const {
 }
 
 uint64_t Session::BufferBytes() const {
-  absl::MutexLock lock(&mu_);
   uint64_t total = 0;
-  for (const auto& [id, buffer] : buffers_) total += buffer->bytes();
+  for (const auto& [id, use] : Buffers()) total += use.bytes;
   return total;
 }
 
@@ -79,10 +78,7 @@ std::map<uint64_t, Session::BufferUse> Session::Buffers() const {
   return buffers;
 }
 
-size_t Session::BufferCount() const {
-  absl::MutexLock lock(&mu_);
-  return buffers_.size();
-}
+size_t Session::BufferCount() const { return Buffers().size(); }
 
 void Session::AddCommHandle(uint64_t handle) {
   absl::MutexLock lock(&mu_);

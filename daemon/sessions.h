@@ -123,6 +123,8 @@ class Session {
   absl::Status RemoveBuffer(uint64_t buffer_id);
   /// The buffer if this session owns it, else NOT_FOUND (never says whose it is).
   absl::StatusOr<SharedBufferPtr> FindBuffer(uint64_t buffer_id) const;
+  /// Of the buffers Buffers() lists: the memory their client holds here, with what it freed
+  /// that an op still uses.
   uint64_t BufferBytes() const;
   size_t BufferCount() const;
   struct BufferUse {

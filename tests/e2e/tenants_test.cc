@@ -702,6 +702,9 @@ TEST(TenantsTest, AFreedBufferStaysChargedWhileAnOpUsesIt) {
   EXPECT_EQ(listed.buffers(0).bytes(), 8192u);
   EXPECT_TRUE(listed.buffers(0).freed());
   EXPECT_TRUE(absl::StrContains(Ccloctl(daemon, {"buffers"}).output, "freed, held by an op"));
+  const v1::StatusResponse status = AdminJson<v1::StatusResponse>(daemon, "status");
+  EXPECT_EQ(status.buffers(), 1u);
+  EXPECT_EQ(status.buffer_bytes(), 8192u);
   absl::StatusOr<Buffer> over = client->AllocBuffer(4096);
   ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
   EXPECT_TRUE(absl::StrContains(over.status().message(),
