@@ -91,8 +91,12 @@ grpc::Status ClientService::JoinCommunicator(grpc::ServerContext* context,
   if (absl::Status admitted = drain_->Admit("joins"); !admitted.ok()) return ToGrpc(admitted);
   absl::StatusOr<Lease> waiting = WaitingCall(**session, true);
   if (!waiting.ok()) return ToGrpc(waiting.status());
-  absl::Duration timeout =
-      request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : config_->join_timeout;
+  // At most this daemon's join_timeout_ms, whatever the client asks: a join holds a thread,
+  // the tenant's quotas and the communicator's record here while its root does not answer.
+  const absl::Duration timeout =
+      request->timeout_ms() > 0
+          ? std::min(absl::Milliseconds(request->timeout_ms()), config_->join_timeout)
+          : config_->join_timeout;
   // Not past the caller's own deadline: a join it gave up on must not go on without it.
   const hw::SteadyTime deadline =
       std::min(hw::SteadyNow() + timeout, hw::FromWallDeadline(context->deadline()));

@@ -89,7 +89,8 @@ struct Config {
   uint64_t max_buffer_bytes = 1ull << 30;
   /// Default op deadline; a request may ask for another.
   absl::Duration op_deadline = absl::Seconds(60);
-  /// How long JoinCommunicator waits for all ranks by default.
+  /// How long JoinCommunicator waits for all ranks by default, and at most (a root daemon
+  /// also waits for its ranks at most this).
   absl::Duration join_timeout = absl::Seconds(60);
   /// spdlog level name: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";

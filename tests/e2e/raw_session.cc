@@ -259,12 +259,12 @@ std::string RawSession::NewToken() {
 }
 
 grpc::Status RawSession::Join(const std::string& token, uint32_t rank, uint32_t size,
-                              uint64_t* handle) {
+                              uint64_t* handle, uint32_t timeout_ms) {
   cclo::v1::JoinCommunicatorRequest request;
   request.set_token(token);
   request.set_rank(rank);
   request.set_size(size);
-  request.set_timeout_ms(20'000);
+  request.set_timeout_ms(timeout_ms);
   cclo::v1::JoinCommunicatorResponse response;
   grpc::Status status = stub_->JoinCommunicator(Context().get(), request, &response);
   if (handle) *handle = response.comm_handle();

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "cclo/v1/peer.grpc.pb.h"
 #include "daemon/token.h"
 #include "firmware/registry.h"
@@ -38,7 +41,10 @@ class StandInRoot final : public cclo::v1::Peer::Service {
     server_ = builder.BuildAndStart();
     address_ = absl::StrCat("127.0.0.1:", port);
   }
-  ~StandInRoot() override { server_->Shutdown(); }
+  ~StandInRoot() override {
+    released_.Notify();
+    server_->Shutdown();
+  }
 
   /// A token rooted here.
   std::string Token() const { return daemon::FormatToken(daemon::NewToken(address_)); }
@@ -53,9 +59,15 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   void SetWireVersion(uint32_t version) { wire_version_ = version; }
   /// Sends `rule` in the policy.
   void AddRule(cclo::v1::PolicyRule rule) { rules_.push_back(std::move(rule)); }
+  /// Answers no join until it goes away: a root that hangs.
+  void Hang() { hang_ = true; }
+  /// The timeout_ms of the last join that came.
+  uint32_t last_timeout_ms() const { return last_timeout_ms_; }
 
   grpc::Status Join(grpc::ServerContext*, const cclo::v1::PeerJoinRequest* request,
                     cclo::v1::PeerJoinResponse* response) override {
+    last_timeout_ms_ = request->timeout_ms();
+    if (hang_) released_.WaitForNotification();
     if (!refusal_.ok()) return refusal_;
     for (uint32_t number : ranks_) {
       cclo::v1::RankInfo* rank = response->add_ranks();
@@ -86,6 +98,9 @@ class StandInRoot final : public cclo::v1::Peer::Service {
   std::string others_data_address_;
   grpc::Status refusal_;
   std::vector<cclo::v1::PolicyRule> rules_;
+  bool hang_ = false;
+  absl::Notification released_;
+  std::atomic<uint32_t> last_timeout_ms_ = 0;
 };
 
 // A root of selection 0, as a release from before selections were numbered answers: the
@@ -152,19 +167,31 @@ TEST(RootAnswerTest, AJoinWhoseDataSessionIsNotUpByItsDeadlineNamesThePeer) {
   root.PlaceOtherRanksAt(silent);
   Daemon member;
   RawSession rank0(member.runtime_dir());
-  cclo::v1::JoinCommunicatorRequest request;
-  request.set_token(root.Token());
-  request.set_rank(0);
-  request.set_size(2);
-  request.set_timeout_ms(1000);
-  cclo::v1::JoinCommunicatorResponse response;
-  grpc::Status joined = rank0.stub().JoinCommunicator(rank0.Context().get(), request, &response);
+  grpc::Status joined = rank0.Join(root.Token(), 0, 2, nullptr, 1000);
   EXPECT_EQ(joined.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << joined.error_message();
   EXPECT_TRUE(absl::StrContains(
       joined.error_message(),
       absl::StrCat("data sessions to peer daemons ", silent, " were not up by the deadline")))
       << joined.error_message();
   close(listener);
+}
+
+// A client that asks for a longer join than its daemon's join_timeout_ms gets that limit:
+// a root that does not answer holds the join (a thread, the tenant's quotas, the
+// communicator's record on the daemon) no longer, and the root is asked for 9/10 of it.
+TEST(RootAnswerTest, AJoinWaitsAtMostItsDaemonsJoinTimeout) {
+  StandInRoot root({0, 1}, firmware::kSelectionVersion);
+  root.Hang();
+  Daemon member("join_timeout_ms: 1000\n");
+  RawSession rank0(member.runtime_dir());
+  grpc::Status joined = rank0.Join(root.Token(), 0, 2, nullptr, UINT32_MAX);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
+  EXPECT_TRUE(absl::StartsWith(joined.error_message(),
+                               absl::StrCat("join at root daemon ", root.address(),
+                                            " failed: no answer within the join timeout of ")))
+      << joined.error_message();
+  EXPECT_GE(root.last_timeout_ms(), 1u);
+  EXPECT_LE(root.last_timeout_ms(), 900u);
 }
 
 // Addresses from the root go into logs and errors: one that is not host:port is refused.

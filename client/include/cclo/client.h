@@ -73,8 +73,9 @@ class Client {
   /// Joins the communicator of `token` as `rank` of `size`; returns once all ranks joined,
   /// or fails when they did not within `timeout` (the RPC deadline is `timeout` plus the
   /// session's RPC timeout, and the daemon gives up by it: a zero timeout takes the
-  /// daemon's join_timeout_ms, cut to the session's RPC timeout). The root daemon waits
-  /// for the ranks at most its own join_timeout_ms; one that cannot be reached, or does
+  /// daemon's join_timeout_ms, cut to the session's RPC timeout). The daemon waits at most
+  /// its join_timeout_ms, and the root daemon for the ranks at most its own, whatever
+  /// `timeout` asks; a root that cannot be reached, or does
   /// not answer within the timeout, fails the join with UNAVAILABLE. A token made by a
   /// client of another tenant is PERMISSION_DENIED.
   absl::StatusOr<std::unique_ptr<Communicator>> Join(const std::string& token, uint32_t rank,
