@@ -102,6 +102,10 @@ absl::StatusOr<attach::Received> Handshake(int fd, const std::string& path,
 
 absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtime_dir,
                                                        absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attach timeout ", absl::FormatDuration(timeout), " is not positive"));
+  }
   const hw::SteadyTime deadline = hw::SteadyNow() + timeout;
   const std::string attach_path = absl::StrCat(runtime_dir, "/attach.sock");
   absl::StatusOr<int> fd = ConnectUnix(attach_path, deadline);

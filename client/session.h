@@ -26,7 +26,8 @@ namespace cclo::client {
 class Session {
  public:
   /// Connects attach.sock in `runtime_dir`, says HELLO, expects WELCOME, then opens the
-  /// gRPC channel to client.sock. `timeout` bounds all of it and becomes rpc_timeout().
+  /// gRPC channel to client.sock. `timeout` bounds all of it and becomes rpc_timeout();
+  /// INVALID_ARGUMENT unless it is positive.
   static absl::StatusOr<std::shared_ptr<Session>> Open(const std::string& runtime_dir,
                                                        absl::Duration timeout);
   ~Session();

@@ -480,6 +480,12 @@ TEST_F(ClientTest, TimeoutsAreValidatedAndRoundedUp) {
       client->Join("cclo1-x", 0, 1, absl::Seconds(-1));
   ASSERT_FALSE(joined.ok());
   EXPECT_EQ(joined.status().message(), "join timeout -1s is negative");
+  // An attach timeout is also every plain RPC's deadline: none that is not positive.
+  for (absl::Duration attach : {absl::ZeroDuration(), absl::Seconds(-1)}) {
+    EXPECT_EQ(Client::Attach(runtime_dir(), attach).status(),
+              absl::InvalidArgumentError(absl::StrCat(
+                  "attach timeout ", absl::FormatDuration(attach), " is not positive")));
+  }
 }
 
 TEST_F(ClientTest, DestroyedCommunicatorRefusesOps) {

@@ -45,10 +45,10 @@ class Client {
 
   /// Attaches to the cclod whose runtime directory is `runtime_dir` (it holds attach.sock
   /// and client.sock). `timeout` bounds the handshake and is the deadline of every plain
-  /// RPC of the session. A daemon that refuses the caller gives its reason: PERMISSION_DENIED
-  /// for a caller of no tenant, RESOURCE_EXHAUSTED when the tenant's sessions quota is full;
-  /// an unreachable one UNAVAILABLE, and one that dies or stops during the attach
-  /// UNAVAILABLE at once, naming its socket.
+  /// RPC of the session; one that is not positive is INVALID_ARGUMENT. A daemon that refuses the
+  /// caller gives its reason: PERMISSION_DENIED for a caller of no tenant, RESOURCE_EXHAUSTED when
+  /// the tenant's sessions quota is full; an unreachable one UNAVAILABLE, and one that dies or
+  /// stops during the attach UNAVAILABLE at once, naming its socket.
   static absl::StatusOr<std::unique_ptr<Client>> Attach(const std::string& runtime_dir,
                                                         absl::Duration timeout = absl::Seconds(10));
 
