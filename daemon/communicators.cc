@@ -33,6 +33,11 @@ absl::Status Broken(const hw::CommId& id, const std::string& error) {
       absl::StrCat("communicator ", hw::CommIdHex(id), " is broken: ", error));
 }
 
+/// What a join whose client's session ended meanwhile fails with (the client is gone).
+absl::Status SessionEndedWhileJoining() {
+  return absl::UnavailableError("session ended while joining");
+}
+
 std::string ClientExited(const Session& session, uint32_t rank) {
   return absl::StrCat("rank ", rank, " left: its client (pid ", session.credentials().pid,
                       ") exited");
@@ -174,8 +179,8 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   {
     absl::MutexLock lock(&mu_);
     Comm& comm = *FindLocked(id, tenant);
-    if (comm.state == State::kBroken) context.TryCancel();
-    comm.joins.insert(&context);
+    if (comm.state == State::kBroken || session->closed()) context.TryCancel();
+    comm.joins.emplace(&context, session->id());
   }
   absl::StatusOr<cclo::v1::PeerJoinResponse> response =
       peers_->Join(token->root_address, request, deadline, context);
@@ -190,6 +195,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   // This daemon stopping is not the root's answer: the prefix would name the root as if it
   // stopped.
   if (response.status() == ShuttingDown()) return fail(response.status());
+  if (!response.ok() && session->closed()) return fail(SessionEndedWhileJoining());
   if (!response.ok()) {
     // The root's own words (or gRPC's), whatever the daemon the token names sends: a whole
     // message, which gets more room than one name (gRPC's TLS errors run to 200 bytes).
@@ -254,7 +260,7 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
     // The client died while joining; EndSession saw no handle, so leave here as it would.
     if (comm.local_ranks.size() > 1) BreakLocked(id, comm, ClientExited(*session, rank));
     LeaveLocked(id, tenant, rank, ClientExited(*session, rank));
-    return absl::UnavailableError("session ended while joining");
+    return SessionEndedWhileJoining();
   }
   uint64_t handle = next_handle_++;
   handles_[handle] = {session->id(), session->credentials().pid, id, rank, *std::move(lease)};
@@ -362,6 +368,15 @@ std::string Communicators::Destroyed(uint32_t rank) {
 
 void Communicators::EndSession(const SessionPtr& session) {
   absl::MutexLock lock(&mu_);
+  // Its joins waiting for their root's answer end now, not at their deadline: each holds a
+  // thread and the tenant's quotas.
+  auto cancel_joins = [&session](const Comm& comm) {
+    for (const auto& [join, session_id] : comm.joins) {
+      if (session_id == session->id()) join->TryCancel();
+    }
+  };
+  for (const auto& [id, comm] : comms_) cancel_joins(comm);
+  for (const auto& [key, comm] : contenders_) cancel_joins(comm);
   for (uint64_t handle : session->CommHandles()) {
     auto found = handles_.find(handle);
     if (found == handles_.end()) continue;
@@ -523,7 +538,7 @@ void Communicators::BreakLocked(const hw::CommId& id, Comm& comm, const std::str
   comm.state = State::kBroken;
   comm.error = reason;
   spdlog::warn("communicator {} broken: {}", hw::CommIdHex(id), reason);
-  for (grpc::ClientContext* join : comm.joins) join->TryCancel();
+  for (const auto& [join, session_id] : comm.joins) join->TryCancel();
   if (!comm.device_removed) {
     comm.device_removed = true;
     device_->BreakCommunicator(id, absl::UnavailableError(reason));

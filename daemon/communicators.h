@@ -81,7 +81,8 @@ class Communicators {
   /// not started then too: "rank R destroyed the communicator".
   static std::string Destroyed(uint32_t rank);
 
-  /// The session's client is gone: its ranks leave. The engine tells the other daemons
+  /// The session's client is gone: its joins waiting for their root daemon's answer end
+  /// (UNAVAILABLE), and its ranks leave. The engine tells the other daemons
   /// in-band (after the data already sent), so their ops that still need a departed rank
   /// fail with the reason while data that already arrived stays usable.
   void EndSession(const SessionPtr& session);
@@ -150,8 +151,8 @@ class Communicators {
     uint64_t ops_in_flight = 0;
     uint64_t bytes_sent = 0;
     /// The joins of local ranks waiting for the root daemon's answer (Join's own
-    /// contexts), which a break cancels.
-    std::set<grpc::ClientContext*> joins;
+    /// contexts, with their session's id), which a break, or their session's end, cancels.
+    std::map<grpc::ClientContext*, uint64_t> joins;
   };
   struct Handle {
     uint64_t session_id = 0;

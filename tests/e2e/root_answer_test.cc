@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -192,6 +193,22 @@ TEST(RootAnswerTest, AJoinWaitsAtMostItsDaemonsJoinTimeout) {
       << joined.error_message();
   EXPECT_GE(root.last_timeout_ms(), 1u);
   EXPECT_LE(root.last_timeout_ms(), 900u);
+}
+
+// A client that goes away while its join waits for the root's answer ends the join then,
+// not at its deadline: the thread and the tenant's quotas it held come back.
+TEST(RootAnswerTest, AJoinEndsWithItsSession) {
+  StandInRoot root({0, 1}, firmware::kSelectionVersion);
+  root.Hang();
+  Daemon member;
+  RawSession rank0(member.runtime_dir());
+  grpc::Status joined;
+  std::thread joining([&] { joined = rank0.Join(root.Token(), 0, 2); });
+  ASSERT_TRUE(WaitUntil([&] { return root.last_timeout_ms() != 0; }, absl::Seconds(20)));
+  rank0.Detach();
+  joining.join();
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
+  EXPECT_EQ(joined.error_message(), "session ended while joining");
 }
 
 // Addresses from the root go into logs and errors: one that is not host:port is refused.
