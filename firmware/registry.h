@@ -29,7 +29,7 @@ std::vector<const Algorithm*> ForCollective(hw::Collective collective);
 /// `algorithm`'s place in its collective's table, from 1 (hw::Program::algorithm_place).
 uint8_t PlaceOf(const Algorithm& algorithm);
 /// The name of the algorithm at `place` in `collective`'s table; "algorithm <place>" where
-/// there is none (a place another build's message carries).
+/// there is none (an engine refuses a message naming such a place as it arrives).
 std::string NameAt(hw::Collective collective, uint8_t place);
 
 /// Which built-in default selection (selection.cc) this build has. Every rank of a

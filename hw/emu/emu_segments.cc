@@ -1,17 +1,43 @@
 // EmuDevice's side of the wire protocols: every arriving segment is checked against the
 // communicator (the ranks it names must be hosted by the sending peer and by this engine,
-// in the direction its type travels, and it must come on the session the peer sends on)
-// before anything touches memory, then goes where its type says: eager and rendezvous data to the
-// RBM (which checks credits, clear-to-sends and the posted receive), rendezvous requests to the
-// RBM, clear-to-sends to the DMP, credits to the link. Anything that does not fit is invalid data
-// from that peer: the communicator breaks, other communicators go on. Also sends the RBM's
-// clear-to-sends and the credits the RBM gives back (at most one credit segment per link and turn).
+// in the direction its type travels, and it must come on the session the peer sends on, and
+// the algorithm its call names must be one of its collective's) before anything touches memory,
+// then goes where its type says: eager and rendezvous data to the RBM (which checks credits,
+// clear-to-sends and the posted receive), rendezvous requests to the RBM, clear-to-sends to the
+// DMP, credits to the link. Anything that does not fit is invalid data from that peer: the
+// communicator breaks, other communicators go on. Also sends the RBM's clear-to-sends and the
+// credits the RBM gives back (at most one credit segment per link and turn).
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "firmware/registry.h"
 #include "hw/emu/emu_device.h"
 
 namespace cclo::hw::emu {
+namespace {
+
+/// The algorithm the call of a message's first segment names (wire.h) has a place in its
+/// collective's table: this engine's, which every daemon of the communicator shares
+/// (kSelectionVersion). Point-to-point names none, which Decode checks.
+absl::Status CheckAlgorithm(const poe::SegmentHeader& header) {
+  const CallSignature& call = header.call;
+  if ((header.type != poe::SegmentType::kEagerData && header.type != poe::SegmentType::kRequest) ||
+      call.collective == Collective::kSend) {
+    return absl::OkStatus();
+  }
+  // Counted in the table, without ForCollective's vector: every message asks.
+  const auto places = std::ranges::count_if(firmware::AllAlgorithms(), [&](const auto& algorithm) {
+    return algorithm.collective == call.collective;
+  });
+  if (call.algorithm >= 1 && call.algorithm <= places) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      poe::SegmentTypeName(header.type), " segment of ", DescribeSignature(call),
+      " names algorithm ", call.algorithm, ", not one of ",
+      std::string(CollectiveName(call.collective)), "'s ", places, " (places 1 to ", places, ")"));
+}
+
+}  // namespace
 
 absl::Status EmuDevice::CheckRoute(const Communicator& comm, const std::string& address,
                                    const poe::SegmentHeader& header) const {
@@ -52,6 +78,7 @@ absl::StatusOr<std::byte*> EmuDevice::OnSegment(poe::Session& session,
                        " segment before this engine's data session to it is up"));
     }
   }
+  if (problem.ok()) problem = CheckAlgorithm(header);
   if (problem.ok()) {
     switch (header.type) {
       case poe::SegmentType::kCredit:

@@ -188,6 +188,28 @@ TEST_F(EmuViolationTest, DataOnTheSessionTheDeviceSendsOn) {
                "eager segment on the data session this engine sends on", true);
 }
 
+// A message's call names its algorithm by its place in the collective's table: a place
+// past the table's end, or none (0) for a collective that has one, is no call's, refused as
+// it arrives rather than staged until a receive compares it.
+TEST_F(EmuViolationTest, AMessageOfAnAlgorithmItsCollectiveDoesNotHave) {
+  SegmentHeader eager = peer_->Message(SegmentType::kEagerData, 64, 3);  // no receive yet
+  eager.tag = kCollectiveTag;
+  eager.call = {
+      .collective = Collective::kAllreduce, .datatype = DataType::kFloat32, .algorithm = 200};
+  ExpectBreaks(eager, std::vector<std::byte>(64),
+               "eager segment of allreduce of float32 (sum) names algorithm 200, not one of "
+               "allreduce's 3 (places 1 to 3)");
+}
+
+TEST_F(EmuViolationTest, ARequestNamingNoAlgorithmForACollectiveThatHasThem) {
+  SegmentHeader request = peer_->Message(SegmentType::kRequest, 4096, 3);
+  request.tag = kCollectiveTag;
+  request.call = {.collective = Collective::kBcast, .datatype = DataType::kInt32};
+  ExpectBreaks(request, {},
+               "rendezvous request segment of bcast of int32 from root 0 names algorithm 0, not "
+               "one of bcast's 3 (places 1 to 3)");
+}
+
 TEST_F(EmuViolationTest, CreditsBeyondTheLimit) {
   peer_->Grant(poe::kMaxCredits);
   ExpectBreaks({.type = SegmentType::kCredit, .comm = comm_.config.id, .total = 1}, {},
