@@ -60,7 +60,9 @@ absl::StatusOr<CallSignature> GetCall(const std::byte* in) {
   const uint8_t collective = Get<uint8_t>(in + 0);
   const uint8_t datatype = Get<uint8_t>(in + 1);
   const uint8_t reduce_op = Get<uint8_t>(in + 2);
-  if (collective > static_cast<uint8_t>(kLastCollective) ||
+  // A nop sends nothing: no message is one's.
+  if (collective == static_cast<uint8_t>(Collective::kNop) ||
+      collective > static_cast<uint8_t>(kLastCollective) ||
       datatype > static_cast<uint8_t>(DataType::kFloat64) ||
       reduce_op > static_cast<uint8_t>(ReduceOp::kMin)) {
     return Invalid(absl::StrCat("call signature of collective ", collective, ", datatype ",

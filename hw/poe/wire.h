@@ -25,7 +25,7 @@
 // each message, where the offset is 0 anyway: at 48 the collective, 49 the datatype, 50
 // the reduce op, 51 the algorithm's place in its collective's table (1 byte each), 52 the
 // root (4 bytes), as hw::Canonical makes it: a field the collective does not use is 0,
-// point-to-point is send.
+// point-to-point is send, and never nop, which sends nothing.
 //
 // Segment types and what each must carry (anything else is rejected by Decode):
 //

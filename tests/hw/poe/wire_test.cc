@@ -183,6 +183,7 @@ TEST(WireTest, EagerSegmentsCarryTheWholeMessage) {
   SegmentHeader h = Sample();
   h.type = SegmentType::kEagerData;
   h.offset = 0;
+  h.call = {.collective = Collective::kSend};
   EXPECT_EQ(DecodeError(Encode(h)),
             "invalid segment header: eager segment must carry its whole message: length 4096, "
             "total 1048576");
@@ -195,6 +196,7 @@ TEST(WireTest, RendezvousRequestsAndClearToSendsAreBareHeaders) {
     SegmentHeader h = Sample();
     h.type = type;
     h.offset = 0;
+    h.call = {.collective = Collective::kSend};  // a request's; a clear-to-send carries none
     const std::string name = SegmentTypeName(type);
     EXPECT_EQ(DecodeError(Encode(h)), "invalid segment header: " + name +
                                           " segment must be a bare header: offset 0, length 4096");
@@ -228,6 +230,11 @@ TEST(WireTest, RejectsCallSignaturesThatNameNoCall) {
   EXPECT_EQ(DecodeError(bytes),
             "invalid segment header: call signature of collective 12, datatype 7 and reduce op "
             "0 names no call");
+  // A nop sends no message, whatever it names.
+  Poke<uint8_t>(bytes, 48, 0);
+  EXPECT_EQ(DecodeError(bytes),
+            "invalid segment header: call signature of collective 0, datatype 7 and reduce op "
+            "0 names no call");
   bytes = Encode(h);
   Poke<uint8_t>(bytes, 49, 8);
   EXPECT_NE(DecodeError(bytes).find("datatype 8"), std::string::npos);
@@ -249,8 +256,7 @@ TEST(WireTest, RejectsCallSignaturesNoCallSends) {
            {.collective = Collective::kBarrier, .root = 1},
            {.collective = Collective::kAllreduce, .root = 1},
            {.collective = Collective::kBcast, .reduce_op = ReduceOp::kMax},
-           {.collective = Collective::kSend, .algorithm = 1},
-           {.collective = Collective::kNop, .algorithm = 1}}) {
+           {.collective = Collective::kSend, .algorithm = 1}}) {
     h.call = call;
     EXPECT_NE(DecodeError(Encode(h)).find("is not a call's"), std::string::npos)
         << DescribeSignature(call);
@@ -348,6 +354,7 @@ void ExpectValid(const SegmentHeader& h) {
     case SegmentType::kEagerData:
       EXPECT_EQ(h.offset, 0u);
       EXPECT_EQ(h.length, h.total);
+      EXPECT_NE(h.call.collective, Collective::kNop);
       break;
     case SegmentType::kControl:
       EXPECT_GE(h.length, 1u);
@@ -356,6 +363,8 @@ void ExpectValid(const SegmentHeader& h) {
       EXPECT_EQ(h.src | h.dst | h.tag | h.sequence, 0u);
       break;
     case SegmentType::kRequest:
+      EXPECT_NE(h.call.collective, Collective::kNop);
+      [[fallthrough]];
     case SegmentType::kClearToSend:
       EXPECT_EQ(h.offset | h.length, 0u);
       break;
@@ -380,6 +389,7 @@ TEST(WireTest, RandomBytesNeverCrash) {
     h.total = type == 1 || type == 2 || type == 6 ? 8 : 4096;
     h.length = type == 1 || type == 2 ? 8 : type == 5 ? 4096 : 0;
     if (type >= 3 && type <= 5) h.src = h.dst = h.tag = h.sequence = 1;
+    if (type == 1 || type == 3) h.call = {.collective = Collective::kSend};
     seeds.push_back(h);
   }
   EncodedHeader bytes;
