@@ -1,7 +1,7 @@
 // EmuDevice's side of the wire protocols: every arriving segment is checked against the
 // communicator (the ranks it names must be hosted by the sending peer and by this engine,
-// in the direction its type travels, and it must come on the session the peer sends on, and
-// the algorithm its call names must be one of its collective's) before anything touches memory,
+// in the direction its type travels, it must come on the session the peer sends on, and its
+// call must be one a receive could be posted for) before anything touches memory,
 // then goes where its type says: eager and rendezvous data to the RBM (which checks credits,
 // clear-to-sends and the posted receive), rendezvous requests to the RBM, clear-to-sends to the
 // DMP, credits to the link. Anything that does not fit is invalid data from that peer: the
@@ -17,24 +17,40 @@
 namespace cclo::hw::emu {
 namespace {
 
-/// The algorithm the call of a message's first segment names (wire.h) has a place in its
-/// collective's table: this engine's, which every daemon of the communicator shares
-/// (kSelectionVersion). Point-to-point names none, which Decode checks.
-absl::Status CheckAlgorithm(const poe::SegmentHeader& header) {
+/// The call of a message's first segment (wire.h) is one a receive here could be posted
+/// for: a collective on the collectives' tag and point-to-point on another; a root in the
+/// communicator of `size` ranks; an algorithm with a place in its collective's table, this
+/// engine's, which every daemon of the communicator shares (kSelectionVersion).
+/// Point-to-point names none, which Decode checks.
+absl::Status CheckSignature(const poe::SegmentHeader& header, uint32_t size) {
   const CallSignature& call = header.call;
-  if ((header.type != poe::SegmentType::kEagerData && header.type != poe::SegmentType::kRequest) ||
-      call.collective == Collective::kSend) {
+  if (header.type != poe::SegmentType::kEagerData && header.type != poe::SegmentType::kRequest) {
     return absl::OkStatus();
   }
+  auto refuse = [&](const std::string& problem) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        poe::SegmentTypeName(header.type), " segment of ", DescribeSignature(call), problem));
+  };
+  const bool point_to_point = call.collective == Collective::kSend;
+  if (point_to_point == (header.tag == kCollectiveTag)) {
+    return refuse(absl::StrCat(
+        " carries tag ", header.tag,
+        point_to_point ? ", which only collectives' messages carry"
+                       : absl::StrCat("; collectives' messages carry ", kCollectiveTag)));
+  }
+  if (HasRoot(call.collective) && call.root >= size) {
+    return refuse(
+        absl::StrCat(": root ", call.root, " is outside the communicator of ", size, " ranks"));
+  }
+  if (point_to_point) return absl::OkStatus();
   // Counted in the table, without ForCollective's vector: every message asks.
   const auto places = std::ranges::count_if(firmware::AllAlgorithms(), [&](const auto& algorithm) {
     return algorithm.collective == call.collective;
   });
   if (call.algorithm >= 1 && call.algorithm <= places) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      poe::SegmentTypeName(header.type), " segment of ", DescribeSignature(call),
-      " names algorithm ", call.algorithm, ", not one of ",
-      std::string(CollectiveName(call.collective)), "'s ", places, " (places 1 to ", places, ")"));
+  return refuse(absl::StrCat(" names algorithm ", call.algorithm, ", not one of ",
+                             std::string(CollectiveName(call.collective)), "'s ", places,
+                             " (places 1 to ", places, ")"));
 }
 
 }  // namespace
@@ -78,7 +94,7 @@ absl::StatusOr<std::byte*> EmuDevice::OnSegment(poe::Session& session,
                        " segment before this engine's data session to it is up"));
     }
   }
-  if (problem.ok()) problem = CheckAlgorithm(header);
+  if (problem.ok()) problem = CheckSignature(header, comm->size());
   if (problem.ok()) {
     switch (header.type) {
       case poe::SegmentType::kCredit:

@@ -40,8 +40,8 @@
 // Control and credit segments carry src, dst, tag and sequence 0; the others name the
 // message (a clear-to-send the one it clears, so its src is the rank it goes to). Decode
 // checks everything that can be checked without knowing the communicator; the receiver
-// checks the rest (ranks, credits, the algorithm's place in its collective's table, the
-// posted receive) before it touches memory.
+// checks the rest (ranks, credits, the call's root, tag and algorithm's place in its
+// collective's table, the posted receive) before it touches memory.
 //
 // Every version keeps the magic, the version, the communicator and the layout of control
 // segments where they are, and the REFUSE message as it is (versions 1 to 7 all do), so that

@@ -210,6 +210,34 @@ TEST_F(EmuViolationTest, ARequestNamingNoAlgorithmForACollectiveThatHasThem) {
                "one of bcast's 3 (places 1 to 3)");
 }
 
+// Nor is a rooted collective's message whose root is outside the communicator, or a
+// collective's on a point-to-point tag, or a point-to-point message on the collectives'.
+TEST_F(EmuViolationTest, AMessageOfARootOutsideTheCommunicator) {
+  SegmentHeader eager = peer_->Message(SegmentType::kEagerData, 64, 3);
+  eager.tag = kCollectiveTag;
+  eager.call = {
+      .collective = Collective::kBcast, .datatype = DataType::kInt8, .algorithm = 1, .root = 2};
+  ExpectBreaks(eager, std::vector<std::byte>(64),
+               "eager segment of bcast of int8 from root 2: root 2 is outside the communicator "
+               "of 2 ranks");
+}
+
+TEST_F(EmuViolationTest, ACollectivesMessageOnAPointToPointTag) {
+  SegmentHeader request = peer_->Message(SegmentType::kRequest, 4096, 3);  // tag 1
+  request.call = {.collective = Collective::kBarrier, .algorithm = 1};
+  ExpectBreaks(request, {},
+               "rendezvous request segment of barrier carries tag 1; collectives' messages "
+               "carry 4294967295");
+}
+
+TEST_F(EmuViolationTest, APointToPointMessageOnTheCollectivesTag) {
+  SegmentHeader eager = peer_->Message(SegmentType::kEagerData, 64, 3);  // a send's call
+  eager.tag = kCollectiveTag;
+  ExpectBreaks(eager, std::vector<std::byte>(64),
+               "eager segment of send/recv carries tag 4294967295, which only collectives' "
+               "messages carry");
+}
+
 TEST_F(EmuViolationTest, CreditsBeyondTheLimit) {
   peer_->Grant(poe::kMaxCredits);
   ExpectBreaks({.type = SegmentType::kCredit, .comm = comm_.config.id, .total = 1}, {},
