@@ -66,7 +66,8 @@ void TcpSession::OnControl() {
     return engine_.handler().OnSessionUp(*this);
   }
   Refuse(absl::InvalidArgumentError(
-      absl::StrCat("unexpected ", ControlKindName(kind), " message during the handshake")));
+      absl::StrCat("unexpected ", ControlKindName(kind), " message ",
+                   state_ == State::kUp ? "on an open session" : "during the handshake")));
 }
 
 void TcpSession::OnHello(const ControlMessage& hello) {

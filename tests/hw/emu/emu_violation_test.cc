@@ -238,6 +238,13 @@ TEST_F(EmuViolationTest, APointToPointMessageOnTheCollectivesTag) {
                "messages carry");
 }
 
+// A handshake message once the session is open says so, not that the handshake goes on.
+TEST_F(EmuViolationTest, AHandshakeMessageOnAnOpenSession) {
+  const std::vector<std::byte> payload = poe::EncodeControl({.kind = ControlKind::kAccept});
+  ExpectBreaks({.type = SegmentType::kControl, .comm = comm_.config.id, .total = payload.size()},
+               payload, "unexpected accept message on an open session");
+}
+
 TEST_F(EmuViolationTest, CreditsBeyondTheLimit) {
   peer_->Grant(poe::kMaxCredits);
   ExpectBreaks({.type = SegmentType::kCredit, .comm = comm_.config.id, .total = 1}, {},
