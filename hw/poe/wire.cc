@@ -191,8 +191,9 @@ absl::StatusOr<SegmentHeader> Decode(const std::byte* data, size_t size) {
                                 kMaxSegmentBytes, " bytes"));
   }
   if (h.offset > h.total || h.length > h.total - h.offset) {
-    return Invalid(absl::StrCat("segment [", h.offset, ", ", h.offset + h.length,
-                                ") lies beyond the message total of ", h.total, " bytes"));
+    // Not [offset, offset + length): the sum may wrap around.
+    return Invalid(absl::StrCat("segment of ", h.length, " bytes at offset ", h.offset,
+                                " lies beyond the message total of ", h.total, " bytes"));
   }
   if (absl::Status status = CheckType(h); !status.ok()) return status;
   return h;
