@@ -48,9 +48,11 @@ absl::Status RuntimeLock::CheckDir(const std::string& runtime_dir) {
         runtime_dir, dir_stat.st_uid, dir_stat.st_mode & 07777, kind, geteuid()));
   }
   // Whoever may write a dir above it may rename it away and put one of theirs in its place,
-  // unless that dir has the sticky bit (as /tmp), which keeps others' entries from them.
+  // unless that dir has the sticky bit (as /tmp), which keeps others' entries from them. A
+  // relative dir is the working dir's, as a start makes it: the walk ends at its root.
   std::error_code error;
-  const std::filesystem::path resolved = std::filesystem::weakly_canonical(runtime_dir, error);
+  std::filesystem::path resolved = std::filesystem::absolute(runtime_dir, error);
+  if (!error) resolved = std::filesystem::weakly_canonical(resolved, error);
   if (error) {
     return absl::UnavailableError(
         absl::StrCat("cannot resolve runtime dir ", runtime_dir, ": ", error.message()));

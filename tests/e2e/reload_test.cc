@@ -142,6 +142,14 @@ TEST_F(ReloadTest, ARuntimeDirAStartWouldRefuseIsRejected) {
   Reload(running, "runtime_dir: " + daemon_.runtime_dir() + "/../later\n",
          "changed keys that apply only at restart: runtime_dir");
   EXPECT_EQ(Count("rejected, the running config"), 2u) << daemon_.process().Output();
+  // A relative one is the working dir's, whose dirs exist above it (the reload's check
+  // walked up the relative path's own dirs for good before).
+  Reload(running, "runtime_dir: not_made/cclod\n",
+         "changed keys that apply only at restart: runtime_dir");
+  Reload(running, "runtime_dir: \"\"\n", "rejected, the running config");
+  EXPECT_EQ(Count("the next start would refuse it: cannot resolve runtime dir : Invalid argument"),
+            1u)
+      << daemon_.process().Output();
 }
 
 TEST_F(ReloadTest, StatusAndMetricsCountReloadsAndSayWhyTheLastWasRejected) {
