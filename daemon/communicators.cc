@@ -415,6 +415,12 @@ absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> Communicators::Destro
   }
   spdlog::warn("communicator {} destroyed through the admin socket", hw::CommIdHex(id));
   BreakLocked(id, comm, "destroyed by the operator");
+  // Another tenant's joins waiting beside its ranks for the same root end too: the one the
+  // root accepts would form the communicator here.
+  for (auto contender = contenders_.lower_bound({id, std::string()});
+       contender != contenders_.end() && contender->first.first == id; ++contender) {
+    BreakLocked(id, contender->second, "destroyed by the operator");
+  }
   return response;
 }
 

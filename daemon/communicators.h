@@ -93,7 +93,8 @@ class Communicators {
   /// The operator takes the communicator `id_prefix` names (as Show takes it) down on this
   /// daemon: it breaks with "destroyed by the operator" (the engine fails its local ranks'
   /// pending calls and tells the other daemons, and its local ranks' joins still waiting
-  /// at the root daemon fail with the reason), and the communicators quota its handles
+  /// at the root daemon fail with the reason, those of another tenant's ranks waiting
+  /// beside them in `contenders_` too), and the communicators quota its handles
   /// hold goes back to the tenant now. The handles stay, failing every op with the reason,
   /// until their clients destroy them or exit. NOT_FOUND or INVALID_ARGUMENT as for Show.
   absl::StatusOr<cclo::v1::AdminDestroyCommunicatorResponse> DestroyByOperator(

@@ -228,6 +228,37 @@ TEST(TenantsTest, TheRootRefusesARankOfAnotherTenantWhereverItJoins) {
   ExpectAlphaReduces(alpha, **rank0, **rank1);
 }
 
+/// Beta's join of alpha's communicator and then alpha's rank 1, both on the other daemon,
+/// waiting for the root daemon's answer.
+struct JoinsBesideBeta {
+  ~JoinsBesideBeta() {
+    if (joining.joinable()) joining.join();
+  }
+  std::unique_ptr<Process> beta;
+  absl::StatusOr<std::unique_ptr<Communicator>> rank1;
+  std::thread joining;  ///< alpha's rank 1's, into `rank1`
+};
+
+/// Stops `root` (SIGSTOP) and starts the joins of `joins` on `other`; returns once both
+/// wait in the accept queue of the root's peer port.
+void JoinBesideBeta(Daemon& root, const Daemon& other, const Alpha& alpha, JoinsBesideBeta* joins) {
+  uint32_t peer_port = 0;
+  ASSERT_TRUE(
+      absl::SimpleAtoi(root.peer_address().substr(root.peer_address().rfind(':') + 1), &peer_port));
+  auto waiting_at_root = [&](int64_t count) {
+    return WaitUntil([&] { return UnreadAt(static_cast<uint16_t>(peer_port)) == count; },
+                     absl::Seconds(10));
+  };
+  root.process().Signal(SIGSTOP);
+  joins->beta = std::make_unique<Process>(
+      std::vector<std::string>{Runfile("tests/e2e/intruder"), other.runtime_dir(),
+                               absl::StrCat(kNobody), "join", alpha.token, "1", "2"});
+  EXPECT_TRUE(waiting_at_root(1));
+  joins->joining =
+      std::thread([&alpha, joins] { joins->rank1 = alpha.second->Join(alpha.token, 1, 2); });
+  EXPECT_TRUE(waiting_at_root(2));
+}
+
 TEST(TenantsTest, ARankOfAnotherTenantWaitingForTheRootKeepsNoneOfTheOwnersOut) {
   // Beta joins alpha's communicator first on the daemon of alpha's rank 1. The root refuses
   // it, but until it answers (here held: the root daemon is stopped, and the joins wait in
@@ -235,38 +266,51 @@ TEST(TenantsTest, ARankOfAnotherTenantWaitingForTheRootKeepsNoneOfTheOwnersOut) 
   Daemon root(kTwoTenants), other(kTwoTenants);
   Alpha alpha;
   ASSERT_NO_FATAL_FAILURE(AttachAlpha(root, other, &alpha));
-  uint32_t peer_port = 0;
-  ASSERT_TRUE(
-      absl::SimpleAtoi(root.peer_address().substr(root.peer_address().rfind(':') + 1), &peer_port));
-  auto waiting_at_root = [&](int64_t joins) {
-    return WaitUntil([&] { return UnreadAt(static_cast<uint16_t>(peer_port)) == joins; },
-                     absl::Seconds(10));
-  };
-  root.process().Signal(SIGSTOP);
-  Process beta({Runfile("tests/e2e/intruder"), other.runtime_dir(), absl::StrCat(kNobody), "join",
-                alpha.token, "1", "2"});
-  EXPECT_TRUE(waiting_at_root(1));
-  absl::StatusOr<std::unique_ptr<Communicator>> rank1;
-  std::thread joining([&] { rank1 = alpha.second->Join(alpha.token, 1, 2); });
-  EXPECT_TRUE(waiting_at_root(2));
+  JoinsBesideBeta joins;
+  ASSERT_NO_FATAL_FAILURE(JoinBesideBeta(root, other, alpha, &joins));
   root.process().Signal(SIGCONT);
   absl::StatusOr<std::unique_ptr<Communicator>> rank0 = alpha.first->Join(alpha.token, 0, 2);
-  joining.join();
+  joins.joining.join();
   ASSERT_TRUE(rank0.ok()) << rank0.status();
-  ASSERT_TRUE(rank1.ok()) << rank1.status();
-  const std::string refused = beta.Wait(absl::Seconds(30)).output;
+  ASSERT_TRUE(joins.rank1.ok()) << joins.rank1.status();
+  const std::string refused = joins.beta->Wait(absl::Seconds(30)).output;
   // Refused by the root: for its tenant, or as late once alpha's ranks had all joined.
   EXPECT_TRUE(absl::StartsWith(refused, "join 7 ") || absl::StartsWith(refused, "join 5 "))
       << refused;
 
   // Beta's refused join took nothing of alpha's with it.
-  ExpectAlphaReduces(alpha, **rank0, **rank1);
+  ExpectAlphaReduces(alpha, **rank0, **joins.rank1);
   const v1::ListCommunicatorsResponse comms =
       AdminJson<v1::ListCommunicatorsResponse>(other, "comms");
   ASSERT_EQ(comms.communicators_size(), 1);
   EXPECT_EQ(comms.communicators(0).tenant(), "alpha");
   EXPECT_EQ(comms.communicators(0).state(), "ready");
   EXPECT_EQ(Used(other, "beta", "communicators"), 0u);
+}
+
+TEST(TenantsTest, AnOperatorsDestroyEndsTheOwnersJoinWaitingBesideAnotherTenants) {
+  // As above, but the operator destroys the communicator on the other daemon while both
+  // joins wait there (it lists beta's): alpha's join there ends with it too, and the root's
+  // answer forms nothing there afterwards.
+  Daemon root(kTwoTenants), other(kTwoTenants);
+  Alpha alpha;
+  ASSERT_NO_FATAL_FAILURE(AttachAlpha(root, other, &alpha));
+  JoinsBesideBeta joins;
+  ASSERT_NO_FATAL_FAILURE(JoinBesideBeta(root, other, alpha, &joins));
+  const v1::ListCommunicatorsResponse comms =
+      AdminJson<v1::ListCommunicatorsResponse>(other, "comms");
+  ASSERT_EQ(comms.communicators_size(), 1);
+  ProcessResult destroyed = Ccloctl(other, {"comms", "destroy", comms.communicators(0).comm_id()});
+  EXPECT_EQ(destroyed.exit_code, 0) << destroyed.output;
+  root.process().Signal(SIGCONT);
+  absl::StatusOr<std::unique_ptr<Communicator>> rank0 =
+      alpha.first->Join(alpha.token, 0, 2, absl::Seconds(5));
+  joins.joining.join();
+  EXPECT_EQ(joins.rank1.status().code(), absl::StatusCode::kUnavailable) << joins.rank1.status();
+  EXPECT_TRUE(absl::StrContains(joins.rank1.status().message(), "destroyed by the operator"))
+      << joins.rank1.status();
+  joins.beta->Wait(absl::Seconds(30));
+  EXPECT_EQ(AdminJson<v1::ListCommunicatorsResponse>(other, "comms").communicators_size(), 0);
 }
 
 TEST(TenantsTest, UnknownCallerIsRefusedWithoutADefaultTenant) {
