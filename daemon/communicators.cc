@@ -562,17 +562,13 @@ Communicators::Comm* Communicators::FindLocked(const hw::CommId& id, const std::
 absl::Status Communicators::AcceptLocked(const hw::CommId& id, const std::string& tenant) {
   auto contender = contenders_.find({id, tenant});
   if (contender == contenders_.end()) return absl::OkStatus();
-  auto held = comms_.find(id);
-  if (held == comms_.end()) {
-    comms_.emplace(id, std::move(contender->second));
-  } else if (held->second.table.empty() &&
-             held->second.root_address == contender->second.root_address) {
-    // Their join waits at the same root, which takes one tenant: it refuses them.
-    contenders_.emplace(std::pair(id, held->second.tenant), std::move(held->second));
-    held->second = std::move(contender->second);
-  } else {
+  Comm& held = comms_.at(id);
+  if (!held.table.empty() || held.root_address != contender->second.root_address) {
     return NotOpen(id, tenant);
   }
+  // Their join waits at the same root, which takes one tenant: it refuses them.
+  contenders_.emplace(std::pair(id, held.tenant), std::move(held));
+  held = std::move(contender->second);
   contenders_.erase(contender);
   return absl::OkStatus();
 }
@@ -595,12 +591,16 @@ void Communicators::LeaveLocked(const hw::CommId& id, const std::string& tenant,
   const bool remove = !comm.device_removed;
   const bool configured = comm.configure_started;
   if (contenders_.erase({id, tenant}) == 0) comms_.erase(id);
+  auto contender = contenders_.lower_bound({id, std::string()});
+  if (!comms_.contains(id) && contender != contenders_.end() && contender->first.first == id) {
+    // Another tenant's ranks waiting beside these take their place, as if they had come
+    // first: the communicator's views and the operator's destroy find them there.
+    comms_.emplace(id, std::move(contender->second));
+    contenders_.erase(contender);
+  }
   // The engine's preparation stays for another tenant's ranks still joining here (or
   // joined), unless these ranks took the communicator to the engine.
-  auto contender = contenders_.lower_bound({id, std::string()});
-  const bool contended =
-      comms_.contains(id) || (contender != contenders_.end() && contender->first.first == id);
-  if (remove && (configured || !contended)) {
+  if (remove && (configured || !comms_.contains(id))) {
     device_->RemoveCommunicator(id, absl::UnavailableError(reason));
   }
 }

@@ -185,9 +185,10 @@ class Communicators {
   absl::Status AcceptLocked(const hw::CommId& id, const std::string& tenant)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Removes one local rank of `tenant`: while others stay, the engine's calls that need it
-  /// fail with `reason`; when none is left, forgets the record and, unless another tenant's
-  /// joins still wait for the communicator here, takes it out of the engine (telling the
-  /// other daemons `reason`).
+  /// fail with `reason`; when none is left, forgets the record, puts one of another tenant
+  /// waiting in `contenders_` in its place and, unless there was one (or these ranks took
+  /// the communicator to the engine), takes it out of the engine (telling the other
+  /// daemons `reason`).
   void LeaveLocked(const hw::CommId& id, const std::string& tenant, uint32_t rank,
                    const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Configure(const hw::CommId& id, hw::SteadyTime deadline);
@@ -202,7 +203,8 @@ class Communicators {
   std::map<hw::CommId, Comm> comms_ ABSL_GUARDED_BY(mu_);
   /// Joins of a communicator whose record in `comms_` is another tenant's and not accepted
   /// by its root yet, by communicator and tenant: a token holder of another tenant, whom
-  /// the root refuses, cannot keep the owner's ranks out by joining first.
+  /// the root refuses, cannot keep the owner's ranks out by joining first. Only while
+  /// `comms_` holds a record of that communicator: one of them takes its place when it goes.
   std::map<std::pair<hw::CommId, std::string>, Comm> contenders_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Handle> handles_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;

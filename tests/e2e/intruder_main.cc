@@ -15,9 +15,9 @@
 //       rank 1, a receive submitted after those sends, so that once it is done the engine
 //       has taken them all. Prints "hog CODE MESSAGE" (the receive's result) and stays
 //       attached for 60 s.
-//   intruder RUNTIME_DIR UID join TOKEN RANK SIZE
-//       attaches and joins RANK of SIZE with TOKEN (another tenant's); prints
-//       "join CODE MESSAGE".
+//   intruder RUNTIME_DIR UID join TOKEN RANK SIZE [TIMEOUT_MS]
+//       attaches and joins RANK of SIZE with TOKEN (another tenant's), with a timeout of
+//       TIMEOUT_MS (RawSession's if not given); prints "join CODE MESSAGE".
 #include <grp.h>
 #include <unistd.h>
 
@@ -155,10 +155,12 @@ int main(int argc, char** argv) {
                            argv[7]);
     return 0;
   }
-  if (mode == "join" && argc == 7) {
+  if (mode == "join" && (argc == 7 || argc == 8)) {
     cclo::testing::RawSession session(dir);
     cclo::testing::Print("join", session.Join(argv[4], std::strtoul(argv[5], nullptr, 10),
-                                              std::strtoul(argv[6], nullptr, 10)));
+                                              std::strtoul(argv[6], nullptr, 10), nullptr,
+                                              argc == 8 ? std::strtoul(argv[7], nullptr, 10)
+                                                        : cclo::testing::kJoinTimeoutMs));
     return 0;
   }
   if (mode == "hog" && argc == 5) {

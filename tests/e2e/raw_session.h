@@ -23,6 +23,9 @@ int ConnectUnix(const std::string& path);
 /// reaches the peer port can send. The daemon refuses it (NOT_FOUND) and logs the refusal.
 grpc::Status ForeignPeerJoin(const std::string& peer_address, const std::string& daemon_address);
 
+/// The timeout RawSession::Join gives a join unless told.
+inline constexpr uint32_t kJoinTimeoutMs = 20'000;
+
 /// An in-place float32 sum allreduce of `count` elements on `buffer`.
 cclo::v1::SubmitRequest AllreduceRequest(uint64_t comm_handle, uint64_t buffer, uint64_t count);
 
@@ -49,7 +52,7 @@ class RawSession {
   /// JoinCommunicator with a timeout of `timeout_ms` (the call's deadline is Context()'s);
   /// the handle lands in `*handle` when given.
   grpc::Status Join(const std::string& token, uint32_t rank, uint32_t size,
-                    uint64_t* handle = nullptr, uint32_t timeout_ms = 20'000);
+                    uint64_t* handle = nullptr, uint32_t timeout_ms = kJoinTimeoutMs);
 
   /// DestroyCommunicator of `handle`.
   grpc::Status Destroy(uint64_t handle);

@@ -239,9 +239,10 @@ struct JoinsBesideBeta {
   std::thread joining;  ///< alpha's rank 1's, into `rank1`
 };
 
-/// Stops `root` (SIGSTOP) and starts the joins of `joins` on `other`; returns once both
-/// wait in the accept queue of the root's peer port.
-void JoinBesideBeta(Daemon& root, const Daemon& other, const Alpha& alpha, JoinsBesideBeta* joins) {
+/// Stops `root` (SIGSTOP) and starts the joins of `joins` on `other`, beta's with a timeout
+/// of `beta_timeout_ms`; returns once both wait in the accept queue of the root's peer port.
+void JoinBesideBeta(Daemon& root, const Daemon& other, const Alpha& alpha, JoinsBesideBeta* joins,
+                    uint32_t beta_timeout_ms = kJoinTimeoutMs) {
   uint32_t peer_port = 0;
   ASSERT_TRUE(
       absl::SimpleAtoi(root.peer_address().substr(root.peer_address().rfind(':') + 1), &peer_port));
@@ -250,9 +251,9 @@ void JoinBesideBeta(Daemon& root, const Daemon& other, const Alpha& alpha, Joins
                      absl::Seconds(10));
   };
   root.process().Signal(SIGSTOP);
-  joins->beta = std::make_unique<Process>(
-      std::vector<std::string>{Runfile("tests/e2e/intruder"), other.runtime_dir(),
-                               absl::StrCat(kNobody), "join", alpha.token, "1", "2"});
+  joins->beta = std::make_unique<Process>(std::vector<std::string>{
+      Runfile("tests/e2e/intruder"), other.runtime_dir(), absl::StrCat(kNobody), "join",
+      alpha.token, "1", "2", absl::StrCat(beta_timeout_ms)});
   EXPECT_TRUE(waiting_at_root(1));
   joins->joining =
       std::thread([&alpha, joins] { joins->rank1 = alpha.second->Join(alpha.token, 1, 2); });
@@ -311,6 +312,30 @@ TEST(TenantsTest, AnOperatorsDestroyEndsTheOwnersJoinWaitingBesideAnotherTenants
       << joins.rank1.status();
   joins.beta->Wait(absl::Seconds(30));
   EXPECT_EQ(AdminJson<v1::ListCommunicatorsResponse>(other, "comms").communicators_size(), 0);
+}
+
+TEST(TenantsTest, TheOwnersJoinWaitingBesideAnotherTenantsIsListedOnceThatOneEnds) {
+  // Beta's join, listed on the other daemon, gives up on the stopped root first: alpha's
+  // rank 1 waiting beside it is listed in its place, and joins once the root answers.
+  Daemon root(kTwoTenants), other(kTwoTenants);
+  Alpha alpha;
+  ASSERT_NO_FATAL_FAILURE(AttachAlpha(root, other, &alpha));
+  JoinsBesideBeta joins;
+  ASSERT_NO_FATAL_FAILURE(JoinBesideBeta(root, other, alpha, &joins, 1000));
+  const std::string ended = joins.beta->Wait(absl::Seconds(30)).output;
+  EXPECT_TRUE(absl::StartsWith(ended, "join 14 ")) << ended;  // UNAVAILABLE: no answer
+  const v1::ListCommunicatorsResponse comms =
+      AdminJson<v1::ListCommunicatorsResponse>(other, "comms");
+  ASSERT_EQ(comms.communicators_size(), 1);
+  EXPECT_EQ(comms.communicators(0).tenant(), "alpha");
+  EXPECT_EQ(comms.communicators(0).state(), "joining");
+  EXPECT_EQ(comms.communicators(0).local_ranks_size(), 1);
+  root.process().Signal(SIGCONT);
+  absl::StatusOr<std::unique_ptr<Communicator>> rank0 = alpha.first->Join(alpha.token, 0, 2);
+  joins.joining.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(joins.rank1.ok()) << joins.rank1.status();
+  ExpectAlphaReduces(alpha, **rank0, **joins.rank1);
 }
 
 TEST(TenantsTest, UnknownCallerIsRefusedWithoutADefaultTenant) {
