@@ -7,6 +7,14 @@
 
 namespace cclo::daemon {
 
+PeerClient::PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : credentials_(std::move(credentials)), closer_([this] { CloseSettled(); }) {}
+
+PeerClient::~PeerClient() {
+  closing_queue_.Shutdown();
+  closer_.join();
+}
+
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     const std::string& root_address, const cclo::v1::PeerJoinRequest& request,
     hw::SteadyTime deadline, grpc::ClientContext& context) {
@@ -47,7 +55,7 @@ void PeerClient::Stop() {
 
 size_t PeerClient::channels() const {
   absl::MutexLock lock(&mu_);
-  return channels_.size();
+  return channels_.size() + closing_.size();
 }
 
 std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const ChannelKey& key) {
@@ -58,15 +66,36 @@ std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const ChannelKey& key)
     // backoff.
     grpc::ChannelArguments arguments;
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channel.stub = cclo::v1::Peer::NewStub(
-        grpc::CreateCustomChannel(std::get<0>(key), credentials_, arguments));
+    channel.channel = grpc::CreateCustomChannel(std::get<0>(key), credentials_, arguments);
+    channel.stub = cclo::v1::Peer::NewStub(channel.channel);
   }
   return channel.stub;
 }
 
 void PeerClient::EndJoin(const ChannelKey& key) {
   auto found = channels_.find(key);
-  if (--found->second.joins == 0) channels_.erase(found);
+  if (--found->second.joins > 0) return;
+  std::shared_ptr<grpc::Channel> channel = std::move(found->second.channel);
+  channels_.erase(found);
+  if (channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_CONNECTING) return;
+  channel->NotifyOnStateChange(GRPC_CHANNEL_CONNECTING,
+                               hw::ToWallDeadline(hw::SteadyNow() + kConnectingGrace),
+                               &closing_queue_, channel.get());
+  closing_.emplace(channel.get(), std::move(channel));
+}
+
+void PeerClient::CloseSettled() {
+  void* tag = nullptr;
+  bool changed = false;
+  while (closing_queue_.Next(&tag, &changed)) {
+    std::shared_ptr<grpc::Channel> settled;  // closed here, outside the lock
+    {
+      absl::MutexLock lock(&mu_);
+      auto found = closing_.find(tag);
+      settled = std::move(found->second);
+      closing_.erase(found);
+    }
+  }
 }
 
 }  // namespace cclo::daemon

@@ -6,12 +6,14 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
+#include <grpcpp/completion_queue.h>
 #include <grpcpp/security/credentials.h>
 
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "absl/base/thread_annotations.h"
@@ -29,9 +31,15 @@ class PeerClient {
   /// which a loaded machine may deliver after the deadline; one not come by then, never.
   static constexpr absl::Duration kRootAnswerGrace = absl::Seconds(1);
 
+  /// How long a channel whose joins ended while it was still connecting is kept for its
+  /// connection to settle (gRPC's own connect timeout, 20 s, ends it sooner).
+  static constexpr absl::Duration kConnectingGrace = absl::Minutes(1);
+
   /// Dials every peer with `credentials` (TLS or plaintext, see peer_tls.h).
-  explicit PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
-      : credentials_(std::move(credentials)) {}
+  explicit PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials);
+  /// Every join has ended. Waits for the channels kept for their connection to settle
+  /// (with a root stopped mid-handshake, until gRPC's connect timeout of 20 s fails it).
+  ~PeerClient();
 
   /// Joins a rank at the root daemon through `context` (blocks until the root answers,
   /// kRootAnswerGrace past `deadline`, Stop, or the caller's context.TryCancel(), which fails
@@ -59,14 +67,15 @@ class PeerClient {
   void Stop();
 
   /// How many channels are open: one per root, communicator and tenant that joins are in
-  /// progress at.
+  /// progress at, and those kept until their connection settles.
   size_t channels() const;
 
  private:
   /// The root's address, the communicator's id and the joining ranks' tenant.
   using ChannelKey = std::tuple<std::string, std::string, std::string>;
   struct Channel {
-    std::shared_ptr<cclo::v1::Peer::Stub> stub;
+    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<cclo::v1::Peer::Stub> stub;  ///< on `channel`
     int joins = 0;  ///< in progress on it; the last to end closes the channel
   };
 
@@ -74,14 +83,25 @@ class PeerClient {
   /// that root, or on a new channel when there are none. Release it with EndJoin.
   std::shared_ptr<cclo::v1::Peer::Stub> StubFor(const ChannelKey& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// A join of `key` ended; the last one closes its channel.
+  /// A join of `key` ended; the last one closes its channel, or, while the channel still
+  /// connects (the root has not finished its handshake: stopped, hung, or slow), has it
+  /// closed once it is connected or failed: gRPC (1.51) leaks the connection of a channel
+  /// destroyed mid-handshake, left open at both ends for good (the root's keepalive pings
+  /// answered), a descriptor at each daemon per such join.
   void EndJoin(const ChannelKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Closes the channels EndJoin keeps, each once its connection settles (closing_queue_).
+  void CloseSettled();
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable absl::Mutex mu_;
   std::map<ChannelKey, Channel> channels_ ABSL_GUARDED_BY(mu_);
   std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  /// Channels whose joins ended while they connected, by their address (the tag of their
+  /// state change on closing_queue_).
+  std::map<void*, std::shared_ptr<grpc::Channel>> closing_ ABSL_GUARDED_BY(mu_);
+  grpc::CompletionQueue closing_queue_;
+  std::thread closer_;  ///< runs CloseSettled
 };
 
 }  // namespace cclo::daemon

@@ -141,6 +141,29 @@ void RunCycles(const Daemon& daemon, int first, int cycles) {
   }
 }
 
+TEST(CleanupTest, AJoinThatGaveUpOnAStoppedRootLeavesNoConnection) {
+  // The join ends while its channel still connects to the root, which has the connection
+  // in its accept queue but is stopped (SIGSTOP); the root then finishes the handshake.
+  Daemon root, other;
+  FootprintProbe probe_root(root), probe_other(other);
+  RawSession rank0(root.runtime_dir()), rank1(other.runtime_dir());
+  const uint64_t buffer0 = rank0.Alloc(kPairCount * 4);
+  const uint64_t buffer1 = rank1.Alloc(kPairCount * 4);
+  ASSERT_NO_FATAL_FAILURE(UsePairAndDestroy(rank0, buffer0, rank1, buffer1));
+  const absl::StatusOr<Footprint> baseline_root = probe_root.Steady();
+  const absl::StatusOr<Footprint> baseline_other = probe_other.Steady();
+  ASSERT_TRUE(baseline_root.ok()) << baseline_root.status();
+  ASSERT_TRUE(baseline_other.ok()) << baseline_other.status();
+
+  const std::string token = rank0.NewToken();
+  root.process().Signal(SIGSTOP);
+  const grpc::Status joined = rank1.Join(token, 1, 2, nullptr, 300);
+  root.process().Signal(SIGCONT);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
+  EXPECT_EQ(probe_other.SettleAt(*baseline_other), *baseline_other);
+  EXPECT_EQ(probe_root.SettleAt(*baseline_root), *baseline_root);
+}
+
 TEST(CleanupTest, ThousandKilledClientsLeakNothing) {
   Daemon daemon;
   FootprintProbe probe(daemon);
