@@ -11,6 +11,7 @@ PeerClient::PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
     : credentials_(std::move(credentials)), closer_([this] { CloseSettled(); }) {}
 
 PeerClient::~PeerClient() {
+  Stop();
   closing_queue_.Shutdown();
   closer_.join();
 }
@@ -48,9 +49,12 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
 }
 
 void PeerClient::Stop() {
+  std::map<void*, std::shared_ptr<grpc::Channel>> closing;  // closed here, outside the lock
   absl::MutexLock lock(&mu_);
   stopped_ = true;
   for (grpc::ClientContext* call : calls_) call->TryCancel();
+  // Closing one ends the wait for its state's change (CloseSettled finds it gone).
+  closing.swap(closing_);
 }
 
 size_t PeerClient::channels() const {
@@ -77,7 +81,7 @@ void PeerClient::EndJoin(const ChannelKey& key) {
   if (--found->second.joins > 0) return;
   std::shared_ptr<grpc::Channel> channel = std::move(found->second.channel);
   channels_.erase(found);
-  if (channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_CONNECTING) return;
+  if (stopped_ || channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_CONNECTING) return;
   channel->NotifyOnStateChange(GRPC_CHANNEL_CONNECTING,
                                hw::ToWallDeadline(hw::SteadyNow() + kConnectingGrace),
                                &closing_queue_, channel.get());
@@ -92,6 +96,7 @@ void PeerClient::CloseSettled() {
     {
       absl::MutexLock lock(&mu_);
       auto found = closing_.find(tag);
+      if (found == closing_.end()) continue;  // Stop closed it
       settled = std::move(found->second);
       closing_.erase(found);
     }

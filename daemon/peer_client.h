@@ -37,8 +37,7 @@ class PeerClient {
 
   /// Dials every peer with `credentials` (TLS or plaintext, see peer_tls.h).
   explicit PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials);
-  /// Every join has ended. Waits for the channels kept for their connection to settle
-  /// (with a root stopped mid-handshake, until gRPC's connect timeout of 20 s fails it).
+  /// Every join has ended. Stops as Stop() does, so it waits for no connection to settle.
   ~PeerClient();
 
   /// Joins a rank at the root daemon through `context` (blocks until the root answers,
@@ -64,6 +63,9 @@ class PeerClient {
                                                   grpc::ClientContext& context);
 
   /// Ends the joins in progress and refuses later ones with ShuttingDown(): the daemon stops.
+  /// Closes the channels kept for their connection to settle, and those of the joins it
+  /// ends, at once: their connections end with the process, whose stop must not wait for
+  /// a root that hangs (up to gRPC's connect timeout of 20 s, or kConnectingGrace).
   void Stop();
 
   /// How many channels are open: one per root, communicator and tenant that joins are in

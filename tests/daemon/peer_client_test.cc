@@ -159,6 +159,27 @@ TEST(PeerClientTest, StopEndsAJoinInProgressAndRefusesLaterOnes) {
   close(listener);
 }
 
+// A daemon's stop waits for no channel kept for its connection to settle (one to a root
+// that hangs stays connecting until gRPC's connect timeout of 20 s): Stop closes those, and
+// those of the joins it ends.
+TEST(PeerClientTest, StopClosesTheChannelsStillConnecting) {
+  // A listener that never accepts: a root daemon that hangs.
+  std::string root;
+  const int listener = cclo::testing::ListenLoopback(&root);
+  ASSERT_GE(listener, 0);
+  PeerClient client(grpc::InsecureChannelCredentials());
+  EXPECT_TRUE(absl::IsUnavailable(JoinAt(client, root, absl::Milliseconds(300)).status()));
+  EXPECT_EQ(client.channels(), 1u);  // kept: still connecting
+  absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
+  std::thread joining([&] { joined = JoinAt(client, root, absl::Seconds(120), "other"); });
+  while (client.channels() < 2) absl::SleepFor(absl::Milliseconds(1));
+  client.Stop();
+  joining.join();
+  EXPECT_EQ(joined.status(), absl::UnavailableError("this daemon is shutting down"));
+  EXPECT_EQ(client.channels(), 0u);
+  close(listener);
+}
+
 // A root daemon that serves answers a join by 9/10 of its time, the missing ranks' names
 // at the latest: one that does not answer by the deadline is unreachable or hangs, which
 // the join says, as UNAVAILABLE as a root it cannot connect to, instead of gRPC's bare
