@@ -421,6 +421,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
     return absl::InvalidArgumentError(
         absl::StrCat("config key 'data_tcp_congestion': ", congestion.message()));
   }
+  if (config.runtime_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "config key 'runtime_dir': is empty; give the dir of cclod's sockets (as /run/cclod)");
+  }
   if (absl::Status host = CheckHost(config.host); !host.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("config key 'host': ", host.message()));
   }

@@ -198,6 +198,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"log_format: JSON", "config key 'log_format': 'JSON' is not one of plain, json"},
         BadConfig{"log_format: [json]", "config key 'log_format': expected a string"},
         BadConfig{"runtime_dir: [a, b]", "'runtime_dir': expected a string"},
+        BadConfig{"runtime_dir: ''",
+                  "config key 'runtime_dir': is empty; give the dir of cclod's sockets (as "
+                  "/run/cclod)"},
         BadConfig{"- a\n- b", "must be a YAML mapping"}, BadConfig{"a: [", "not valid YAML"},
         BadConfig{"segment_bytes: 33554432",
                   "'33554432' is not a whole number in [4096, 16777216]"},

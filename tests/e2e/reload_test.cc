@@ -147,7 +147,8 @@ TEST_F(ReloadTest, ARuntimeDirAStartWouldRefuseIsRejected) {
   Reload(running, "runtime_dir: not_made/cclod\n",
          "changed keys that apply only at restart: runtime_dir");
   Reload(running, "runtime_dir: \"\"\n", "rejected, the running config");
-  EXPECT_EQ(Count("the next start would refuse it: cannot resolve runtime dir : Invalid argument"),
+  EXPECT_EQ(Count("rejected, the running config stays: config key 'runtime_dir': is empty; give "
+                  "the dir of cclod's sockets (as /run/cclod)"),
             1u)
       << daemon_.process().Output();
 }
