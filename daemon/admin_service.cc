@@ -34,8 +34,9 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_sessions(static_cast<uint32_t>(sessions.size()));
   uint64_t buffers = 0, buffer_bytes = 0;
   for (const SessionPtr& session : sessions) {
-    buffers += session->BufferCount();
-    buffer_bytes += session->BufferBytes();
+    const Session::BufferCounts counts = session->CountBuffers();
+    buffers += counts.count;
+    buffer_bytes += counts.bytes;
   }
   response->set_buffers(static_cast<uint32_t>(buffers));
   response->set_buffer_bytes(buffer_bytes);
@@ -140,8 +141,9 @@ grpc::Status AdminService::ListSessions(grpc::ServerContext*, const cclo::v1::Li
     info.set_pid(static_cast<uint32_t>(session->credentials().pid));
     info.set_uid(session->credentials().uid);
     info.set_gid(session->credentials().gid);
-    info.set_buffers(static_cast<uint32_t>(session->BufferCount()));
-    info.set_buffer_bytes(session->BufferBytes());
+    const Session::BufferCounts counts = session->CountBuffers();
+    info.set_buffers(static_cast<uint32_t>(counts.count));
+    info.set_buffer_bytes(counts.bytes);
     info.set_communicators(static_cast<uint32_t>(session->CommHandles().size()));
     const Session::OpCounts ops = session->CountOps();
     info.set_ops_queued(ops.queued);

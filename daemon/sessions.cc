@@ -57,10 +57,13 @@ absl::StatusOr<SharedBufferPtr> Session::FindBuffer(uint64_t buffer_id) const {
   return found->second;
 }
 
-uint64_t Session::BufferBytes() const {
-  uint64_t total = 0;
-  for (const auto& [id, use] : Buffers()) total += use.bytes;
-  return total;
+Session::BufferCounts Session::CountBuffers() const {
+  BufferCounts counts;
+  for (const auto& [id, use] : Buffers()) {
+    ++counts.count;
+    counts.bytes += use.bytes;
+  }
+  return counts;
 }
 
 std::map<uint64_t, Session::BufferUse> Session::Buffers() const {
@@ -77,8 +80,6 @@ std::map<uint64_t, Session::BufferUse> Session::Buffers() const {
   }
   return buffers;
 }
-
-size_t Session::BufferCount() const { return Buffers().size(); }
 
 void Session::AddCommHandle(uint64_t handle) {
   absl::MutexLock lock(&mu_);

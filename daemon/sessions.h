@@ -123,10 +123,6 @@ class Session {
   absl::Status RemoveBuffer(uint64_t buffer_id);
   /// The buffer if this session owns it, else NOT_FOUND (never says whose it is).
   absl::StatusOr<SharedBufferPtr> FindBuffer(uint64_t buffer_id) const;
-  /// Of the buffers Buffers() lists: the memory their client holds here, with what it freed
-  /// that an op still uses.
-  uint64_t BufferBytes() const;
-  size_t BufferCount() const;
   struct BufferUse {
     uint64_t bytes = 0;
     /// Its client freed it while an op used it: its memory and charges stay until the op
@@ -135,6 +131,13 @@ class Session {
   };
   /// The session's buffers by id, and those its client freed that an op still uses.
   std::map<uint64_t, BufferUse> Buffers() const;
+  struct BufferCounts {
+    size_t count = 0;
+    uint64_t bytes = 0;
+  };
+  /// Of the buffers Buffers() lists, from one look: the memory their client holds here,
+  /// with what it freed that an op still uses.
+  BufferCounts CountBuffers() const;
 
   void AddCommHandle(uint64_t handle);
   bool RemoveCommHandle(uint64_t handle);
