@@ -48,6 +48,7 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_bytes_received(stats.bytes_received);
   response->set_rx_pool_bytes_total(stats.rx_pool_bytes_total);
   response->set_rx_pool_bytes_used(stats.rx_pool_bytes_used);
+  response->set_rx_pool_bytes_peak(stats.rx_pool_bytes_peak);
   response->set_data_sessions_up(stats.sessions_up);
   response->set_wire_errors(stats.wire_errors);
   response->set_engine_turn_bytes(stats.turn_bytes);

@@ -211,6 +211,10 @@ class StatusCollectable : public prometheus::Collectable {
                static_cast<double>(s.rx_pool_bytes_total())),
         Family("cclod_rx_pool_used_bytes", "Bytes of the eager receive pool in use.",
                MetricType::Gauge, static_cast<double>(s.rx_pool_bytes_used())),
+        Family("cclod_rx_pool_peak_bytes",
+               "Most bytes of the eager receive pool in use at once since the start: the "
+               "pool's memory the daemon has taken and keeps.",
+               MetricType::Gauge, static_cast<double>(s.rx_pool_bytes_peak())),
         Family("cclod_scratch_bytes",
                "Scratch memory the engine's running calls may hold in all (scratch_max_bytes).",
                MetricType::Gauge, static_cast<double>(s.scratch_bytes_limit())),

@@ -50,6 +50,7 @@ struct DeviceStats {
   uint64_t bytes_received = 0;
   uint64_t rx_pool_bytes_total = 0;
   uint64_t rx_pool_bytes_used = 0;      ///< holding messages that arrived before their receive
+  uint64_t rx_pool_bytes_peak = 0;      ///< the most used at once: the pool's memory taken
   uint64_t rx_pool_bytes_reserved = 0;  ///< reserved for peers' eager credits
   uint64_t sessions_up = 0;             ///< data sessions up, one per communicator and peer engine
   /// Data sessions of the configured communicators that are not up: not yet, their peer

@@ -219,6 +219,7 @@ DeviceStats EmuDevice::Stats() const {
   stats.bytes_received = counters_.bytes_received.load();
   stats.rx_pool_bytes_total = rbm_.pool_bytes();
   stats.rx_pool_bytes_used = rbm_.used_bytes();
+  stats.rx_pool_bytes_peak = rbm_.peak_bytes();
   stats.rx_pool_bytes_reserved = rbm_.reserved_bytes();
   stats.eager_messages = counters_.eager_messages.load();
   stats.rendezvous_messages = counters_.rendezvous_messages.load();

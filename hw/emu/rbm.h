@@ -116,6 +116,10 @@ class Rbm {
   uint64_t pool_bytes() const { return buffer_count_ * buffer_bytes_; }
   /// Thread-safe: bytes of the buffers holding staged messages.
   uint64_t used_bytes() const { return used_bytes_.load(); }
+  /// Thread-safe: the most bytes used at once since the start, which is also the memory of
+  /// the pool this process has touched (a buffer is taken from those freed last, a new one
+  /// only when all touched ones hold messages) and keeps.
+  uint64_t peak_bytes() const { return peak_bytes_.load(); }
   /// Thread-safe: bytes of the buffers reserved by open credit accounts.
   uint64_t reserved_bytes() const { return reserved_bytes_.load(); }
 
@@ -273,6 +277,7 @@ class Rbm {
   std::unique_ptr<std::byte[]> pool_;  ///< untouched until used, so idle pools cost no RAM
   std::vector<uint32_t> free_;
   std::atomic<uint64_t> used_bytes_{0};
+  std::atomic<uint64_t> peak_bytes_{0};  ///< written on the engine's thread only
   std::atomic<uint64_t> reserved_bytes_{0};
   /// Free buffers that open accounts may still claim: the sum of reserved - staged.
   /// Invariant: free_.size() >= promised_.

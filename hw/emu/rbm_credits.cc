@@ -14,7 +14,8 @@ uint32_t Rbm::Allocate() {
   if (free_.empty()) return kNoBuffer;
   const uint32_t buffer = free_.back();
   free_.pop_back();
-  used_bytes_.fetch_add(buffer_bytes_);
+  const uint64_t used = used_bytes_.fetch_add(buffer_bytes_) + buffer_bytes_;
+  if (used > peak_bytes_.load()) peak_bytes_.store(used);
   return buffer;
 }
 

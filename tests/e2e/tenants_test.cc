@@ -667,7 +667,11 @@ TEST(TenantsTest, ATenantSendingAmongItsOwnRanksHoldsAtMostItsCreditsOfTheRxPool
   EXPECT_EQ(AdminJson<v1::StatusResponse>(daemon, "status").rx_pool_bytes_used(), 5 * 4096u);
   EXPECT_TRUE((*rank1)->Recv(*buffer, 64, 1, DataType::kInt32, 0, 7).ok());
   EXPECT_EQ(values[16], 42);
-  EXPECT_EQ(AdminJson<v1::StatusResponse>(daemon, "status").rx_pool_bytes_used(), 4 * 4096u);
+  status = AdminJson<v1::StatusResponse>(daemon, "status");
+  EXPECT_EQ(status.rx_pool_bytes_used(), 4 * 4096u);
+  // The most it held at once, which the daemon's memory keeps.
+  EXPECT_EQ(status.rx_pool_bytes_peak(), 5 * 4096u);
+  EXPECT_TRUE(absl::StrContains(Scrape(daemon), "cclod_rx_pool_peak_bytes 20480\n"));
 }
 
 // A token refused at CreateCommunicatorId for the communicators quota (the tokens made here
