@@ -48,32 +48,51 @@ void UsePairAndDestroy(RawSession& rank0, uint64_t buffer0, RawSession& rank1, u
   }
 }
 
-TEST(CleanupTest, ClientKilledMidAllreduceLeavesBothDaemonsAsBefore) {
-  Daemon a, b;
-  FootprintProbe probe_a(a), probe_b(b);
+/// Two daemons, a and b, with a session on each that stays attached throughout, and their
+/// footprints once a communicator over both was used and destroyed: that warm-up sets up
+/// what the daemons keep for good (server threads, allocator arenas; a join's channel to
+/// the root's Peer service closes when the join ends, so one left open shows here).
+class TwoDaemonsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(UsePairAndDestroy(rank0_, buffer0_, rank1_, buffer1_));
+    absl::StatusOr<Footprint> baseline_a = probe_a_.Steady();
+    absl::StatusOr<Footprint> baseline_b = probe_b_.Steady();
+    ASSERT_TRUE(baseline_a.ok()) << baseline_a.status();
+    ASSERT_TRUE(baseline_b.ok()) << baseline_b.status();
+    baseline_a_ = *std::move(baseline_a);
+    baseline_b_ = *std::move(baseline_b);
+  }
+
+  /// Waits for both daemons to be back at their baselines.
+  void ExpectBothAsBefore() {
+    EXPECT_EQ(probe_a_.SettleAt(baseline_a_), baseline_a_);
+    EXPECT_EQ(probe_b_.SettleAt(baseline_b_), baseline_b_);
+  }
+
+  Daemon a_, b_;
+  FootprintProbe probe_a_{a_}, probe_b_{b_};
+  RawSession rank0_{a_.runtime_dir()}, rank1_{b_.runtime_dir()};
+  const uint64_t buffer0_ = rank0_.Alloc(kPairCount * 4);
+  const uint64_t buffer1_ = rank1_.Alloc(kPairCount * 4);
+  Footprint baseline_a_, baseline_b_;
+};
+
+TEST_F(TwoDaemonsTest, ClientKilledMidAllreduceLeavesBothDaemonsAsBefore) {
   // Rank 0 of every communicator here lives on a and survives; `helper` takes rank 1 on b
-  // when no client is to be killed. Both stay attached throughout.
-  RawSession survivor(a.runtime_dir()), helper(b.runtime_dir());
-  const uint64_t survivor_buffer = survivor.Alloc(kPairCount * 4);
-  const uint64_t helper_buffer = helper.Alloc(kPairCount * 4);
-  // Warm-up: a communicator over both daemons, used and destroyed, sets up what the daemons
-  // keep for good (server threads, allocator arenas; a join's channel to the root's Peer
-  // service closes when the join ends, so one left open shows here).
-  ASSERT_NO_FATAL_FAILURE(UsePairAndDestroy(survivor, survivor_buffer, helper, helper_buffer));
-  const absl::StatusOr<Footprint> baseline_a = probe_a.Steady();
-  const absl::StatusOr<Footprint> baseline_b = probe_b.Steady();
-  ASSERT_TRUE(baseline_a.ok()) << baseline_a.status();
-  ASSERT_TRUE(baseline_b.ok()) << baseline_b.status();
+  // when no client is to be killed.
+  RawSession& survivor = rank0_;
+  RawSession& helper = rank1_;
 
   // Rank 1 is a client on b with a receive that never comes and an allreduce behind it in
   // the engine; rank 0 starts its allreduce, which waits for rank 1's part.
   const std::string token = survivor.NewToken();
-  Process doomed({Runfile("tests/e2e/doomed_client"), b.runtime_dir(), "peer", token});
+  Process doomed({Runfile("tests/e2e/doomed_client"), b_.runtime_dir(), "peer", token});
   uint64_t handle = 0;
   grpc::Status joined = survivor.Join(token, 0, 2, &handle);
   ASSERT_TRUE(joined.ok()) << joined.error_message() << "\n" << doomed.Output();
   ASSERT_TRUE(doomed.WaitForOutput("ready", absl::Seconds(30))) << doomed.Output();
-  cclo::v1::SubmitRequest request = AllreduceRequest(handle, survivor_buffer, kPairCount);
+  cclo::v1::SubmitRequest request = AllreduceRequest(handle, buffer0_, kPairCount);
   request.set_timeout_ms(600'000);
   cclo::v1::SubmitResponse submitted;
   grpc::Status status = survivor.stub().Submit(survivor.Context().get(), request, &submitted);
@@ -102,11 +121,9 @@ TEST(CleanupTest, ClientKilledMidAllreduceLeavesBothDaemonsAsBefore) {
   // nothing behind either.
   status = survivor.Destroy(handle);
   EXPECT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(probe_a.SettleAt(*baseline_a), *baseline_a);
-  EXPECT_EQ(probe_b.SettleAt(*baseline_b), *baseline_b);
-  UsePairAndDestroy(survivor, survivor_buffer, helper, helper_buffer);
-  EXPECT_EQ(probe_a.SettleAt(*baseline_a), *baseline_a);
-  EXPECT_EQ(probe_b.SettleAt(*baseline_b), *baseline_b);
+  ExpectBothAsBefore();
+  UsePairAndDestroy(survivor, buffer0_, helper, buffer1_);
+  ExpectBothAsBefore();
 }
 
 /// Clients alive at once: enough to keep the daemon's session ends overlapping with new
@@ -141,27 +158,15 @@ void RunCycles(const Daemon& daemon, int first, int cycles) {
   }
 }
 
-TEST(CleanupTest, AJoinThatGaveUpOnAStoppedRootLeavesNoConnection) {
-  // The join ends while its channel still connects to the root, which has the connection
-  // in its accept queue but is stopped (SIGSTOP); the root then finishes the handshake.
-  Daemon root, other;
-  FootprintProbe probe_root(root), probe_other(other);
-  RawSession rank0(root.runtime_dir()), rank1(other.runtime_dir());
-  const uint64_t buffer0 = rank0.Alloc(kPairCount * 4);
-  const uint64_t buffer1 = rank1.Alloc(kPairCount * 4);
-  ASSERT_NO_FATAL_FAILURE(UsePairAndDestroy(rank0, buffer0, rank1, buffer1));
-  const absl::StatusOr<Footprint> baseline_root = probe_root.Steady();
-  const absl::StatusOr<Footprint> baseline_other = probe_other.Steady();
-  ASSERT_TRUE(baseline_root.ok()) << baseline_root.status();
-  ASSERT_TRUE(baseline_other.ok()) << baseline_other.status();
-
-  const std::string token = rank0.NewToken();
-  root.process().Signal(SIGSTOP);
-  const grpc::Status joined = rank1.Join(token, 1, 2, nullptr, 300);
-  root.process().Signal(SIGCONT);
+TEST_F(TwoDaemonsTest, AJoinThatGaveUpOnAStoppedRootLeavesNoConnection) {
+  // b's join ends while its channel still connects to the root, a, which has the
+  // connection in its accept queue but is stopped (SIGSTOP); a then finishes the handshake.
+  const std::string token = rank0_.NewToken();
+  a_.process().Signal(SIGSTOP);
+  const grpc::Status joined = rank1_.Join(token, 1, 2, nullptr, 300);
+  a_.process().Signal(SIGCONT);
   EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
-  EXPECT_EQ(probe_other.SettleAt(*baseline_other), *baseline_other);
-  EXPECT_EQ(probe_root.SettleAt(*baseline_root), *baseline_root);
+  ExpectBothAsBefore();
 }
 
 TEST(CleanupTest, ThousandKilledClientsLeakNothing) {
