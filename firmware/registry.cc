@@ -81,6 +81,12 @@ uint8_t PlaceOf(const Algorithm& algorithm) {
   return place;
 }
 
+uint8_t PlacesIn(Collective collective) {
+  uint8_t places = 0;
+  for (const Algorithm& entry : AllAlgorithms()) places += entry.collective == collective;
+  return places;
+}
+
 std::string NameAt(Collective collective, uint8_t place) {
   const std::vector<const Algorithm*> table = ForCollective(collective);
   if (place == 0 || place > table.size()) return absl::StrCat("algorithm ", place);

@@ -28,6 +28,9 @@ std::vector<const Algorithm*> ForCollective(hw::Collective collective);
 
 /// `algorithm`'s place in its collective's table, from 1 (hw::Program::algorithm_place).
 uint8_t PlaceOf(const Algorithm& algorithm);
+/// How many algorithms `collective`'s table has: its places are 1 to this (counted without
+/// ForCollective's vector: an engine asks for every message that arrives).
+uint8_t PlacesIn(hw::Collective collective);
 /// The name of the algorithm at `place` in `collective`'s table; "algorithm <place>" where
 /// there is none (an engine refuses a message naming such a place as it arrives).
 std::string NameAt(hw::Collective collective, uint8_t place);

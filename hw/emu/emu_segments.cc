@@ -7,7 +7,6 @@
 // DMP, credits to the link. Anything that does not fit is invalid data from that peer: the
 // communicator breaks, other communicators go on. Also sends the RBM's clear-to-sends and the
 // credits the RBM gives back (at most one credit segment per link and turn).
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,10 +42,7 @@ absl::Status CheckSignature(const poe::SegmentHeader& header, uint32_t size) {
         absl::StrCat(": root ", call.root, " is outside the communicator of ", size, " ranks"));
   }
   if (point_to_point) return absl::OkStatus();
-  // Counted in the table, without ForCollective's vector: every message asks.
-  const auto places = std::ranges::count_if(firmware::AllAlgorithms(), [&](const auto& algorithm) {
-    return algorithm.collective == call.collective;
-  });
+  const uint8_t places = firmware::PlacesIn(call.collective);
   if (call.algorithm >= 1 && call.algorithm <= places) return absl::OkStatus();
   return refuse(absl::StrCat(" names algorithm ", call.algorithm, ", not one of ",
                              std::string(CollectiveName(call.collective)), "'s ", places,

@@ -205,6 +205,7 @@ TEST(RegistryTest, PlacesNameTheirAlgorithms) {
     const std::vector<const Algorithm*> table = ForCollective(algorithm.collective);
     EXPECT_EQ(table.at(PlaceOf(algorithm) - 1), &algorithm) << algorithm.name;
     EXPECT_EQ(NameAt(algorithm.collective, PlaceOf(algorithm)), algorithm.name);
+    EXPECT_EQ(PlacesIn(algorithm.collective), table.size()) << algorithm.name;
   }
   EXPECT_EQ(NameAt(Collective::kAllreduce, 0), "algorithm 0");
   const auto places = static_cast<uint8_t>(ForCollective(Collective::kAllreduce).size() + 1);
