@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/un.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -424,6 +425,14 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
   if (config.runtime_dir.empty()) {
     return absl::InvalidArgumentError(
         "config key 'runtime_dir': is empty; give the dir of cclod's sockets (as /run/cclod)");
+  }
+  // Its longest socket path must fit a Unix socket's address, or every start fails to bind
+  // it (exit code 1, which the unit retries) and a reload would take it.
+  if (const std::string socket = config.runtime_dir + "/attach.sock";
+      socket.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config key 'runtime_dir': '", config.runtime_dir, "' is too long: socket path '", socket,
+        "' has ", socket.size(), " bytes; at most ", sizeof(sockaddr_un::sun_path) - 1, " fit"));
   }
   if (absl::Status host = CheckHost(config.host); !host.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("config key 'host': ", host.message()));

@@ -198,6 +198,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"log_format: JSON", "config key 'log_format': 'JSON' is not one of plain, json"},
         BadConfig{"log_format: [json]", "config key 'log_format': expected a string"},
         BadConfig{"runtime_dir: [a, b]", "'runtime_dir': expected a string"},
+        // Its sockets could not be bound: a start exited 1 (retried), a reload took it.
+        BadConfig{"runtime_dir: /tmp/" + std::string(91, 'd'),
+                  "config key 'runtime_dir': '/tmp/" + std::string(91, 'd') +
+                      "' is too long: socket path '/tmp/" + std::string(91, 'd') +
+                      "/attach.sock' has 108 bytes; at most 107 fit"},
         BadConfig{"runtime_dir: ''",
                   "config key 'runtime_dir': is empty; give the dir of cclod's sockets (as "
                   "/run/cclod)"},
