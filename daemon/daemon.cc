@@ -143,6 +143,11 @@ absl::Status CheckStartable(const Config& config) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
+  // One there that cannot be cclod's (a file, a link, another user's) is a bad config, which
+  // making it would report as a failure to retry ('Not a directory', exit code 1).
+  if (absl::Status usable = RuntimeLock::CheckDir(config.runtime_dir); !usable.ok()) {
+    return usable;
+  }
   std::error_code error;
   const bool created = std::filesystem::create_directories(config.runtime_dir, error);
   // A dir made here is cclod's alone to write whatever the umask (RuntimeLock::Take

@@ -105,6 +105,18 @@ TEST(RuntimeLockTest, ARuntimeDirAnotherUserMayWriteIsRefused) {
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_TRUE(absl::StrContains(refused.output, "(owner uid 0, mode 0777, a symbolic link)"))
       << refused.output;
+
+  // Nor a file: making it failed 'Not a directory' with exit code 1, which systemd retries.
+  ASSERT_EQ(unlink(runtime_dir.c_str()), 0);
+  ASSERT_EQ(mkfifo(runtime_dir.c_str(), 0644), 0);
+  ASSERT_EQ(chmod(runtime_dir.c_str(), 0644), 0);
+  refused = RunWith(config);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(absl::StrContains(refused.output,
+                                absl::StrCat("cclod cannot start: runtime dir ", runtime_dir,
+                                             " (owner uid 0, mode 0644, not a directory) must be a "
+                                             "directory of cclod's user")))
+      << refused.output;
   std::filesystem::remove_all(config_dir);
 }
 
