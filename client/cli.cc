@@ -7,19 +7,24 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace cclo::client {
 
-CLI::Validator Decimal() {
+CLI::Validator Decimal(uint64_t largest) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [largest](std::string& text) -> std::string {
         const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
           return absl::ascii_isdigit(static_cast<unsigned char>(c));
         });
-        if (digits && (text.size() == 1 || text[0] != '0')) return "";
-        return absl::StrCat(text, " is not a decimal whole number (0, 1, 2, ...)");
+        if (!digits || (text.size() > 1 && text[0] == '0')) {
+          return absl::StrCat(text, " is not a decimal whole number (0, 1, 2, ...)");
+        }
+        uint64_t value = 0;
+        if (absl::SimpleAtoi(text, &value) && value <= largest) return "";
+        return absl::StrCat(text, " is too large (at most ", largest, ")");
       },
       "DECIMAL");
 }

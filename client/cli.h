@@ -1,6 +1,8 @@
 // Command-line parsing shared by ccloctl and cclo-run: CLI11 with uniform exit codes.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <ostream>
 
@@ -12,8 +14,9 @@ namespace cclo::client {
 inline constexpr int kUsageExitCode = 2;
 
 /// Accepts a decimal whole number only: "0", "12", not "010" (CLI11 reads it as octal 8),
-/// "0x1f" or "-1" (which CLI11 turns into an unsigned option's largest value).
-CLI::Validator Decimal();
+/// "0x1f" or "-1" (which CLI11 turns into an unsigned option's largest value), nor one past
+/// `largest`, the option type's largest value, which CLI11 would give instead.
+CLI::Validator Decimal(uint64_t largest = std::numeric_limits<int64_t>::max());
 
 /// Accepts a number of seconds in [min, max]; "nan" and "inf", which CLI11 reads and its
 /// own ranges let through, are refused.

@@ -145,14 +145,16 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   if (arguments.runtime_dir.empty()) return FlagError("runtime-dir", "is required");
   if (arguments.token.empty()) return FlagError("token", "is required");
   if (arguments.size < 1 || arguments.size > std::numeric_limits<uint32_t>::max()) {
-    return FlagError("size", absl::StrCat(arguments.size, " is not a world size (1 or more)"));
+    return FlagError("size", absl::StrCat(arguments.size, " is not a world size (1 to ",
+                                          std::numeric_limits<uint32_t>::max(), ")"));
   }
   if (arguments.rank < 0 || arguments.rank >= arguments.size) {
     return FlagError("rank", absl::StrCat(arguments.rank, " is not in [0, ", arguments.size,
                                           ") for --size ", arguments.size));
   }
   if (arguments.iters < 1 || arguments.iters > std::numeric_limits<uint32_t>::max()) {
-    return FlagError("iters", absl::StrCat(arguments.iters, " is not 1 or more"));
+    return FlagError("iters", absl::StrCat(arguments.iters, " is not 1 to ",
+                                           std::numeric_limits<uint32_t>::max()));
   }
   if (!std::isfinite(arguments.join_timeout_seconds) || arguments.join_timeout_seconds <= 0) {
     return FlagError("join-timeout", absl::StrCat(arguments.join_timeout_seconds,

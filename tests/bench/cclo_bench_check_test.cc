@@ -210,6 +210,9 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--step-factor", "3"}, "--step-factor 3 is neither 2 nor 4"},
       {{"--step-factor", "-1"}, "--step-factor: -1 is not a decimal whole number"},
       {{"--warmup", "010"}, "--warmup: 010 is not a decimal whole number"},
+      // Refused as CLI11's largest value, "--daemons 9223372036854775807 is outside 1 to 64".
+      {{"--daemons", "18446744073709551616"},
+       "--daemons: 18446744073709551616 is too large (at most 9223372036854775807)"},
       {{"--link-seconds", "nan"}, "--link-seconds nan is outside 1 to 600"},
       {{"--deadline", "inf"}, "--deadline inf is not a positive number of seconds"},
       {{"--daemons", "4", "--ops", "allgather", "--max-bytes", "8"},

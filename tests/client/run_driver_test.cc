@@ -312,6 +312,16 @@ TEST(RunCommandLineTest, CommandLineErrorsExitTwo) {
   EXPECT_EQ(outcome.code, 2);
   EXPECT_NE(outcome.err.find("--size: -1 is not a decimal whole number"), std::string::npos)
       << outcome.err;
+  // Past what the option holds: CLI11 gave its largest value, which was then refused as if
+  // given ("--size: 9223372036854775807 is not a world size").
+  for (const char* huge : {"9223372036854775808", "18446744073709551616"}) {
+    outcome = CcloRun({"run", "--token", "t", "--rank", "0", "--size", huge});
+    EXPECT_EQ(outcome.code, 2);
+    EXPECT_NE(outcome.err.find(
+                  absl::StrCat("--size: ", huge, " is too large (at most 9223372036854775807)")),
+              std::string::npos)
+        << outcome.err;
+  }
   outcome = CcloRun({"--attach-timeout", "nan", "token"});
   EXPECT_EQ(outcome.code, 2);
   EXPECT_NE(outcome.err.find("--attach-timeout: nan is not a number of seconds in [0.001, 86400]"),

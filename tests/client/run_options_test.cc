@@ -197,13 +197,17 @@ TEST(RunOptionsTest, EachBadArgumentIsNamedWithItsValue) {
   EXPECT_EQ(Problem(arguments), "--rank: 3 is not in [0, 3) for --size 3");
   arguments = ValidArguments();
   arguments.size = 0;
-  EXPECT_EQ(Problem(arguments), "--size: 0 is not a world size (1 or more)");
+  EXPECT_EQ(Problem(arguments), "--size: 0 is not a world size (1 to 4294967295)");
+  arguments.size = 4294967296;  // said "(1 or more)", which it is
+  EXPECT_EQ(Problem(arguments), "--size: 4294967296 is not a world size (1 to 4294967295)");
   arguments = ValidArguments();
   arguments.root = "3";
   EXPECT_EQ(Problem(arguments), "--root: '3' is not a rank in [0, 3) for --size 3 or 'all'");
   arguments = ValidArguments();
   arguments.iters = 0;
-  EXPECT_EQ(Problem(arguments), "--iters: 0 is not 1 or more");
+  EXPECT_EQ(Problem(arguments), "--iters: 0 is not 1 to 4294967295");
+  arguments.iters = 4294967296;
+  EXPECT_EQ(Problem(arguments), "--iters: 4294967296 is not 1 to 4294967295");
   arguments = ValidArguments();
   arguments.datatype = "complex64";
   EXPECT_EQ(Problem(arguments),
