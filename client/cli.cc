@@ -29,6 +29,15 @@ CLI::Validator Decimal(uint64_t largest) {
       "DECIMAL");
 }
 
+CLI::Validator RuntimeDir() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (!text.empty()) return "";
+        return "is empty; give the dir of cclod's sockets (as /run/cclod)";
+      },
+      "DIR");
+}
+
 CLI::Validator Seconds(double min, double max) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {

@@ -18,6 +18,10 @@ inline constexpr int kUsageExitCode = 2;
 /// `largest`, the option type's largest value, which CLI11 would give instead.
 CLI::Validator Decimal(uint64_t largest = std::numeric_limits<int64_t>::max());
 
+/// Accepts a runtime dir that is not empty: an empty one (a script's unset variable) named
+/// the sockets at the root, "/admin.sock".
+CLI::Validator RuntimeDir();
+
 /// Accepts a number of seconds in [min, max]; "nan" and "inf", which CLI11 reads and its
 /// own ranges let through, are refused.
 CLI::Validator Seconds(double min, double max);

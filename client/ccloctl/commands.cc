@@ -31,6 +31,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   GlobalOptions options;
   app.add_option("--runtime-dir", options.runtime_dir, "cclod runtime directory (has admin.sock)")
       ->envname("CCLO_RUNTIME_DIR")
+      ->check(client::RuntimeDir())
       ->capture_default_str();
   app.add_flag("--json", options.json, "print one line of JSON instead of a table");
   app.add_option("--timeout", options.timeout_seconds, "RPC deadline in seconds")

@@ -15,6 +15,7 @@ namespace {
 void AddRuntimeDir(CLI::App& command, std::string& runtime_dir) {
   command.add_option("--runtime-dir", runtime_dir, "runtime directory of the local cclod")
       ->envname("CCLO_RUNTIME_DIR")
+      ->check(client::RuntimeDir())
       ->capture_default_str();
 }
 

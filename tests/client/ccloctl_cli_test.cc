@@ -175,6 +175,9 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
       {{"policy", "gte"}, "The following argument was not expected: gte"},
       {{"status", "--bogus"}, "--bogus"},
       {{"--timeout", "-1", "status"}, "--timeout"},
+      // Dialled /admin.sock.
+      {{"--runtime-dir", "", "status"},
+       "--runtime-dir: is empty; give the dir of cclod's sockets (as /run/cclod)"},
       {{"comms", "show"}, "id is required"},
       {{"comms", "destroy"}, "id is required"},
       {{"log-level"}, "level is required"},

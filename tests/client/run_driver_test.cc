@@ -322,6 +322,13 @@ TEST(RunCommandLineTest, CommandLineErrorsExitTwo) {
               std::string::npos)
         << outcome.err;
   }
+  // Dialled /attach.sock.
+  outcome = CcloRun({"token", "--runtime-dir", ""});
+  EXPECT_EQ(outcome.code, 2);
+  EXPECT_NE(
+      outcome.err.find("--runtime-dir: is empty; give the dir of cclod's sockets (as /run/cclod)"),
+      std::string::npos)
+      << outcome.err;
   outcome = CcloRun({"--attach-timeout", "nan", "token"});
   EXPECT_EQ(outcome.code, 2);
   EXPECT_NE(outcome.err.find("--attach-timeout: nan is not a number of seconds in [0.001, 86400]"),
