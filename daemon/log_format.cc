@@ -5,38 +5,12 @@
 
 #include "absl/time/time.h"
 #include "daemon/config.h"
+#include "hw/types.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 namespace {
-
-/// Length of the well-formed UTF-8 sequence that `text` (not empty) starts with, or 0: no
-/// overlong forms, no surrogates, nothing past U+10FFFF (Unicode's table 3-7).
-size_t Utf8Length(std::string_view text) {
-  auto byte = [&text](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(0);
-  size_t length = 0;
-  unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
-  if (lead >= 0xc2 && lead <= 0xdf) {
-    length = 2;
-  } else if (lead >= 0xe0 && lead <= 0xef) {
-    length = 3;
-    if (lead == 0xe0) low = 0xa0;
-    if (lead == 0xed) high = 0x9f;
-  } else if (lead >= 0xf0 && lead <= 0xf4) {
-    length = 4;
-    if (lead == 0xf0) low = 0x90;
-    if (lead == 0xf4) high = 0x8f;
-  } else {
-    return 0;
-  }
-  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
-  for (size_t i = 2; i < length; ++i) {
-    if ((byte(i) & 0xc0) != 0x80) return 0;
-  }
-  return length;
-}
 
 void Append(std::string_view text, spdlog::memory_buf_t& out) {
   out.append(text.data(), text.data() + text.size());
@@ -49,7 +23,7 @@ void AppendJsonString(std::string_view text, spdlog::memory_buf_t& out) {
   for (size_t i = 0; i < text.size();) {
     const auto byte = static_cast<unsigned char>(text[i]);
     if (byte >= 0x80) {
-      const size_t length = Utf8Length(text.substr(i));
+      const size_t length = hw::Utf8Length(text.substr(i));
       Append(length == 0 ? "\\ufffd" : text.substr(i, length), out);
       i += std::max<size_t>(length, 1);
       continue;

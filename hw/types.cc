@@ -169,6 +169,31 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
 
 std::string CommIdHex(const CommId& id) { return Hex(id.data(), id.size()); }
 
+size_t Utf8Length(std::string_view text) {
+  auto byte = [&text](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    if (lead == 0xe0) low = 0xa0;
+    if (lead == 0xed) high = 0x9f;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    if (lead == 0xf0) low = 0x90;
+    if (lead == 0xf4) high = 0x8f;
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if ((byte(i) & 0xc0) != 0x80) return 0;
+  }
+  return length;
+}
+
 std::string EscapeControl(std::string_view text, size_t max_bytes) {
   size_t kept = std::min(text.size(), max_bytes);
   // A UTF-8 character has at most 3 bytes after its first: a cut inside one moves to its start.

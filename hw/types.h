@@ -121,6 +121,11 @@ using CommSecret = std::array<uint8_t, 32>;
 /// Lower-case hex of a communicator id, for logs and tables.
 std::string CommIdHex(const CommId& id);
 
+/// Length of the well-formed multi-byte UTF-8 sequence that `text` (not empty) starts with,
+/// or 0 (an ASCII byte too): no overlong forms, no surrogates, nothing past U+10FFFF
+/// (Unicode's table 3-7).
+size_t Utf8Length(std::string_view text);
+
 /// How much of a text from another process EscapeControl keeps unless told otherwise: more
 /// than any address, name or reason a daemon sends, and a bound on what anyone who reaches
 /// a port can put into one log line.

@@ -54,7 +54,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   show->add_option("id", comm_id,
                    "communicator id in hex as `ccloctl comms` prints it, or a "
                    "prefix of it that names one communicator")
-      ->required();
+      ->required()
+      ->check(client::Utf8());
   CLI::App* destroy = comms->add_subcommand(
       "destroy",
       "take a communicator down on this daemon: it breaks, ops of its local ranks fail with "
@@ -64,7 +65,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       ->add_option("id", comm_id,
                    "communicator id in hex as `ccloctl comms` prints it, or a "
                    "prefix of it that names one communicator")
-      ->required();
+      ->required()
+      ->check(client::Utf8());
   CLI::App* tenants = app.add_subcommand(
       "tenants",
       "tenants: weight, each quota as used/limit, ops queued and running, quota refusals");
@@ -82,7 +84,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* log_level = app.add_subcommand(
       "log-level", "set the daemon's log level until its next restart or reload");
   log_level->add_option("level", level, "trace, debug, info, warn, error, critical or off")
-      ->required();
+      ->required()
+      ->check(client::Utf8());
   const PolicyCommand policy(app);
   double drain_seconds = kDefaultDrainSeconds;
   CLI::App* drain = app.add_subcommand(

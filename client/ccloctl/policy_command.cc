@@ -34,9 +34,11 @@ PolicyCommand::PolicyCommand(CLI::App& app) {
   }
   explain_ = policy_->add_subcommand(
       "explain", "which rule chooses what for an op, on a communicator or on the daemon's policy");
-  explain_->add_option("--comm", comm_id_,
-                       "communicator id (or unique prefix): use its policy snapshot, size, "
-                       "transport, tenant and label");
+  explain_
+      ->add_option("--comm", comm_id_,
+                   "communicator id (or unique prefix): use its policy snapshot, size, "
+                   "transport, tenant and label")
+      ->check(client::Utf8());
   explain_->add_option("--op", op_, "collective, e.g. allreduce")->required();
   explain_->add_option("--bytes", bytes_, "one rank's contribution, e.g. 4096, 64K, 1M")
       ->capture_default_str();
@@ -45,9 +47,12 @@ PolicyCommand::PolicyCommand(CLI::App& app) {
   explain_->add_option("--world-size", world_size_, "without --comm: ranks (default 2)")
       ->check(client::Decimal())
       ->check(CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()));
-  explain_->add_option("--transport", transport_, "without --comm: local or tcp (default tcp)");
-  explain_->add_option("--tenant", tenant_, "without --comm: the communicator's tenant");
-  explain_->add_option("--label", label_, "without --comm: the communicator's label");
+  explain_->add_option("--transport", transport_, "without --comm: local or tcp (default tcp)")
+      ->check(client::Utf8());
+  explain_->add_option("--tenant", tenant_, "without --comm: the communicator's tenant")
+      ->check(client::Utf8());
+  explain_->add_option("--label", label_, "without --comm: the communicator's label")
+      ->check(client::Utf8());
 }
 
 int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostream& err) const {
@@ -60,6 +65,10 @@ int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostre
     absl::StatusOr<std::string> text = hw::ReadTextFile("policy file", file_);
     if (!text.ok()) {
       err << "ccloctl: " << text.status().message() << "\n";
+      return 1;
+    }
+    if (absl::Status utf8 = client::CheckUtf8(*text); !utf8.ok()) {
+      err << "ccloctl: policy file " << file_ << " " << utf8.message() << "\n";
       return 1;
     }
     v1::SetPolicyRequest request;

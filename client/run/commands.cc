@@ -53,7 +53,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                   "communicator token from `cclo-run token` (a password: other users can read "
                   "argv, not the environment)")
       ->envname("CCLO_TOKEN")
-      ->required();
+      ->required()
+      ->check(client::Utf8());
   run->add_option("--rank", arguments.rank, "this process's rank, 0 <= rank < size")
       ->required()
       ->check(client::Decimal());

@@ -175,6 +175,10 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
       {{"policy", "gte"}, "The following argument was not expected: gte"},
       {{"status", "--bogus"}, "--bogus"},
       {{"--timeout", "-1", "status"}, "--timeout"},
+      // protobuf would not send the request, and the call failed with no reason.
+      {{"comms", "show", "\xff"}, "id: is not UTF-8 text (byte 0xff at offset 0)"},
+      {{"policy", "explain", "--op", "allreduce", "--tenant", "ab\xc3"},
+       "--tenant: is not UTF-8 text (byte 0xc3 at offset 2)"},
       // Dialled /admin.sock.
       {{"--runtime-dir", "", "status"},
        "--runtime-dir: is empty; give the dir of cclod's sockets (as /run/cclod)"},
@@ -230,6 +234,16 @@ TEST(CcloctlCliTest, PolicyFileThatCannotBeReadIsNamedWithTheReason) {
     EXPECT_EQ(run.err, absl::StrCat("ccloctl: cannot read policy file ", dir, ": Is a directory\n"))
         << command;
   }
+  // Sent as it was, the call failed with no reason.
+  const std::string latin1 = dir + "/latin1.yaml";
+  std::ofstream(latin1) << "rules: [] # caf\xe9\n";
+  const CliRun latin =
+      Ccloctl({"--runtime-dir", "/tmp/no-such-cclod-dir", "policy", "set", latin1});
+  EXPECT_EQ(latin.exit_code, 1);
+  EXPECT_EQ(latin.out, "");
+  EXPECT_EQ(latin.err, absl::StrCat("ccloctl: policy file ", latin1,
+                                    " is not UTF-8 text (byte 0xe9 at offset 15)\n"));
+  std::filesystem::remove(latin1);
   const CliRun missing = Ccloctl(
       {"--runtime-dir", "/tmp/no-such-cclod-dir", "policy", "validate", dir + "/none.yaml"});
   EXPECT_EQ(missing.exit_code, 1);

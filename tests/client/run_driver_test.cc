@@ -322,6 +322,12 @@ TEST(RunCommandLineTest, CommandLineErrorsExitTwo) {
               std::string::npos)
         << outcome.err;
   }
+  // protobuf would not send the join, which failed with no reason.
+  outcome = CcloRun({"run", "--token", "t\xff", "--rank", "0", "--size", "1"});
+  EXPECT_EQ(outcome.code, 2);
+  EXPECT_NE(outcome.err.find("--token: is not UTF-8 text (byte 0xff at offset 1)"),
+            std::string::npos)
+      << outcome.err;
   // Dialled /attach.sock.
   outcome = CcloRun({"token", "--runtime-dir", ""});
   EXPECT_EQ(outcome.code, 2);
