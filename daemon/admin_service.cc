@@ -9,6 +9,7 @@
 #include "daemon/version.h"
 #include "firmware/registry.h"
 #include "hw/poe/wire.h"
+#include "hw/types.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -66,7 +67,10 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
 void AdminService::CountReload(const absl::Status& outcome) {
   absl::MutexLock lock(&reload_mu_);
   ++(outcome.ok() ? reloads_applied_ : reloads_rejected_);
-  reload_error_ = std::string(outcome.message());
+  // The reason may quote the file's bytes, which the Status answer's string must not hold
+  // unless they are UTF-8.
+  const std::string reason(outcome.message());
+  reload_error_ = hw::EscapeControl(reason, reason.size());
 }
 
 grpc::Status AdminService::ListCommunicators(grpc::ServerContext*,

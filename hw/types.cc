@@ -203,15 +203,18 @@ std::string EscapeControl(std::string_view text, size_t max_bytes) {
     --kept;
   }
   std::string out;
-  for (const char c : text.substr(0, kept)) {
+  for (size_t i = 0; i < kept; ++i) {
+    const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
+    const size_t character = byte < 0x80 ? 1 : Utf8Length(text.substr(i, kept - i));
     if (c == '\n') {
       out += "\\n";
-    } else if (byte < 0x20 || byte == 0x7f) {
+    } else if (byte < 0x20 || byte == 0x7f || character == 0) {
       out += "\\x";
       out += Hex(&byte, 1);
     } else {
-      out += c;
+      out += text.substr(i, character);
+      i += character - 1;
     }
   }
   if (kept < text.size()) absl::StrAppend(&out, "... (", text.size(), " bytes in all)");

@@ -131,10 +131,11 @@ size_t Utf8Length(std::string_view text);
 /// a port can put into one log line.
 inline constexpr size_t kMaxEscapedBytes = 256;
 
-/// `text` with each control character (below 0x20, and 0x7f) written as \n or \xHH, and
-/// cut after `max_bytes` bytes (not inside a UTF-8 character) with "... (N bytes in all)":
-/// for text from another process on its way to a log or a terminal, which may hold
-/// anything and be of any length.
+/// `text` with each control character (below 0x20, and 0x7f) written as \n or \xHH, each
+/// byte that is not part of a UTF-8 character as \xHH (so that the result is UTF-8, as a
+/// proto's string field must be), and cut after `max_bytes` bytes (not inside a UTF-8
+/// character) with "... (N bytes in all)": for text from another process or a file on its
+/// way to a log, a terminal or an RPC, which may hold anything and be of any length.
 std::string EscapeControl(std::string_view text, size_t max_bytes = kMaxEscapedBytes);
 
 /// "host:port", an IPv6 address in brackets ("[::1]:7470"): the form gRPC, civetweb and the

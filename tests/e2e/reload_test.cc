@@ -183,6 +183,20 @@ TEST_F(ReloadTest, StatusAndMetricsCountReloadsAndSayWhyTheLastWasRejected) {
   EXPECT_TRUE(absl::StrContains(metrics, "cclod_config_reload_rejected 0\n")) << metrics;
 }
 
+TEST_F(ReloadTest, AReasonQuotingBytesThatAreNotUtf8StillShowsInStatus) {
+  // The Status answer could not carry the reason: `ccloctl status` failed 'No message
+  // returned for unary request' until a reload was applied.
+  Reload("quotas: {sessions: 1}", "quotas: {sessions: caf\xe9}", "rejected, the running config");
+  const ProcessResult result = Ccloctl(daemon_, {"status", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  v1::StatusResponse status;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(result.output, &status).ok())
+      << result.output;
+  EXPECT_EQ(status.reloads_rejected(), 1u);
+  EXPECT_TRUE(absl::StrContains(status.reload_error(), "'sessions': 'caf\\xe9' is not"))
+      << status.reload_error();
+}
+
 TEST_F(ReloadTest, FileWithoutKeysIsRejected) {
   // A file being written may be empty yet, or hold only its first comments; its defaults
   // would have replaced the running quotas, log settings and policy.

@@ -36,7 +36,14 @@ TEST(EscapeControlTest, CutsBeforeAUtf8CharacterThatDoesNotFit) {
   // Bytes that are not UTF-8 move the cut back by 3 at most.
   const std::string ascii(kMaxEscapedBytes - 6, 'a');
   EXPECT_EQ(EscapeControl(ascii + std::string(10, '\x80')),
-            ascii + "\x80\x80\x80... (" + std::to_string(ascii.size() + 10) + " bytes in all)");
+            ascii + "\\x80\\x80\\x80... (" + std::to_string(ascii.size() + 10) + " bytes in all)");
+}
+
+TEST(EscapeControlTest, WritesBytesThatAreNotUtf8AsEscapes) {
+  // A Latin-1 word, a character cut short, a surrogate: a proto's string field cannot hold
+  // them (a reload's reason quoting them made `ccloctl status` fail).
+  EXPECT_EQ(EscapeControl("caf\xe9 \xe2\x9c \xed\xa0\x80 \xe2\x9c\x93"),
+            "caf\\xe9 \\xe2\\x9c \\xed\\xa0\\x80 \xe2\x9c\x93");
 }
 
 TEST(EscapeControlTest, KeepsAllWhenToldTo) {
