@@ -98,6 +98,14 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
       return absl::InvalidArgumentError(
           absl::StrCat("--runtime-dirs '", *arguments.runtime_dirs, "' has an empty entry"));
     }
+    // One daemon named twice would be counted as two, in the header and its CPU time.
+    for (auto dir = options.runtime_dirs.begin(); dir != options.runtime_dirs.end(); ++dir) {
+      if (std::find(options.runtime_dirs.begin(), dir, *dir) != dir) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--runtime-dirs '", *arguments.runtime_dirs, "' names ", *dir,
+                         " twice; use --ranks-per-daemon for more ranks on a daemon"));
+      }
+    }
   }
   const int64_t daemons = !options.runtime_dirs.empty() ? options.runtime_dirs.size()
                           : arguments.daemons == -1     ? 2

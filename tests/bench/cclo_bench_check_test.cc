@@ -223,6 +223,10 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--daemons", "3", "--runtime-dirs", "/a,/b"}, "--daemons 3 but --runtime-dirs names 2"},
       {{"--runtime-dirs", ""}, "--runtime-dirs '' has an empty entry"},
       {{"--runtime-dirs", "/a,"}, "--runtime-dirs '/a,' has an empty entry"},
+      // Ran as "2 ranks on 2 daemons", its CPU time counted twice.
+      {{"--runtime-dirs", "/a,/b,/a"},
+       "--runtime-dirs '/a,/b,/a' names /a twice; use --ranks-per-daemon for more ranks on a "
+       "daemon"},
       {{"--daemons", "1", "--ops", "sendrecv"}, "sendrecv needs at least 2 ranks"},
       {{"--daemons", "1", "--ops", "allreduce,send"}, "send needs at least 2 ranks"},
       {{"--iters", "0"}, "--iters 0 is outside 1 to"},
