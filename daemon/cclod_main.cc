@@ -65,7 +65,14 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"cclod: collective-communication offload daemon"};
   std::string config_path;
-  app.add_option("-c,--config", config_path, "YAML config file (defaults apply without one)");
+  // An empty path (a unit's `--config $CONFIG` with CONFIG unset) would start the daemon on
+  // every default, with nothing for a SIGHUP to reload.
+  app.add_option("-c,--config", config_path, "YAML config file (defaults apply without one)")
+      ->check([](const std::string& path) {
+        return path.empty() ? "is empty; give the config file's path, or no --config for the "
+                              "defaults"
+                            : "";
+      });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -94,6 +94,9 @@ TEST(NotifyTest, BadCommandLineOrConfigPathExitsTwoWhichSystemdDoesNotRetry) {
   } cases[] = {
       {{"--bogus"}, "The following argument was not expected: --bogus"},
       {{"--config"}, "--config: 1 required TEXT missing"},
+      // Started on every default, with nothing to reload.
+      {{"--config", ""},
+       "--config: is empty; give the config file's path, or no --config for the defaults"},
       {{"--config", dir}, "cclod: cannot read config file " + dir + ": Is a directory"},
       {{"--config", "/dev/zero"}, "cclod: cannot read config file /dev/zero: not a regular file"},
   };
