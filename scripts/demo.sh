@@ -37,7 +37,7 @@ YAML
     cat "$work/$name/cclod.log" >&2
     exit 1
   fi
-  echo "demo: cclod $name is up ($(grep -o 'peer [^,]*' "$work/$name/cclod.log" | head -1))"
+  echo "demo: cclod $name is up ($(grep -o -m1 'ready: peer [^,]*' "$work/$name/cclod.log" | cut -d' ' -f2-))"
 }
 
 start_daemon node-a
