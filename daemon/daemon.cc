@@ -6,6 +6,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -120,13 +121,30 @@ absl::Status SetAdminMode(const std::string& path, const std::string& group) {
   return absl::OkStatus();
 }
 
+/// Whether SetAdminMode may give admin.sock to `group`: without CAP_CHOWN a process gives its
+/// files only to its own groups (under systemd, SupplementaryGroups= adds one). Tried on a
+/// memfd, which leaves nothing behind.
+absl::Status CheckAdminGroup(const std::string& group) {
+  absl::StatusOr<gid_t> gid = AdminGroupId(group);
+  if (!gid.ok() || group.empty()) return gid.status();
+  const int probe = memfd_create("cclod-admin-group", MFD_CLOEXEC);
+  if (probe < 0) return absl::OkStatus();
+  const int refused = fchown(probe, static_cast<uid_t>(-1), *gid) == 0 ? 0 : errno;
+  close(probe);
+  if (refused == 0) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "config key 'admin_group': cclod may not give admin.sock to group '", group, "' (gid ", *gid,
+      "): ", std::strerror(refused), "; it is none of cclod's groups (under systemd, add ",
+      "SupplementaryGroups=", group, ")"));
+}
+
 /// What a start checks of the keys that this host may refuse and that apply only at a
 /// start: the runtime dir, the admin group, the peer TLS files and the data sessions'
 /// congestion control. A reload checks them too, so that it does not take a file the next
 /// start refuses.
 absl::Status CheckStartable(const Config& config) {
   absl::Status refused = RuntimeLock::CheckDir(config.runtime_dir);
-  if (refused.ok()) refused = AdminGroupId(config.admin_group).status();
+  if (refused.ok()) refused = CheckAdminGroup(config.admin_group);
   if (refused.ok()) refused = LoadPeerTls(config).status();
   if (refused.ok() && !config.data_tcp_congestion.empty()) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -1,6 +1,7 @@
 // SIGHUP reloads the config file: tenant weights and quotas and the log format change for a
 // running daemon, a bad file or a change that needs a restart is rejected with the reason
 // and the running config stays, and keys that apply only at restart are named.
+#include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -26,7 +28,9 @@ const char kQuota[] = "tenants:\n  - name: default\n    quotas: {sessions: 1}\n"
 
 class ReloadTest : public ::testing::Test {
  protected:
-  ReloadTest() : daemon_(kQuota), path_(daemon_.runtime_dir() + "/../cclod.yaml") {
+  /// `launcher` as Daemon takes it.
+  explicit ReloadTest(const std::vector<std::string>& launcher = {})
+      : daemon_(kQuota, launcher), path_(daemon_.runtime_dir() + "/../cclod.yaml") {
     std::ifstream file(path_);
     std::stringstream text;
     text << file.rdbuf();
@@ -119,6 +123,32 @@ TEST_F(ReloadTest, KeysAStartWouldRefuseAreRejected) {
     EXPECT_EQ(Count(reason), 1u) << daemon_.process().Output();
   }
   EXPECT_EQ(Tenant().quotas(3).limit(), 1u);
+}
+
+// A daemon without CAP_CHOWN, as the unit's DynamicUser runs it: it may give admin.sock
+// only to a group of its own.
+class ReloadWithoutChownTest : public ReloadTest {
+ protected:
+  ReloadWithoutChownTest() : ReloadTest({"/usr/bin/setpriv", "--bounding-set", "-chown", "--"}) {}
+};
+
+TEST_F(ReloadWithoutChownTest, AnAdminGroupNotOfTheDaemonsIsRejected) {
+  // The next start fails 'cannot set owner group and mode of .../admin.sock: Operation not
+  // permitted'; the reload took the file before, naming admin_group as a restart key.
+  Reload("quotas: {sessions: 1}", "quotas: {sessions: 3}\nadmin_group: nogroup\n",
+         "rejected, the running config");
+  EXPECT_EQ(Count("the next start would refuse it: config key 'admin_group': cclod may not give "
+                  "admin.sock to group 'nogroup' (gid "),
+            1u)
+      << daemon_.process().Output();
+  EXPECT_EQ(Tenant().quotas(3).limit(), 1u);
+  // Its own group it may.
+  const group* own = getgrgid(getegid());
+  ASSERT_NE(own, nullptr);
+  Reload("quotas: {sessions: 1}",
+         absl::StrCat("quotas: {sessions: 3}\nadmin_group: ", own->gr_name, "\n"),
+         "changed keys that apply only at restart: admin_group");
+  EXPECT_EQ(Tenant().quotas(3).limit(), 3u);
 }
 
 TEST_F(ReloadTest, ARuntimeDirAStartWouldRefuseIsRejected) {
