@@ -1,8 +1,10 @@
 #include "client/ccloctl/format.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/table.h"
@@ -164,8 +166,11 @@ std::string BuffersTable(const v1::ListBuffersResponse& buffers) {
 }
 
 std::string StatsTable(const v1::StatsResponse& stats) {
+  // Interpolated within a histogram bucket: three digits say all the estimate knows (6.67ms,
+  // not 6.66666675ms).
   auto latency = [](const v1::OpStats& row, double seconds) -> std::string {
-    return row.ops_ok() == 0 ? "-" : absl::FormatDuration(absl::Seconds(seconds));
+    if (row.ops_ok() == 0) return "-";
+    return absl::FormatDuration(absl::Seconds(std::stod(absl::StrFormat("%.3g", seconds))));
   };
   std::vector<std::vector<std::string>> rows;
   for (const v1::OpStats& row : stats.ops()) {
