@@ -29,7 +29,8 @@ grpc::Status PeerService::Join(grpc::ServerContext* context,
         absl::StrCat("peer protocol version ", request->version(), " unsupported; expected 1")));
   }
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined =
-      root_gather_->Join(*request, hw::FromWallDeadline(context->deadline()));
+      root_gather_->Join(*request, hw::FromWallDeadline(context->deadline()),
+                         [context] { return context->IsCancelled(); });
   if (!joined.ok()) {
     // The caller's word for its address, perhaps unproven (the proof may be what failed).
     spdlog::warn("join of rank {} from peer daemon {} ({}{}) refused: {}", request->rank(),

@@ -81,7 +81,8 @@ void RootGather::Fail(Gather& gather, absl::Status why) {
 }
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
-    const cclo::v1::PeerJoinRequest& request, hw::SteadyTime rpc_deadline) {
+    const cclo::v1::PeerJoinRequest& request, hw::SteadyTime rpc_deadline,
+    const std::function<bool()>& caller_left) {
   absl::StatusOr<hw::CommId> parsed = CommIdFromBytes(request.comm_id());
   if (!parsed.ok()) return parsed.status();
   const hw::CommId id = *parsed;
@@ -158,7 +159,22 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   auto complete = [&gather]() {
     return !gather.failure.ok() || gather.ranks.size() == gather.size;
   };
-  hw::AwaitUntil(mu_, absl::Condition(&complete), deadline);
+  // A rank whose daemon gave up the call (its client left, or the connection to it was
+  // lost) leaves: the others would form the communicator with a rank no daemon joins, and a
+  // new join of that rank would be refused as taken.
+  while (!hw::AwaitUntil(
+             mu_, absl::Condition(&complete),
+             caller_left ? std::min(deadline, hw::SteadyNow() + kCallerLeftCheck) : deadline) &&
+         hw::SteadyNow() < deadline) {
+    if (!caller_left()) continue;
+    gather.ranks.erase(request.rank());
+    if (gather.ranks.empty()) gather.size = 0;
+    --gather.waiting;
+    return absl::CancelledError(absl::StrCat(
+        "the call ended before all ranks joined (its daemon gave it up, or the connection was "
+        "lost); rank ",
+        request.rank(), " may join again"));
+  }
   absl::StatusOr<cclo::v1::PeerJoinResponse> result;
   if (gather.ranks.size() == gather.size) {
     cclo::v1::PeerJoinResponse response;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -61,12 +62,17 @@ class RootGather {
 
   /// Adds one rank and blocks until every rank joined, or its timeout_ms (at most
   /// longest_wait) passed, or `rpc_deadline`; the answer has the rank table and the policy.
+  /// While it waits, `caller_left` (asked every kCallerLeftCheck) says whether the rank's
+  /// daemon gave up the call; the rank then leaves the gather, free to join again.
   /// Errors: NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
   /// (size disagrees or above kMaxWorldSize, rank out of range, timeout_ms 0), FAILED_PRECONDITION
   /// (this or another rank's daemon has another built-in selection: SameSelection), ALREADY_EXISTS
-  /// (rank taken), DEADLINE_EXCEEDED (naming the missing ranks), or the status given to Refuse.
-  absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const cclo::v1::PeerJoinRequest& request,
-                                                  hw::SteadyTime rpc_deadline);
+  /// (rank taken), DEADLINE_EXCEEDED (naming the missing ranks), CANCELLED (the caller left), or
+  /// the status given to Refuse.
+  absl::StatusOr<cclo::v1::PeerJoinResponse> Join(
+      const cclo::v1::PeerJoinRequest& request, hw::SteadyTime rpc_deadline,
+      const std::function<bool()>& caller_left = nullptr);
+  static constexpr absl::Duration kCallerLeftCheck = absl::Milliseconds(100);
 
   /// Fails every waiting and later join with `why` (not OK): the daemon drains or stops.
   void Refuse(absl::Status why);

@@ -472,6 +472,35 @@ TEST(FailureTest, ALateJoinIsRefusedAndTheDepartedRankKeepsItsReason) {
   EXPECT_EQ(shown.departed(0).reason(), left);
 }
 
+// A rank whose daemon gives up its join at the root (here its client exits; or the root's
+// keepalive found the daemon's connection dead) leaves the root's gather: a new client
+// joins as that rank and the communicator forms. The root kept it as joined, so the new
+// join was refused ('rank 1 of communicator <id> already joined'), and the other ranks,
+// once all came, got a table naming a rank no daemon joined and failed at its data session.
+TEST(FailureTest, ARankWhoseDaemonGaveUpItsJoinCanJoinAgain) {
+  Daemon a, b;
+  RawSession rank0(a.runtime_dir()), gone(b.runtime_dir());
+  const std::string token = rank0.NewToken();
+  grpc::Status given_up;
+  std::thread joining([&] { given_up = gone.Join(token, 1, 2); });
+  ASSERT_TRUE(a.process().WaitForOutput("joining at this root", absl::Seconds(20)));
+  gone.Detach();
+  joining.join();
+  EXPECT_EQ(given_up.error_code(), grpc::StatusCode::UNAVAILABLE) << given_up.error_message();
+  EXPECT_TRUE(a.process().WaitForOutput("rank 1 may join again", absl::Seconds(20)))
+      << a.process().Output();
+
+  RawSession rank1(b.runtime_dir());
+  uint64_t handle0 = 0, handle1 = 0;
+  grpc::Status joined1;
+  std::thread again([&] { joined1 = rank1.Join(token, 1, 2, &handle1); });
+  grpc::Status joined0 = rank0.Join(token, 0, 2, &handle0);
+  again.join();
+  ASSERT_TRUE(joined0.ok()) << joined0.error_message();
+  ASSERT_TRUE(joined1.ok()) << joined1.error_message();
+  ExpectPairAllreduce(rank0, handle0, rank1, handle1);
+}
+
 // A daemon whose rank waits at a root and that then falls silent without closing its
 // connection (its host crashed or went off the network; here it hangs: SIGSTOP keeps its
 // kernel answering TCP) does not hold a descriptor at the root for good: the root's Peer
