@@ -308,15 +308,24 @@ absl::Status CheckHost(const std::string& host) {
         absl::StrCat("'", host, "' is not an IPv6 address (write one without brackets, e.g. ::1)"));
   }
   bool unspecified;
+  bool unscoped = false;
   if (found->ai_family == AF_INET6) {
-    const in6_addr& address = reinterpret_cast<const sockaddr_in6*>(found->ai_addr)->sin6_addr;
+    const auto* socket_address = reinterpret_cast<const sockaddr_in6*>(found->ai_addr);
+    const in6_addr& address = socket_address->sin6_addr;
     // ::ffff:0.0.0.0 binds as 0.0.0.0 does.
     unspecified = IN6_IS_ADDR_UNSPECIFIED(&address) ||
                   (IN6_IS_ADDR_V4MAPPED(&address) && address.s6_addr32[3] == 0);
+    // A link-local address is one per interface: no socket binds or dials it without one.
+    unscoped = IN6_IS_ADDR_LINKLOCAL(&address) && socket_address->sin6_scope_id == 0;
   } else {
     unspecified = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr.s_addr == 0;
   }
   freeaddrinfo(found);
+  if (unscoped) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", host, "' is a link-local address without its interface; write it with one, as ", host,
+        "%eth0 (other daemons dial it through their interface of that name)"));
+  }
   if (!unspecified) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "'", host, "' is the unspecified address, which other daemons cannot dial (rank tables ",

@@ -148,7 +148,7 @@ TEST(ConfigTest, ReadsTenants) {
 
 // Other daemons dial `host`: a name, an IPv4 address or an IPv6 one (without brackets).
 TEST(ConfigTest, HostIsANameOrAnAddressOtherDaemonsCanDial) {
-  for (const std::string host : {"10.0.0.2", "::1", "fd00::7", "node-7.cluster"}) {
+  for (const std::string host : {"10.0.0.2", "::1", "fd00::7", "fe80::7%lo", "node-7.cluster"}) {
     absl::StatusOr<Config> config = ParseConfig(absl::StrCat("host: '", host, "'"));
     ASSERT_TRUE(config.ok()) << config.status();
     EXPECT_EQ(config->host, host);
@@ -244,6 +244,11 @@ INSTANTIATE_TEST_SUITE_P(
                   "brackets, e.g. ::1)"},
         BadConfig{"host: ''",
                   "config key 'host': is empty; give this node's address on the cluster network"},
+        // Its bind failed at start ('Invalid argument') with exit code 1, which systemd retries.
+        BadConfig{"host: 'fe80::7'",
+                  "config key 'host': 'fe80::7' is a link-local address without its interface; "
+                  "write it with one, as fe80::7%eth0 (other daemons dial it through their "
+                  "interface of that name)"},
         BadConfig{"data_port: 010000",
                   "config key 'data_port': '010000' is not a whole number in [0, 65535] written "
                   "in decimal digits (no sign, no leading 0, no 0x)"},
