@@ -150,7 +150,7 @@ absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineH
     error = Errno("socket");
   } else if (setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
              bind(listen_fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-    error = Errno(absl::StrCat("bind ", config.listen_host, ":", config.port));
+    error = Errno(absl::StrCat("bind ", HostPort(config.listen_host, config.port)));
   } else if (listen(listen_fd, SOMAXCONN) != 0) {
     error = Errno("listen");
   }

@@ -252,6 +252,15 @@ TEST(EngineSleepTest, DeadlineATaskSetsIsKeptWhenTheEngineSleepsRightAfterIt) {
   EXPECT_EQ(poller.done_.load(), 1);
 }
 
+// A listener that cannot bind names its address as host:port, an IPv6 one bracketed (the
+// error said 'bind 2001:db8::1:0').
+TEST(EngineAddressTest, ABindThatFailsNamesTheAddressAsHostPort) {
+  IdleHandler handler;
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({.listen_host = "2001:db8::1"}, &handler);
+  EXPECT_EQ(engine.status(), absl::UnavailableError("data port: bind [2001:db8::1]:0: Cannot "
+                                                    "assign requested address"));
+}
+
 // A listener given a name announces the numeric address it bound, and a peer's data
 // address must be numeric: the engine thread never waits for a name server.
 TEST(EngineAddressTest, AnnouncesNumericAddressesAndConnectsOnlyToThem) {
