@@ -282,18 +282,33 @@ void Knock(const addrinfo& listener) {
   close(fd);
 }
 
+/// Whether `host` (an address or a name) resolves, but to no IPv4 address as the HTTP server
+/// looks it up; false when it does not resolve at all, which the server then reports.
+bool OnlyIpv6(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  freeaddrinfo(found);
+  hints.ai_family = AF_INET;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return true;
+  freeaddrinfo(found);
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host,
                                                                     uint16_t port,
                                                                     SnapshotFn snapshot) {
-  // Debian's civetweb is built without IPv6.
+  // Debian's civetweb is built without IPv6: it takes a name's IPv4 addresses only.
   constexpr unsigned kCivetwebIpv6 = 8;
-  if (host.find(':') != std::string::npos && mg_check_feature(kCivetwebIpv6) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot serve metrics on ", hw::HostPort(host, port),
-                     ": the HTTP server (civetweb) was built without IPv6; set metrics_host to "
-                     "an IPv4 address"));
+  if (mg_check_feature(kCivetwebIpv6) == 0 && OnlyIpv6(host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot serve metrics on ", hw::HostPort(host, port),
+        host.find(':') == std::string::npos ? ", a name with only IPv6 addresses" : "",
+        ": the HTTP server (civetweb) was built without IPv6; set metrics_host to an IPv4 "
+        "address"));
   }
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   try {

@@ -218,15 +218,16 @@ Daemon::~Daemon() {
   AbortOnSanitizerReport(result.output);
 }
 
-ProcessResult RunCclod(const std::string& extra_config) {
+ProcessResult RunCclod(const std::string& extra_config, const std::vector<std::string>& launcher) {
   char dir[] = "/tmp/cclo.XXXXXX";
   if (mkdtemp(dir) == nullptr) std::abort();
   const std::string config = std::string(dir) + "/cclod.yaml";
   std::ofstream(config) << "runtime_dir: " << dir << "/run\npeer_port: 0\ndata_port: 0\n"
                         << "metrics_port: 0\n"
                         << extra_config;
-  ProcessResult result =
-      Process({Runfile("daemon/cclod"), "--config", config}).Wait(absl::Seconds(30));
+  std::vector<std::string> command = launcher;
+  command.insert(command.end(), {Runfile("daemon/cclod"), "--config", config});
+  ProcessResult result = Process(command).Wait(absl::Seconds(30));
   std::filesystem::remove_all(dir);
   return result;
 }

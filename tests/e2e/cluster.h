@@ -94,8 +94,10 @@ class Daemon {
 };
 
 /// Runs cclod with a config of `extra_config` YAML lines after a fresh runtime dir and free
-/// ports, until it exits (at most 30 s), for configs it must refuse to start with.
-ProcessResult RunCclod(const std::string& extra_config);
+/// ports, behind `launcher` as Daemon does, until it exits (at most 30 s), for configs it must
+/// refuse to start with.
+ProcessResult RunCclod(const std::string& extra_config,
+                       const std::vector<std::string>& launcher = {});
 
 /// Runs `ccloctl --runtime-dir <daemon's> args...` and returns what it left behind.
 ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args);

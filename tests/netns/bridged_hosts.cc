@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -54,7 +56,11 @@ BridgedHosts::BridgedHosts(std::string ip, std::string tc, std::string prefix, i
 
 BridgedHosts::~BridgedHosts() {
   // Namespaces that Create never made fail to delete; that is fine.
-  for (const std::string& netns : AllNetns()) Ip({"netns", "delete", netns}).IgnoreError();
+  for (const std::string& netns : AllNetns()) {
+    Ip({"netns", "delete", netns}).IgnoreError();
+    std::error_code ignored;
+    std::filesystem::remove_all(EtcDir(netns), ignored);
+  }
   if (watchdog_fd_ >= 0) close(watchdog_fd_);
 }
 
@@ -69,6 +75,17 @@ std::vector<std::string> BridgedHosts::Inside(int host,
 
 absl::Status BridgedHosts::SetLink(int host, bool up) const {
   return Ip({"-n", SwitchNetns(), "link", "set", Port(host), up ? "up" : "down"});
+}
+
+absl::Status BridgedHosts::SetHostsFile(int host, const std::string& text) const {
+  const std::string dir = EtcDir(HostNetns(host));
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  std::ofstream file(dir + "/hosts");
+  if (error || !(file << text).flush()) {
+    return absl::InternalError(absl::StrCat("cannot write ", dir, "/hosts: ", error.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status BridgedHosts::SetInbound(int host, bool up) const {
@@ -106,13 +123,15 @@ std::vector<std::string> BridgedHosts::AllNetns() const {
 absl::Status BridgedHosts::StartWatchdog() {
   // A shell in its own session reads its stdin until EOF, which comes when this process
   // closes the write end or dies however it dies; then it kills what still runs in the
-  // namespaces (daemons and clients of a test that died) and deletes them.
+  // namespaces (daemons and clients of a test that died) and deletes them and their hosts
+  // files.
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe2 for the watchdog failed");
   std::vector<std::string> argv = {"/bin/sh", "-c",
                                    "cat >/dev/null; ip=$1; shift; for ns; do "
                                    "kill -9 $(\"$ip\" netns pids \"$ns\"); "
-                                   "\"$ip\" netns delete \"$ns\"; done 2>/dev/null",
+                                   "\"$ip\" netns delete \"$ns\"; rm -rf \"/etc/netns/$ns\"; "
+                                   "done 2>/dev/null",
                                    "cclo-netns-watchdog", ip_};
   for (const std::string& netns : AllNetns()) argv.push_back(netns);
   std::vector<char*> args;

@@ -25,7 +25,7 @@ class BridgedHosts {
   /// tests skip then. Any other error is a failure of the setup itself.
   static absl::StatusOr<std::unique_ptr<BridgedHosts>> Create(int count);
 
-  /// Deletes every namespace, and with them the bridge and the veths.
+  /// Deletes every namespace, and with them the bridge and the veths, and the hosts files.
   ~BridgedHosts();
 
   BridgedHosts(const BridgedHosts&) = delete;
@@ -40,6 +40,10 @@ class BridgedHosts {
   /// Takes host `host`'s port on the bridge down (`up` false) or up again: a silent
   /// partition, as a switch that drops the host's packets makes; no reset reaches anyone.
   absl::Status SetLink(int host, bool up) const;
+
+  /// Gives host `host` an /etc/hosts of its own, `text`: `ip netns exec` mounts it over
+  /// /etc/hosts for what runs Inside the host.
+  absl::Status SetHostsFile(int host, const std::string& text) const;
 
   /// Drops every packet that reaches host `host` (`up` false) or delivers them again: a
   /// one-way partition, as a switch that drops what goes to the host makes; what the host
@@ -61,6 +65,8 @@ class BridgedHosts {
 
   std::string SwitchNetns() const { return prefix_ + "sw"; }
   std::string HostNetns(int host) const;
+  /// Where `ip netns exec` finds the files it mounts over /etc for namespace `netns`.
+  static std::string EtcDir(const std::string& netns) { return "/etc/netns/" + netns; }
   /// The bridge's port that host `host`'s veth ends at.
   static std::string Port(int host) { return "p" + std::to_string(host); }
   std::vector<std::string> AllNetns() const;

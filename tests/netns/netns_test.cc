@@ -2,7 +2,8 @@
 // host's address, cclo-run clients inside the hosts: every collective cclo-run checks runs
 // across the hosts over real (virtual) links instead of loopback, communicators form again
 // once a silent partition of a host's link ends, and a one-way partition ends every rank's
-// op naming a peer daemon. Skipped with the reason where namespaces cannot be made.
+// op naming a peer daemon, and a metrics_host naming only IPv6 addresses in a host's
+// /etc/hosts is refused at start. Skipped with the reason where namespaces cannot be made.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -124,6 +125,21 @@ TEST_F(NetnsTest, ACommunicatorFormsAfterAPartitionOutlastedTheRootsConnection) 
   EXPECT_TRUE(WaitUntil([&] { return !PeerPortConnected(0, 1); }, absl::Minutes(2)));
   ASSERT_TRUE(hosts_->SetLink(1, true).ok());
   RunRanks({0, 1}, {"--ops", "allreduce", "--sizes", "1K"});
+}
+
+// A metrics_host that is a name with only IPv6 addresses (here in the host's /etc/hosts) is
+// refused at start naming it, as an IPv6 address is: the metrics' HTTP server has no IPv6
+// and takes a name's IPv4 addresses only (the start failed 'null context when constructing
+// CivetServer. Possible problem binding to port.' with exit code 1, which systemd retries).
+TEST_F(NetnsTest, MetricsOnANameWithOnlyIpv6AddressesAreRefusedAtStart) {
+  ASSERT_TRUE(hosts_->SetHostsFile(0, "127.0.0.1 localhost\nfd00::1 node0\n").ok());
+  const ProcessResult result = RunCclod("metrics_host: node0\n", hosts_->Inside(0));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(absl::StrContains(
+      result.output,
+      "cannot serve metrics on node0:0, a name with only IPv6 addresses: the HTTP server "
+      "(civetweb) was built without IPv6; set metrics_host to an IPv4 address"))
+      << result.output;
 }
 
 // Daemons that lose a silent peer daemon after the shortest peer timeout.
