@@ -55,6 +55,7 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_engine_turn_bytes(stats.turn_bytes);
   response->set_scratch_bytes_limit(stats.scratch_bytes_limit);
   response->set_scratch_bytes_used(stats.scratch_bytes_used);
+  response->set_scratch_bytes_kept(stats.scratch_bytes_kept);
   response->set_policy_version(policies_->Current()->version());
   response->set_draining(drain_->draining());
   absl::MutexLock lock(&reload_mu_);

@@ -37,6 +37,7 @@
 #include "hw/poe/wire.h"
 #include "hw/types.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/pairs.h"
 
 namespace cclo::testing {
 namespace {
@@ -372,6 +373,32 @@ TEST(MetricsTest, CountersFollowTheOps) {
     for (const auto& [name, family] : documented) {
       EXPECT_TRUE(exported.count(name)) << name << " is in operations.md but not exported";
     }
+  }
+}
+
+TEST(MetricsTest, ScratchKeptForTheCallsAfterShows) {
+  // An in-place recursive doubling allreduce of 2 MiB receives the other rank's whole
+  // buffer into 2 MiB of scratch, which the engine keeps once the call is done: memory the
+  // daemon holds beside the rx pool.
+  constexpr uint64_t kBytes = 2 << 20;
+  Daemon daemons[2];
+  Pair pair;
+  JoinAndRun(daemons, pair, [&](int rank) {
+    absl::StatusOr<Buffer> buffer = pair.clients[rank]->AllocBuffer(kBytes);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_TRUE(pair.comms[rank]
+                    ->Allreduce(*buffer, *buffer, kBytes / sizeof(int32_t), DataType::kInt32,
+                                ReduceOp::kSum, {.algorithm = "recursive_doubling"})
+                    .ok());
+  });
+  if (HasFatalFailure()) return;
+  for (Daemon& daemon : daemons) {
+    // The engine takes the scratch back just after the call's completion.
+    EXPECT_TRUE(
+        WaitUntil([&] { return Parse(Scrape(daemon))["cclod_scratch_kept_bytes"] == kBytes; },
+                  absl::Seconds(10)))
+        << Scrape(daemon);
+    EXPECT_EQ(AdminJson<v1::StatusResponse>(daemon, {"status"}).scratch_bytes_kept(), kBytes);
   }
 }
 
