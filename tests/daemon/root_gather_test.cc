@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -162,6 +163,42 @@ TEST(RootGatherTest, ALateRankLearnsWhyTheGatherFailed) {
   absl::StatusOr<cclo::v1::PeerJoinResponse> late = gather.Join(
       JoinFrom(token, 1, size, firmware::kSelectionVersion), hw::SteadyNow() + absl::Seconds(30));
   EXPECT_EQ(late.status(), expected);
+}
+
+// A rank whose daemon gave its join up (its client was killed while joining) leaves the
+// gather: the others are not answered with a table naming it, and a new client's rank of
+// that number takes its place.
+TEST(RootGatherTest, ARankWhoseDaemonGaveItsJoinUpLeavesTheGather) {
+  RootGather gather(absl::Minutes(1));
+  const CommToken token = NewToken("10.0.0.1:7470");
+  ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
+  std::atomic<bool> left = false;
+  absl::StatusOr<cclo::v1::PeerJoinResponse> given_up;
+  std::thread joining([&] {
+    given_up = gather.Join(JoinFrom(token, 1, 2, firmware::kSelectionVersion),
+                           hw::SteadyTime::InfiniteFuture(), [&left] { return left.load(); });
+  });
+  left = true;
+  joining.join();
+  EXPECT_EQ(given_up.status(),
+            absl::CancelledError("the call ended before all ranks joined (its daemon gave it up, "
+                                 "or the connection was lost); rank 1 may join again"));
+
+  absl::StatusOr<cclo::v1::PeerJoinResponse> rank0;
+  std::thread first([&] {
+    rank0 = gather.Join(JoinFrom(token, 0, 2, firmware::kSelectionVersion),
+                        hw::SteadyTime::InfiniteFuture());
+  });
+  cclo::v1::PeerJoinRequest again = JoinFrom(token, 1, 2, firmware::kSelectionVersion);
+  again.set_daemon_address("10.0.0.9:7470");
+  again.set_proof(Proof(token.secret, JoinMessage(again)));
+  absl::StatusOr<cclo::v1::PeerJoinResponse> rank1 =
+      gather.Join(again, hw::SteadyTime::InfiniteFuture());
+  first.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  ASSERT_EQ(rank0->ranks_size(), 2);
+  EXPECT_EQ(rank0->ranks(1).daemon_address(), "10.0.0.9:7470");
 }
 
 // A tenant may have as many gathers pending at one root as its communicators quota; other
