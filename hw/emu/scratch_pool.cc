@@ -40,6 +40,11 @@ absl::StatusOr<ScratchPool::Buffer> ScratchPool::Take(uint64_t bytes, uint32_t t
   }
   Buffer buffer;
   if (best == kept_.end()) {
+    // The kept buffers count against the limit too: the least recently given back make room.
+    while (!kept_.empty() && used + kept_bytes_.load() + bytes > limit_bytes_) {
+      kept_bytes_.fetch_sub(kept_.front().bytes);
+      kept_.pop_front();
+    }
     // No exception on the data path: memory that cannot be had is the caller's error to
     // report, not the daemon's end.
     buffer.data.reset(new (std::nothrow) std::byte[bytes]);

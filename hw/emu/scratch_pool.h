@@ -14,7 +14,9 @@
 // Given back, a buffer of at least kMinKeptBytes is kept, up to keep_bytes in all (the
 // least recently given back go first to make room); smaller ones (malloc recycles those
 // itself) and ones bigger than keep_bytes are freed. Take hands out the smallest kept
-// buffer that holds the request and is at most twice its size, else allocates a new one.
+// buffer that holds the request and is at most twice its size, else allocates a new one,
+// freeing the least recently given back first where the buffers handed out and kept would
+// hold more than limit_bytes: the pool's memory in all stays within it.
 //
 // A kept buffer holds what its last call left there, as memory recycled by malloc does:
 // programs write their scratch before they read it (the firmware verifier runs them on
@@ -55,8 +57,8 @@ class ScratchPool {
   /// What the engine hands out at most by default.
   static constexpr uint64_t kDefaultLimitBytes = 4ull << 30;
 
-  /// Hands out at most `limit_bytes` at once; keeps at most `keep_bytes` of buffers given
-  /// back.
+  /// Hands out at most `limit_bytes` at once and holds at most that, kept buffers
+  /// included; keeps at most `keep_bytes` of buffers given back.
   explicit ScratchPool(uint64_t limit_bytes = kDefaultLimitBytes,
                        uint64_t keep_bytes = kDefaultKeepBytes)
       : limit_bytes_(limit_bytes), keep_bytes_(keep_bytes) {}

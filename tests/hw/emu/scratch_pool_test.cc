@@ -69,16 +69,22 @@ TEST(ScratchPoolTest, HandsOutAtMostItsLimitAtOnce) {
   EXPECT_EQ(pool.used_bytes(), 5 * kMiB);
 }
 
-TEST(ScratchPoolTest, AKeptBufferBeyondTheRoomIsLeft) {
-  ScratchPool pool(8 * kMiB, 8 * kMiB);
+// An operator's scratch_max_bytes bounds the scratch memory the engine has, kept or held.
+TEST(ScratchPoolTest, KeptBuffersMakeRoomForNewOnesWithinTheLimit) {
+  ScratchPool pool(12 * kMiB, 12 * kMiB);
   pool.Give(Taken(pool, 2 * kMiB));
-  ScratchPool::Buffer seven = Taken(pool, 7 * kMiB);
-  // The kept 2 MiB would fit 1 MiB but take the engine past its limit: a new 1 MiB.
-  ScratchPool::Buffer one = Taken(pool, kMiB);
-  EXPECT_EQ(one.bytes, kMiB);
+  ScratchPool::Buffer three = Taken(pool, 3 * kMiB);
+  const std::byte* three_memory = three.data.get();
+  pool.Give(std::move(three));
+  // 8 MiB fits neither kept buffer, and beside both the pool would have 13 MiB: the one
+  // given back first goes.
+  ScratchPool::Buffer eight = Taken(pool, 8 * kMiB);
   EXPECT_EQ(pool.used_bytes(), 8 * kMiB);
-  EXPECT_EQ(pool.kept_bytes(), 2 * kMiB);
-  EXPECT_EQ(pool.Take(1, 0).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool.kept_bytes(), 3 * kMiB);
+  ScratchPool::Buffer one = Taken(pool, kMiB);  // a new one: the kept 3 MiB is too big
+  EXPECT_EQ(pool.used_bytes() + pool.kept_bytes(), 12 * kMiB);
+  EXPECT_EQ(pool.Take(3 * kMiB + 1, 0).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Taken(pool, 3 * kMiB).data.get(), three_memory);
 }
 
 TEST(ScratchPoolTest, AllocatesWhenNoKeptBufferFits) {
