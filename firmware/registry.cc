@@ -15,6 +15,7 @@
 #include "firmware/reduce_scatter/reduce_scatter.h"
 #include "firmware/scatter/scatter.h"
 #include "firmware/sendrecv/sendrecv.h"
+#include "hw/types.h"
 
 namespace cclo::firmware {
 namespace {
@@ -149,8 +150,10 @@ absl::StatusOr<hw::Program> Generate(const hw::CallDescriptor& call, uint32_t wo
     for (const Algorithm* candidate : ForCollective(call.collective)) {
       absl::StrAppend(&valid, valid.empty() ? "" : ", ", std::string(candidate->name));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown ", Name(call.collective), " algorithm '", call.algorithm, "'; valid: ", valid));
+    // The name may come from a command slot, which holds any bytes.
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown ", Name(call.collective), " algorithm '",
+                     hw::EscapeControl(call.algorithm), "'; valid: ", valid));
   }
   absl::StatusOr<hw::Program> program = algorithm->generate(call, world_size);
   if (program.ok()) program->algorithm_place = PlaceOf(*algorithm);

@@ -189,6 +189,10 @@ ring::CompletionSlot RawSession::NextCompletion() {
   return slot;
 }
 
+ring::CompletionSlot RawSession::Posted(uint64_t n) const {
+  return ring::Completions(rings_)[(completion_tail_ + n) % ring::kCompletionSlots];
+}
+
 grpc::Status RawSession::RunOnRing(const cclo::v1::SubmitRequest& request) {
   ring::CommandSlot slot;
   const uint64_t cookie = next_cookie_++;

@@ -90,6 +90,9 @@ class RawSession {
   /// The next completion, consumed without ringing the command doorbell; aborts the test
   /// process after 30 s without one.
   ring::CompletionSlot NextCompletion();
+  /// Completion `n` (from 0) of those posted and not consumed, left on the ring (the
+  /// daemon keeps the result of an op whose completion is not consumed); AwaitPosted first.
+  ring::CompletionSlot Posted(uint64_t n) const;
 
  private:
   int attach_fd_ = -1;

@@ -111,7 +111,7 @@ TEST_F(RingTest, MalformedSlotsGetPreciseRefusals) {
   EXPECT_EQ(second.kind, static_cast<uint32_t>(ring::CompletionKind::kFinished));
   EXPECT_EQ(second.cookie, 7u);
   EXPECT_EQ(second.code, static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
-  EXPECT_TRUE(absl::StartsWith(second.message, "unknown allreduce algorithm 'no-such\x01\xff'"))
+  EXPECT_TRUE(absl::StartsWith(second.message, "unknown allreduce algorithm 'no-such\\x01\\xff'"))
       << second.message;
   slot = Valid(8);
   slot.send.buffer_id = slot.recv.buffer_id = 999'999;
@@ -137,6 +137,25 @@ TEST_F(RingTest, MalformedSlotsGetPreciseRefusals) {
   EXPECT_TRUE(hostile_.RunOnRing(AllreduceRequest(handle_, buffer_, 16)).ok());
   // The session's gRPC path is untouched.
   EXPECT_TRUE(hostile_.Run(AllreduceRequest(handle_, buffer_, 16)).ok());
+}
+
+TEST_F(RingTest, AnOpsErrorQuotingItsSlotStillReachesTheWaitRpc) {
+  // The result of an op whose completion is not consumed is also the Wait RPC's. Its error
+  // quoted the slot's name whole, which the answer's string field cannot carry unless it
+  // is UTF-8: Wait failed with no reason at all.
+  ring::CommandSlot slot = Valid(1);
+  std::strcpy(slot.algorithm, "caf\xe9");
+  hostile_.Post(slot);
+  hostile_.AwaitPosted(2);
+  cclo::v1::WaitRequest request;
+  request.set_op_id(hostile_.Posted(0).op_id);
+  cclo::v1::WaitResponse response;
+  const grpc::Status status = hostile_.stub().Wait(hostile_.Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " '" << status.error_message() << "'";
+  EXPECT_EQ(response.code(), static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StartsWith(response.message(), "unknown allreduce algorithm 'caf\\xe9'"))
+      << response.message();
+  ExpectBystanderServed();
 }
 
 TEST_F(RingTest, HeadOutOfBoundsStopsOnlyThatRing) {

@@ -227,6 +227,9 @@ TEST(RegistryTest, UnknownAlgorithmListsValidNames) {
   call = Call(Collective::kBarrier, 0);
   call.algorithm = "ring";
   ExpectInvalid(call, 4, "unknown barrier algorithm 'ring'; valid: dissemination");
+  // A command slot's name may be any bytes; the error, an RPC's text, must be UTF-8.
+  call.algorithm = "caf\xe9\n";
+  ExpectInvalid(call, 4, "unknown barrier algorithm 'caf\\xe9\\n'; valid: dissemination");
 }
 
 TEST(RegistryTest, RejectsBadRankRootAndSizes) {
