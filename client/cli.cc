@@ -9,7 +9,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "hw/types.h"
 
@@ -40,22 +39,9 @@ CLI::Validator RuntimeDir() {
       "DIR");
 }
 
-absl::Status CheckUtf8(std::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    const size_t length = byte < 0x80 ? 1 : hw::Utf8Length(text.substr(i));
-    if (length == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("is not UTF-8 text (byte 0x%02x at offset %d)", byte, i));
-    }
-    i += length;
-  }
-  return absl::OkStatus();
-}
-
 CLI::Validator Utf8() {
-  return CLI::Validator([](std::string& text) { return std::string(CheckUtf8(text).message()); },
-                        "UTF-8");
+  return CLI::Validator(
+      [](std::string& text) { return std::string(hw::CheckUtf8(text).message()); }, "UTF-8");
 }
 
 CLI::Validator Seconds(double min, double max) {

@@ -5,10 +5,8 @@
 #include <limits>
 #include <optional>
 #include <ostream>
-#include <string_view>
 
 #include "CLI/CLI.hpp"
-#include "absl/status/status.h"
 
 namespace cclo::client {
 
@@ -24,12 +22,7 @@ CLI::Validator Decimal(uint64_t largest = std::numeric_limits<int64_t>::max());
 /// the sockets at the root, "/admin.sock".
 CLI::Validator RuntimeDir();
 
-/// OK when `text` is UTF-8, as every text an RPC carries must be: protobuf does not send
-/// other bytes, and the call then failed with no reason. Otherwise INVALID_ARGUMENT naming
-/// the first byte that is not: "is not UTF-8 text (byte 0xff at offset 3)".
-absl::Status CheckUtf8(std::string_view text);
-
-/// Accepts an option or argument that is UTF-8 (CheckUtf8).
+/// Accepts an option or argument that is UTF-8 (hw::CheckUtf8).
 CLI::Validator Utf8();
 
 /// Accepts a number of seconds in [min, max]; "nan" and "inf", which CLI11 reads and its

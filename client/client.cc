@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/session.h"
 #include "hw/clock.h"
+#include "hw/types.h"
 
 namespace cclo {
 
@@ -87,6 +88,9 @@ absl::Status Client::FreeBuffer(Buffer&& buffer) {
 
 absl::StatusOr<std::string> Client::CreateCommunicatorId(const std::string& label) {
   if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
+  if (absl::Status utf8 = hw::CheckUtf8(label); !utf8.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("CreateCommunicatorId: label ", utf8.message()));
+  }
   v1::CreateCommunicatorIdRequest request;
   request.set_label(label);
   v1::CreateCommunicatorIdResponse response;
@@ -100,6 +104,9 @@ absl::StatusOr<std::string> Client::CreateCommunicatorId(const std::string& labe
 absl::StatusOr<std::unique_ptr<Communicator>> Client::Join(const std::string& token, uint32_t rank,
                                                            uint32_t size, absl::Duration timeout) {
   if (absl::Status here = session_->ring().InAttachingProcess(); !here.ok()) return here;
+  if (absl::Status utf8 = hw::CheckUtf8(token); !utf8.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("JoinCommunicator: token ", utf8.message()));
+  }
   v1::JoinCommunicatorRequest request;
   request.set_token(token);
   request.set_rank(rank);

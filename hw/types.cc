@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "hw/crypto.h"
 
 namespace cclo::hw {
@@ -192,6 +193,19 @@ size_t Utf8Length(std::string_view text) {
     if ((byte(i) & 0xc0) != 0x80) return 0;
   }
   return length;
+}
+
+absl::Status CheckUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const size_t length = byte < 0x80 ? 1 : Utf8Length(text.substr(i));
+    if (length == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("is not UTF-8 text (byte 0x%02x at offset %d)", byte, i));
+    }
+    i += length;
+  }
+  return absl::OkStatus();
 }
 
 std::string EscapeControl(std::string_view text, size_t max_bytes) {

@@ -126,6 +126,11 @@ std::string CommIdHex(const CommId& id);
 /// (Unicode's table 3-7).
 size_t Utf8Length(std::string_view text);
 
+/// OK when `text` is UTF-8, as every text an RPC carries must be: protobuf does not send
+/// other bytes, and the call then fails with no reason. Otherwise INVALID_ARGUMENT naming
+/// the first byte that is not: "is not UTF-8 text (byte 0xff at offset 3)".
+absl::Status CheckUtf8(std::string_view text);
+
 /// How much of a text from another process EscapeControl keeps unless told otherwise: more
 /// than any address, name or reason a daemon sends, and a bound on what anyone who reaches
 /// a port can put into one log line.

@@ -67,7 +67,7 @@ int PolicyCommand::Run(AdminRpc& admin, bool json, std::ostream& out, std::ostre
       err << "ccloctl: " << text.status().message() << "\n";
       return 1;
     }
-    if (absl::Status utf8 = client::CheckUtf8(*text); !utf8.ok()) {
+    if (absl::Status utf8 = hw::CheckUtf8(*text); !utf8.ok()) {
       err << "ccloctl: policy file " << file_ << " " << utf8.message() << "\n";
       return 1;
     }

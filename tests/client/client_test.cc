@@ -298,6 +298,17 @@ TEST_F(ClientTest, DaemonErrorsKeepCodeAndMessage) {
   EXPECT_EQ(buffer.status().message(), "AllocBuffer: buffer size 0 is not in [1, 1073741824]");
 }
 
+TEST_F(ClientTest, TextsThatAreNotUtf8AreRefusedBeforeTheirCall) {
+  // Protobuf does not send them: the calls failed with no reason at all.
+  std::unique_ptr<Client> client = AttachOrDie(runtime_dir());
+  EXPECT_EQ(client->Join("cclo1-\xff", 0, 1).status(),
+            absl::InvalidArgumentError(
+                "JoinCommunicator: token is not UTF-8 text (byte 0xff at offset 6)"));
+  EXPECT_EQ(client->CreateCommunicatorId("caf\xe9").status(),
+            absl::InvalidArgumentError(
+                "CreateCommunicatorId: label is not UTF-8 text (byte 0xe9 at offset 3)"));
+}
+
 TEST_F(ClientTest, ConcurrentAllocationsEachGetTheirOwnFd) {
   std::unique_ptr<Client> client = AttachOrDie(runtime_dir());
   constexpr int kThreads = 4;

@@ -67,7 +67,8 @@ class Client {
 
   /// Makes a new communicator token with this daemon as root; hand it to every rank. Its
   /// ranks choose algorithms by this daemon's current policy, whose rules may match
-  /// `label` (empty, or 1 to 64 of a-z, A-Z, 0-9, '_', '.', '-').
+  /// `label` (empty, or 1 to 64 of a-z, A-Z, 0-9, '_', '.', '-'); a label that is not
+  /// UTF-8 text is INVALID_ARGUMENT here, naming its first byte that is not.
   absl::StatusOr<std::string> CreateCommunicatorId(const std::string& label = "");
 
   /// Joins the communicator of `token` as `rank` of `size`; returns once all ranks joined,
@@ -77,7 +78,8 @@ class Client {
   /// its join_timeout_ms, and the root daemon for the ranks at most its own, whatever
   /// `timeout` asks; a root that cannot be reached, or does
   /// not answer within the timeout, fails the join with UNAVAILABLE. A token made by a
-  /// client of another tenant is PERMISSION_DENIED.
+  /// client of another tenant is PERMISSION_DENIED; a token that is not UTF-8 text is
+  /// INVALID_ARGUMENT here, naming its first byte that is not.
   absl::StatusOr<std::unique_ptr<Communicator>> Join(const std::string& token, uint32_t rank,
                                                      uint32_t size,
                                                      absl::Duration timeout = absl::Seconds(60));
