@@ -298,6 +298,14 @@ absl::Status CheckHost(const std::string& host) {
   if (host.empty()) {
     return absl::InvalidArgumentError("is empty; give this node's address on the cluster network");
   }
+  // Joining daemons refuse other bytes in a token or a rank table (hw::CheckHostPort), and
+  // an answer's string field cannot carry a byte that is not UTF-8 (`ccloctl status`).
+  if (!std::all_of(host.begin(), host.end(), [](char c) { return c > ' ' && c < 0x7f; })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", host,
+                     "' is not printable ASCII without spaces: rank tables and communicator "
+                     "tokens carry host, and other daemons refuse any other address"));
+  }
   addrinfo hints{};
   hints.ai_flags = AI_NUMERICHOST;
   addrinfo* found = nullptr;

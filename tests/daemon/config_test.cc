@@ -242,6 +242,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"host: '[::1]'",
                   "config key 'host': '[::1]' is not an IPv6 address (write one without "
                   "brackets, e.g. ::1)"},
+        BadConfig{"host: \"caf\xe9\"",
+                  "config key 'host': 'caf\xe9' is not printable ASCII without spaces: rank "
+                  "tables and communicator tokens carry host, and other daemons refuse any other "
+                  "address"},
+        BadConfig{"host: 'node 7'", "config key 'host': 'node 7' is not printable ASCII"},
         BadConfig{"host: ''",
                   "config key 'host': is empty; give this node's address on the cluster network"},
         // Its bind failed at start ('Invalid argument') with exit code 1, which systemd retries.
