@@ -285,18 +285,36 @@ void Knock(const addrinfo& listener) {
   close(fd);
 }
 
-/// Whether `host` (an address or a name) resolves, but to no IPv4 address as the HTTP server
-/// looks it up; false when it does not resolve at all, which the server then reports.
-bool OnlyIpv6(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
-  freeaddrinfo(found);
-  hints.ai_family = AF_INET;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return true;
-  freeaddrinfo(found);
-  return false;
+/// Whether the HTTP server can listen on `host` (an address or a name): INVALID_ARGUMENT
+/// when it never can (a name that does not resolve; only IPv6 addresses, where civetweb has
+/// no IPv6 and looks up a name's IPv4 addresses only), UNAVAILABLE when the resolver fails
+/// for now.
+absl::Status CheckMetricsHost(const std::string& host, uint16_t port) {
+  const std::string where = absl::StrCat("cannot serve metrics on ", hw::HostPort(host, port));
+  auto lookup = [&](int family) {
+    addrinfo hints{};
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+    if (rc == 0) {
+      freeaddrinfo(found);
+      return absl::OkStatus();
+    }
+    const bool transient = rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY;
+    return absl::Status(
+        transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInvalidArgument,
+        absl::StrCat(where, ": cannot resolve '", host, "': ", gai_strerror(rc)));
+  };
+  if (absl::Status any = lookup(AF_UNSPEC); !any.ok()) return any;
+  // Debian's civetweb is built without IPv6.
+  constexpr unsigned kCivetwebIpv6 = 8;
+  if (mg_check_feature(kCivetwebIpv6) != 0) return absl::OkStatus();
+  if (lookup(AF_INET).ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, host.find(':') == std::string::npos ? ", a name with only IPv6 addresses" : "",
+      ": the HTTP server (civetweb) was built without IPv6; set metrics_host to an IPv4 "
+      "address"));
 }
 
 }  // namespace
@@ -304,15 +322,7 @@ bool OnlyIpv6(const std::string& host) {
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host,
                                                                     uint16_t port,
                                                                     SnapshotFn snapshot) {
-  // Debian's civetweb is built without IPv6: it takes a name's IPv4 addresses only.
-  constexpr unsigned kCivetwebIpv6 = 8;
-  if (mg_check_feature(kCivetwebIpv6) == 0 && OnlyIpv6(host)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot serve metrics on ", hw::HostPort(host, port),
-        host.find(':') == std::string::npos ? ", a name with only IPv6 addresses" : "",
-        ": the HTTP server (civetweb) was built without IPv6; set metrics_host to an IPv4 "
-        "address"));
-  }
+  if (absl::Status usable = CheckMetricsHost(host, port); !usable.ok()) return usable;
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   try {
     // A scraper sends its request at once. A connection that has not sent it within 2 s

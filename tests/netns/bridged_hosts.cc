@@ -77,13 +77,15 @@ absl::Status BridgedHosts::SetLink(int host, bool up) const {
   return Ip({"-n", SwitchNetns(), "link", "set", Port(host), up ? "up" : "down"});
 }
 
-absl::Status BridgedHosts::SetHostsFile(int host, const std::string& text) const {
+absl::Status BridgedHosts::SetEtcFile(int host, const std::string& name,
+                                      const std::string& text) const {
   const std::string dir = EtcDir(HostNetns(host));
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  std::ofstream file(dir + "/hosts");
+  std::ofstream file(dir + "/" + name);
   if (error || !(file << text).flush()) {
-    return absl::InternalError(absl::StrCat("cannot write ", dir, "/hosts: ", error.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot write ", dir, "/", name, ": ", error.message()));
   }
   return absl::OkStatus();
 }

@@ -41,9 +41,9 @@ class BridgedHosts {
   /// partition, as a switch that drops the host's packets makes; no reset reaches anyone.
   absl::Status SetLink(int host, bool up) const;
 
-  /// Gives host `host` an /etc/hosts of its own, `text`: `ip netns exec` mounts it over
-  /// /etc/hosts for what runs Inside the host.
-  absl::Status SetHostsFile(int host, const std::string& text) const;
+  /// Gives host `host` a file /etc/`name` of its own, `text` (as hosts, nsswitch.conf):
+  /// `ip netns exec` mounts it over /etc/`name` for what runs Inside the host.
+  absl::Status SetEtcFile(int host, const std::string& name, const std::string& text) const;
 
   /// Drops every packet that reaches host `host` (`up` false) or delivers them again: a
   /// one-way partition, as a switch that drops what goes to the host makes; what the host

@@ -3,7 +3,8 @@
 // across the hosts over real (virtual) links instead of loopback, communicators form again
 // once a silent partition of a host's link ends, and a one-way partition ends every rank's
 // op naming a peer daemon, and a metrics_host naming only IPv6 addresses in a host's
-// /etc/hosts is refused at start. Skipped with the reason where namespaces cannot be made.
+// /etc/hosts, or a name that does not resolve, is refused at start. Skipped with the reason where
+// namespaces cannot be made.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -132,13 +133,26 @@ TEST_F(NetnsTest, ACommunicatorFormsAfterAPartitionOutlastedTheRootsConnection) 
 // and takes a name's IPv4 addresses only (the start failed 'null context when constructing
 // CivetServer. Possible problem binding to port.' with exit code 1, which systemd retries).
 TEST_F(NetnsTest, MetricsOnANameWithOnlyIpv6AddressesAreRefusedAtStart) {
-  ASSERT_TRUE(hosts_->SetHostsFile(0, "127.0.0.1 localhost\nfd00::1 node0\n").ok());
+  ASSERT_TRUE(hosts_->SetEtcFile(0, "hosts", "127.0.0.1 localhost\nfd00::1 node0\n").ok());
   const ProcessResult result = RunCclod("metrics_host: node0\n", hosts_->Inside(0));
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_TRUE(absl::StrContains(
       result.output,
       "cannot serve metrics on node0:0, a name with only IPv6 addresses: the HTTP server "
       "(civetweb) was built without IPv6; set metrics_host to an IPv4 address"))
+      << result.output;
+}
+
+// A metrics_host that is a name no lookup finds (here one that only /etc/hosts would know,
+// which does not) is refused at start naming it: the start failed as above, exit code 1.
+TEST_F(NetnsTest, MetricsOnANameThatDoesNotResolveAreRefusedAtStart) {
+  ASSERT_TRUE(hosts_->SetEtcFile(0, "hosts", "127.0.0.1 localhost\n").ok());
+  ASSERT_TRUE(hosts_->SetEtcFile(0, "nsswitch.conf", "hosts: files\n").ok());
+  const ProcessResult result = RunCclod("metrics_host: node0\n", hosts_->Inside(0));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output,
+                                "cannot serve metrics on node0:0: cannot resolve "
+                                "'node0': Name or service not known"))
       << result.output;
 }
 
