@@ -28,9 +28,9 @@ void SignalEventfd(int eventfd) {
   (void)!write(eventfd, &one, sizeof(one));
 }
 
-/// Forks this process descends from since libcclo first mapped a ring, counted in each
-/// child: every op asks whether it runs where its session was attached, and getpid is a
-/// system call (glibc does not cache it), about a microsecond on a paravirtualised core.
+/// Forks this process descends from since libcclo first attached (or mapped a ring), counted
+/// in each child: every op asks whether it runs where its session was attached, and getpid is
+/// a system call (glibc does not cache it), about a microsecond on a paravirtualised core.
 std::atomic<uint64_t> forks{0};
 
 uint64_t ForksSoFar() {
@@ -269,7 +269,17 @@ absl::Status ClientRing::InAttachingProcess() const {
   if (forks.load(std::memory_order_relaxed) == attaching_forks_) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("this libcclo session was attached by process ",
                                                     attaching_process_, "; process ", getpid(),
-                                                    " is a forked child: attach its own Client"));
+                                                    " is a forked child, which cannot use it"));
+}
+
+absl::Status ClientRing::NoForkSinceAttach() {
+  if (ForksSoFar() == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "process ", getpid(),
+      " was forked from a process in which libcclo attached, and gRPC, which the session's "
+      "calls go through, does not work after a fork (the child's calls would go out on the "
+      "parent's connection to cclod and never reach their deadline); attach from a program "
+      "the child execs"));
 }
 
 absl::Status ClientRing::CheckOpen() const {

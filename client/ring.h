@@ -86,6 +86,11 @@ class ClientRing {
   /// parent's session (and a lock held at the fork stays held). Submit and Finished check it.
   absl::Status InAttachingProcess() const;
 
+  /// OK unless libcclo attached (or tried to) in a process this one was forked from:
+  /// FAILED_PRECONDITION then, saying why a forked child cannot attach. Session::Open asks
+  /// before it makes its gRPC channel; forks are counted from the first call on.
+  static absl::Status NoForkSinceAttach();
+
  private:
   ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell, AliveFn alive,
              absl::Duration alive_check);

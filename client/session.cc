@@ -106,6 +106,9 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
     return absl::InvalidArgumentError(
         absl::StrCat("attach timeout ", absl::FormatDuration(timeout), " is not positive"));
   }
+  if (absl::Status attachable = ClientRing::NoForkSinceAttach(); !attachable.ok()) {
+    return attachable;
+  }
   const hw::SteadyTime deadline = hw::SteadyNow() + timeout;
   const std::string attach_path = absl::StrCat(runtime_dir, "/attach.sock");
   absl::StatusOr<int> fd = ConnectUnix(attach_path, deadline);

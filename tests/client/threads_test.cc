@@ -247,6 +247,37 @@ TEST(ThreadsTest, AForkedChildCannotUseItsParentsSession) {
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(comm->Nop().ok()) << i;
 }
 
+// Nor can a forked child attach a Client of its own: its gRPC channel would share the
+// parent's connection to client.sock (the parent's next call then hung until its deadline,
+// DEADLINE_EXCEEDED; a child's call hung for good when the parent's threads read its
+// answer). Attach says so, and the parent's calls go on.
+TEST(ThreadsTest, AForkedChildCannotAttachAndItsParentsCallsGoOn) {
+  testing::Daemon daemon;
+  std::unique_ptr<Client> client = AttachOrDie(daemon.runtime_dir());
+  ASSERT_TRUE(client->CreateCommunicatorId().ok());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit codes: 1 the child attached; 2 the refusal does not say why.
+    absl::StatusOr<std::unique_ptr<Client>> own = Client::Attach(daemon.runtime_dir());
+    if (own.ok()) {
+      (void)(*own)->CreateCommunicatorId();  // as the child would go on
+      _exit(1);
+    }
+    if (own.status().code() != absl::StatusCode::kFailedPrecondition ||
+        !absl::StrContains(own.status().message(), "does not work after a fork")) {
+      _exit(2);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child attached; 2: its refusal does not say why";
+  absl::StatusOr<std::string> token = client->CreateCommunicatorId();
+  EXPECT_TRUE(token.ok()) << token.status();
+}
+
 // A forked child that lives on without calling libcclo (a worker) does not keep its
 // parent's session: once the parent destroys its Client the daemon ends the session, and
 // the other rank's receive from it fails naming the rank instead of waiting for its

@@ -34,9 +34,13 @@ namespace cclo {
 /// attached. In a forked child every call on them fails with FAILED_PRECONDITION (the
 /// command and completion rings are shared memory the child inherited; using them would
 /// corrupt the parent's session), and destroying them there touches nothing of the
-/// parent's. A child attaches its own Client. The child closes its copy of the attach
-/// socket at the fork, so the session ends when the process that attached destroys its
-/// Client or exits, whatever its forked children do.
+/// parent's. Nor can a child attach a Client of its own: once libcclo attached in a process,
+/// Attach in a child forked from it is FAILED_PRECONDITION, as gRPC does not work after a
+/// fork (the child's calls would go out on the parent's connection to cclod, whose own calls
+/// then hang until their deadline, and would have no deadline themselves). A child that needs
+/// a session execs a program that attaches (libcclo's fds are close-on-exec). The child
+/// closes its copy of the attach socket at the fork, so the session ends when the process
+/// that attached destroys its Client or exits, whatever its forked children do.
 class Client {
  public:
   Client(const Client&) = delete;
