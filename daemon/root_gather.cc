@@ -144,10 +144,18 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   }
   if (!gather.failure.ok()) return gather.failure;
   if (gather.ranks.count(request.rank())) {
-    return absl::AlreadyExistsError(absl::StrCat("rank ", request.rank(), " of communicator ",
-                                                 hw::CommIdHex(id), " already joined"));
+    // One whose daemon gave its join up (its client restarted) leaves at its next check; a
+    // new join of it need not wait for that, unless the others have their table already.
+    auto holder = gather.callers.find(request.rank());
+    if (gather.ranks.size() == gather.size || holder == gather.callers.end() || !*holder->second ||
+        !(*holder->second)()) {
+      return absl::AlreadyExistsError(absl::StrCat("rank ", request.rank(), " of communicator ",
+                                                   hw::CommIdHex(id), " already joined"));
+    }
+    gather.ranks.erase(request.rank());
   }
   gather.size = request.size();
+  gather.callers[request.rank()] = &caller_left;
   cclo::v1::RankInfo& info = gather.ranks[request.rank()];
   info.set_rank(request.rank());
   info.set_daemon_address(request.daemon_address());
@@ -159,6 +167,13 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
   auto complete = [&gather]() {
     return !gather.failure.ok() || gather.ranks.size() == gather.size;
   };
+  // False when a new join of the rank took its place.
+  auto leave = [&gather, &request, &caller_left]() {
+    auto own = gather.callers.find(request.rank());
+    if (own == gather.callers.end() || own->second != &caller_left) return false;
+    gather.callers.erase(own);
+    return true;
+  };
   // A rank whose daemon gave up the call (its client left, or the connection to it was
   // lost) leaves: the others would form the communicator with a rank no daemon joins, and a
   // new join of that rank would be refused as taken.
@@ -167,7 +182,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
              caller_left ? std::min(deadline, hw::SteadyNow() + kCallerLeftCheck) : deadline) &&
          hw::SteadyNow() < deadline) {
     if (!caller_left()) continue;
-    gather.ranks.erase(request.rank());
+    if (leave()) gather.ranks.erase(request.rank());
     if (gather.ranks.empty()) gather.size = 0;
     --gather.waiting;
     return absl::CancelledError(absl::StrCat(
@@ -202,6 +217,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> RootGather::Join(
     }
     result = gather.failure;
   }
+  leave();
   // A failed gather stays a while, so that ranks arriving late learn why it failed.
   if (--gather.waiting == 0 && gather.failure.ok()) gathers_.erase(id);
   return result;

@@ -63,7 +63,8 @@ class RootGather {
   /// Adds one rank and blocks until every rank joined, or its timeout_ms (at most
   /// longest_wait) passed, or `rpc_deadline`; the answer has the rank table and the policy.
   /// While it waits, `caller_left` (asked every kCallerLeftCheck) says whether the rank's
-  /// daemon gave up the call; the rank then leaves the gather, free to join again.
+  /// daemon gave up the call; the rank then leaves the gather, free to join again, and a new
+  /// join of it takes its place at once.
   /// Errors: NOT_FOUND (not root of this id), PERMISSION_DENIED (bad proof), INVALID_ARGUMENT
   /// (size disagrees or above kMaxWorldSize, rank out of range, timeout_ms 0), FAILED_PRECONDITION
   /// (this or another rank's daemon has another built-in selection: SameSelection), ALREADY_EXISTS
@@ -85,6 +86,8 @@ class RootGather {
     hw::SteadyTime failed;  ///< when `failure` was set
     uint32_t size = 0;  ///< 0 until the first rank says how many
     std::map<uint32_t, cclo::v1::RankInfo> ranks;
+    /// The caller_left of each rank whose Join waits, alive until that Join returns.
+    std::map<uint32_t, const std::function<bool()>*> callers;
     int waiting = 0;  ///< Join calls still inside; the last erases a gather that completed
     /// Why the gather cannot complete, OK while it can: a rank timed out, a rank's daemon
     /// has another selection, or the daemon refuses joins. Waiting and later ranks get it.

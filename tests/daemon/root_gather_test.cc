@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/token.h"
 #include "firmware/registry.h"
 #include "hw/clock.h"
@@ -199,6 +200,57 @@ TEST(RootGatherTest, ARankWhoseDaemonGaveItsJoinUpLeavesTheGather) {
   ASSERT_TRUE(rank1.ok()) << rank1.status();
   ASSERT_EQ(rank0->ranks_size(), 2);
   EXPECT_EQ(rank0->ranks(1).daemon_address(), "10.0.0.9:7470");
+}
+
+// A new join of a rank whose daemon gave its join up (its client restarted at once) takes
+// its place before the old call's next check finds that its caller left; the old call then
+// leaves that place alone.
+TEST(RootGatherTest, ARankWhoseDaemonGaveItsJoinUpIsReplacedAtOnce) {
+  RootGather gather(absl::Minutes(1));
+  const CommToken token = NewToken("10.0.0.1:7470");
+  ASSERT_TRUE(gather.Register(token.id, token.secret, RootPolicy(), 1).ok());
+  absl::Notification old_waits;
+  std::atomic<bool> left = false;
+  absl::StatusOr<cclo::v1::PeerJoinResponse> given_up;
+  std::thread joining([&] {
+    given_up = gather.Join(JoinFrom(token, 1, 2, firmware::kSelectionVersion),
+                           hw::SteadyTime::InfiniteFuture(), [&] {
+                             if (!old_waits.HasBeenNotified()) old_waits.Notify();
+                             return left.load();
+                           });
+  });
+  old_waits.WaitForNotification();
+  left = true;
+  cclo::v1::PeerJoinRequest again = JoinFrom(token, 1, 2, firmware::kSelectionVersion);
+  again.set_daemon_address("10.0.0.9:7470");
+  again.set_proof(Proof(token.secret, JoinMessage(again)));
+  absl::Notification new_waits_or_ended;
+  absl::StatusOr<cclo::v1::PeerJoinResponse> rank1;
+  std::thread replacing([&] {
+    rank1 = gather.Join(again, hw::SteadyTime::InfiniteFuture(), [&] {
+      if (!new_waits_or_ended.HasBeenNotified()) new_waits_or_ended.Notify();
+      return false;
+    });
+    if (!new_waits_or_ended.HasBeenNotified()) new_waits_or_ended.Notify();
+  });
+  new_waits_or_ended.WaitForNotification();
+  joining.join();
+  EXPECT_EQ(given_up.status().code(), absl::StatusCode::kCancelled) << given_up.status();
+
+  absl::StatusOr<cclo::v1::PeerJoinResponse> rank0 = gather.Join(
+      JoinFrom(token, 0, 2, firmware::kSelectionVersion), hw::SteadyTime::InfiniteFuture());
+  replacing.join();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_EQ(rank0->ranks_size(), 2);
+  EXPECT_EQ(rank0->ranks(1).daemon_address(), "10.0.0.9:7470");
+  // Every call left: the completed gather is forgotten.
+  EXPECT_EQ(gather
+                .Join(JoinFrom(token, 0, 2, firmware::kSelectionVersion),
+                      hw::SteadyTime::InfiniteFuture())
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 // A tenant may have as many gathers pending at one root as its communicators quota; other
