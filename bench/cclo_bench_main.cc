@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -95,7 +96,7 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
       ->capture_default_str();
   app.add_option("--max-bytes", arguments.max_bytes, "largest size")->capture_default_str();
   app.add_option("--step-factor", arguments.step_factor, "2 or 4: each size is the last times it")
-      ->check(client::Decimal())
+      ->check(client::Decimal(std::numeric_limits<uint64_t>::max()))
       ->capture_default_str();
   app.add_option("--daemons", arguments.daemons, "daemons to start on loopback (default 2)")
       ->check(client::Decimal());

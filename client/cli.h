@@ -15,7 +15,8 @@ inline constexpr int kUsageExitCode = 2;
 
 /// Accepts a decimal whole number only: "0", "12", not "010" (CLI11 reads it as octal 8),
 /// "0x1f" or "-1" (which CLI11 turns into an unsigned option's largest value), nor one past
-/// `largest`, the option type's largest value, which CLI11 would give instead.
+/// `largest`, the option type's largest value (give it for a type other than int64_t),
+/// which CLI11 would give instead.
 CLI::Validator Decimal(uint64_t largest = std::numeric_limits<int64_t>::max());
 
 /// Accepts a runtime dir that is not empty: an empty one (a script's unset variable) named

@@ -45,7 +45,7 @@ PolicyCommand::PolicyCommand(CLI::App& app) {
   explain_->add_option("--datatype", datatype_, "element type, e.g. float32")
       ->capture_default_str();
   explain_->add_option("--world-size", world_size_, "without --comm: ranks (default 2)")
-      ->check(client::Decimal())
+      ->check(client::Decimal(std::numeric_limits<uint32_t>::max()))
       ->check(CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()));
   explain_->add_option("--transport", transport_, "without --comm: local or tcp (default tcp)")
       ->check(client::Utf8());

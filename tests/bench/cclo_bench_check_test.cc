@@ -209,6 +209,9 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       {{"--ops", "allreduce,bogus"}, "unknown op 'bogus'"},
       {{"--step-factor", "3"}, "--step-factor 3 is neither 2 nor 4"},
       {{"--step-factor", "-1"}, "--step-factor: -1 is not a decimal whole number"},
+      // Said "too large (at most 9223372036854775807)", which the option holds.
+      {{"--step-factor", "9223372036854775808"},
+       "--step-factor 9223372036854775808 is neither 2 nor 4"},
       {{"--warmup", "010"}, "--warmup: 010 is not a decimal whole number"},
       // Refused as CLI11's largest value, "--daemons 9223372036854775807 is outside 1 to 64".
       {{"--daemons", "18446744073709551616"},

@@ -201,6 +201,9 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
        "--world-size: 010 is not a decimal whole number"},
       {{"policy", "explain", "--op", "allreduce", "--world-size", "0x10"},
        "--world-size: 0x10 is not a decimal whole number"},
+      // Said "at most 9223372036854775807", which the option does not hold.
+      {{"policy", "explain", "--op", "allreduce", "--world-size", "18446744073709551616"},
+       "--world-size: 18446744073709551616 is too large (at most 4294967295)"},
   };
   for (const auto& [args, reason] : cases) {
     const CliRun run = Ccloctl(args);
