@@ -301,10 +301,8 @@ absl::Status CheckMetricsHost(const std::string& host, uint16_t port) {
       freeaddrinfo(found);
       return absl::OkStatus();
     }
-    const bool transient = rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY;
-    return absl::Status(
-        transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInvalidArgument,
-        absl::StrCat(where, ": cannot resolve '", host, "': ", gai_strerror(rc)));
+    const absl::Status failed = hw::ResolveFailure(host, rc);
+    return absl::Status(failed.code(), absl::StrCat(where, ": ", failed.message()));
   };
   if (absl::Status any = lookup(AF_UNSPEC); !any.ok()) return any;
   // Debian's civetweb is built without IPv6.

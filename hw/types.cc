@@ -1,6 +1,7 @@
 #include "hw/types.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,6 +260,13 @@ absl::Status CheckHostPort(std::string_view address) {
         "' is not host:port (printable characters without spaces, then a port from 1 to 65535)"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ResolveFailure(const std::string& host, int rc) {
+  const bool transient = rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY;
+  return absl::Status(
+      transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInvalidArgument,
+      absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::string& path) {

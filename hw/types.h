@@ -149,6 +149,10 @@ std::string HostPort(const std::string& host, uint16_t port);
 /// Whether `address` (from another process) has that form: up to 300 printable characters
 /// without spaces, then ':' and a port from 1 to 65535. INVALID_ARGUMENT saying why.
 absl::Status CheckHostPort(std::string_view address);
+/// The error of getaddrinfo's `rc` (not 0) for `host`, "cannot resolve '<host>': <why>":
+/// UNAVAILABLE where the resolver fails for now, no fault of the name (a later try may
+/// pass), else INVALID_ARGUMENT.
+absl::Status ResolveFailure(const std::string& host, int rc);
 
 /// Most bytes ReadTextFile reads: a config, policy or PEM file is far smaller.
 inline constexpr size_t kMaxTextFileBytes = 4u << 20;

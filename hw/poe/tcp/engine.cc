@@ -77,15 +77,11 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, const std::string& po
   hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : AI_NUMERICHOST);
   addrinfo* result = nullptr;
   const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
-  if (rc != 0) {
-    // The resolver failing for now is no fault of the name.
-    const bool transient = rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY;
-    return absl::Status(
-        transient ? absl::StatusCode::kUnavailable : absl::StatusCode::kInvalidArgument,
-        !passive && rc == EAI_NONAME
-            ? absl::StrCat("data address host '", host, "' is not a numeric address")
-            : absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+  if (!passive && rc == EAI_NONAME) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data address host '", host, "' is not a numeric address"));
   }
+  if (rc != 0) return ResolveFailure(host, rc);
   return result;
 }
 
