@@ -308,7 +308,8 @@ absl::Status CheckMetricsHost(const std::string& host, uint16_t port) {
   // Debian's civetweb is built without IPv6.
   constexpr unsigned kCivetwebIpv6 = 8;
   if (mg_check_feature(kCivetwebIpv6) != 0) return absl::OkStatus();
-  if (lookup(AF_INET).ok()) return absl::OkStatus();
+  // A resolver failing for now may find an IPv4 address at a later start.
+  if (absl::Status ipv4 = lookup(AF_INET); ipv4.ok() || absl::IsUnavailable(ipv4)) return ipv4;
   return absl::InvalidArgumentError(absl::StrCat(
       where, host.find(':') == std::string::npos ? ", a name with only IPv6 addresses" : "",
       ": the HTTP server (civetweb) was built without IPv6; set metrics_host to an IPv4 "
