@@ -48,6 +48,8 @@ class RootGather {
   static constexpr absl::Duration kFailedGatherLifetime = absl::Minutes(1);
   /// A deadline message names at most this many missing ranks.
   static constexpr size_t kMissingRanksNamed = 16;
+  /// How often a waiting Join asks whether its caller left.
+  static constexpr absl::Duration kCallerLeftCheck = absl::Milliseconds(100);
 
   /// Waits for a joining rank at most `longest_wait` (this daemon's join timeout), whatever
   /// the rank asks: a wait holds a gRPC thread.
@@ -73,7 +75,6 @@ class RootGather {
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(
       const cclo::v1::PeerJoinRequest& request, hw::SteadyTime rpc_deadline,
       const std::function<bool()>& caller_left = nullptr);
-  static constexpr absl::Duration kCallerLeftCheck = absl::Milliseconds(100);
 
   /// Fails every waiting and later join with `why` (not OK): the daemon drains or stops.
   void Refuse(absl::Status why);
