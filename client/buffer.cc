@@ -56,7 +56,10 @@ absl::StatusOr<Buffer> Buffer::Map(uint64_t id, int fd, uint64_t bytes) {
         absl::StrCat("buffer ", id, " file has ", info.st_size, " bytes, expected ", bytes));
   }
   if (bytes == 0) return Buffer(id, nullptr, 0);
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // A page of the memfd is charged to the memory cgroup of the process that first touches
+  // it: faulting every page in here charges the buffer to this process, not to the daemon,
+  // which would otherwise touch first what the app never wrote (a result's destination).
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (data == MAP_FAILED) {
     return absl::ResourceExhaustedError(
         absl::StrCat("mmap of buffer ", id, " (", bytes, " bytes): ", std::strerror(errno)));

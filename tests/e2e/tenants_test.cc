@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -894,6 +895,74 @@ TEST(TenantsTest, ABufferTheClientCannotMapIsGivenBack) {
   EXPECT_TRUE(
       WaitUntil([&] { return Used(daemon, "default", "buffer_bytes") == 0; }, absl::Seconds(10)));
   EXPECT_TRUE((*client)->AllocBuffer(1ull << 30).ok());
+}
+
+/// A memory cgroup of its own for a daemon, under the test's own (cgroup v1) or the root
+/// (v2); removed with the object, once the daemon in it is gone.
+class MemoryCgroup {
+ public:
+  MemoryCgroup() {
+    std::string own;
+    std::ifstream cgroups("/proc/self/cgroup");
+    for (std::string line; std::getline(cgroups, line);) {
+      if (const size_t at = line.find(":memory:"); at != std::string::npos) {
+        own = line.substr(at + 8);
+      }
+    }
+    std::ifstream v2("/sys/fs/cgroup/cgroup.subtree_control");
+    std::string controllers((std::istreambuf_iterator<char>(v2)), {});
+    unified_ = absl::StrContains(controllers, "memory");
+    dir_ = unified_ ? absl::StrCat("/sys/fs/cgroup/cclo-test-", getpid())
+                    : absl::StrCat("/sys/fs/cgroup/memory", own, "/cclo-test-", getpid());
+    if (mkdir(dir_.c_str(), 0755) != 0) dir_.clear();
+  }
+  ~MemoryCgroup() {
+    if (!dir_.empty()) rmdir(dir_.c_str());
+  }
+  /// Empty if no memory cgroup could be made here.
+  const std::string& dir() const { return dir_; }
+  /// A Daemon launcher that moves cclod into the cgroup before it starts.
+  std::vector<std::string> Launcher() const {
+    return {"/bin/sh", "-c", absl::StrCat("echo $$ > ", dir_, "/cgroup.procs && exec \"$@\""),
+            "sh"};
+  }
+  /// Limits the cgroup to what it uses now and `more` bytes; whether the limit took.
+  bool LimitTo(uint64_t more) const {
+    std::ifstream usage(dir_ + (unified_ ? "/memory.current" : "/memory.usage_in_bytes"));
+    uint64_t used = 0;
+    if (!(usage >> used)) return false;
+    std::ofstream limit(dir_ + (unified_ ? "/memory.max" : "/memory.limit_in_bytes"));
+    return static_cast<bool>(limit << used + more << std::flush);
+  }
+
+ private:
+  bool unified_ = false;
+  std::string dir_;
+};
+
+// A buffer's memory is charged to the memory cgroup of its client, not to the daemon's:
+// a page of shared memory is charged to the process that touches it first, and the daemon
+// would be that for a result's destination the client never wrote, so that a daemon under
+// a memory limit (a unit's MemoryMax=) was killed by the kernel for what its tenants'
+// buffers held.
+TEST(TenantsTest, BuffersAreChargedToTheClientsMemoryNotTheDaemons) {
+  MemoryCgroup cgroup;
+  if (cgroup.dir().empty()) GTEST_SKIP() << "no memory cgroup can be made here";
+  Daemon daemon("", cgroup.Launcher());
+  std::unique_ptr<Client> client;
+  std::unique_ptr<Communicator> comm;
+  ASSERT_NO_FATAL_FAILURE(AttachAlone(daemon, &client, &comm));
+  ASSERT_TRUE(cgroup.LimitTo(32 << 20));
+  constexpr uint64_t kCount = 16 << 20;  // 64 MiB of float32 in each buffer
+  absl::StatusOr<Buffer> send = client->AllocBuffer(kCount * sizeof(float));
+  absl::StatusOr<Buffer> recv = client->AllocBuffer(kCount * sizeof(float));
+  ASSERT_TRUE(send.ok()) << send.status();
+  ASSERT_TRUE(recv.ok()) << recv.status();
+  std::fill_n(send->span<float>().data(), kCount, 1.0f);
+  absl::Status reduced = comm->Allreduce(*send, *recv, kCount, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_TRUE(reduced.ok()) << reduced;
+  EXPECT_EQ(recv->span<float>()[0], 1.0f);
+  EXPECT_EQ(recv->span<float>()[kCount - 1], 1.0f);
 }
 
 // With room for one op in flight, a client that collects every result keeps submitting:

@@ -29,8 +29,9 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer();
 
-  /// Maps `bytes` bytes of the memfd `fd` shared read/write. Does not take `fd`; the
-  /// caller closes it. Fails when the file is shorter than `bytes`. The buffer belongs to
+  /// Maps `bytes` bytes of the memfd `fd` shared read/write, its pages faulted in, so that
+  /// they are charged to this process's memory cgroup. Does not take `fd`; the caller
+  /// closes it. Fails when the file is shorter than `bytes`. The buffer belongs to
   /// no Client: every Client's ops and FreeBuffer take it as naming daemon buffer `id`.
   static absl::StatusOr<Buffer> Map(uint64_t id, int fd, uint64_t bytes);
 

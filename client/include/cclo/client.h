@@ -59,7 +59,8 @@ class Client {
   /// The daemon's id of this session.
   uint64_t session_id() const;
 
-  /// Allocates a shared-memory buffer of at least `bytes` bytes, charged to the tenant.
+  /// Allocates a shared-memory buffer of at least `bytes` bytes, charged to the tenant. Its
+  /// memory is taken at once and charged to this process's memory cgroup (not the daemon's).
   absl::StatusOr<Buffer> AllocBuffer(uint64_t bytes);
 
   /// Releases `buffer` at the daemon and unmaps it here, leaving it empty. When the daemon
