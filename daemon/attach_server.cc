@@ -3,8 +3,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/attach.h"
 #include "cclo/v1/ring.h"
+#include "daemon/unix_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -27,9 +26,6 @@ constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
 constexpr absl::Duration kPartialHelloRetry = absl::Milliseconds(5);
 /// A client that does not read its attach socket for this long fails its AllocBuffer.
 constexpr timeval kSendTimeout = {5, 0};
-/// How long accepting pauses when the process is out of descriptors (the queued connection
-/// keeps the socket readable: polling it would spin), and polling when out of memory.
-constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -40,22 +36,9 @@ absl::Status Errno(const std::string& what) {
 absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(
     const std::string& path, const TenantStore* tenants, SessionRegistry* sessions,
     SessionEndFn on_end, AdmitFn admit, OpenRingsFn open_rings) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' is longer than ",
-                                                   sizeof(address.sun_path) - 1, " bytes"));
-  }
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Errno("attach socket");
-  unlink(path.c_str());
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      chmod(path.c_str(), 0666) != 0 || listen(fd, 128) != 0) {
-    absl::Status status = Errno(absl::StrCat("attach socket ", path));
-    close(fd);
-    return status;
-  }
+  absl::StatusOr<int> listening = ListenUnix("attach socket", path, 0666);
+  if (!listening.ok()) return listening.status();
+  const int fd = *listening;
   int wake = eventfd(0, EFD_CLOEXEC);
   if (wake < 0) {
     close(fd);

@@ -67,6 +67,8 @@ absl::StatusOr<std::pair<int, uint16_t>> ReservePort(const std::string& host) {
 constexpr int kPeerKeepaliveMs = 10'000;
 constexpr int kPeerKeepaliveTimeoutMs = 10'000;
 
+/// A server of `service` listening at `address`; with an empty address, one without a
+/// listening port, for a GrpcUnixListener to hand connections to.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const std::string& address, grpc::Service* service,
     const std::shared_ptr<grpc::ServerCredentials>& credentials = grpc::InsecureServerCredentials(),
@@ -80,7 +82,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   }
   int port = 0;
-  builder.AddListeningPort(address, credentials, &port);
+  if (!address.empty()) builder.AddListeningPort(address, credentials, &port);
   builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
@@ -253,16 +255,21 @@ absl::Status Daemon::StartServers(int peer_port) {
   if (!server.ok()) return server.status();
   peer_server_ = *std::move(server);
 
-  unlink((dir + "/client.sock").c_str());
-  server = StartServer(absl::StrCat("unix:", dir, "/client.sock"), &client_service_);
+  server = StartServer("", &client_service_);
   if (!server.ok()) return server.status();
   client_server_ = *std::move(server);
-  chmod((dir + "/client.sock").c_str(), 0666);
+  absl::StatusOr<std::unique_ptr<GrpcUnixListener>> listener =
+      GrpcUnixListener::Start(dir + "/client.sock", 0666, client_server_.get());
+  if (!listener.ok()) return listener.status();
+  client_listener_ = *std::move(listener);
 
-  unlink((dir + "/admin.sock").c_str());
-  server = StartServer(absl::StrCat("unix:", dir, "/admin.sock"), &admin_service_);
+  server = StartServer("", &admin_service_);
   if (!server.ok()) return server.status();
   admin_server_ = *std::move(server);
+  // Its user's alone until SetAdminMode gives it to the admin group.
+  listener = GrpcUnixListener::Start(dir + "/admin.sock", 0600, admin_server_.get());
+  if (!listener.ok()) return listener.status();
+  admin_listener_ = *std::move(listener);
   if (absl::Status owned = SetAdminMode(dir + "/admin.sock", config_.admin_group); !owned.ok()) {
     return owned;
   }
@@ -367,13 +374,13 @@ Daemon::~Daemon() {
   peer_client_.Stop();
   communicators_.Stop();
   attach_server_.reset();  // ends every session
+  client_listener_.reset();
+  admin_listener_.reset();
   const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(2);
   for (grpc::Server* server : {peer_server_.get(), client_server_.get(), admin_server_.get()}) {
     if (server) server->Shutdown(hw::ToWallDeadline(deadline));
   }
   device_.reset();
-  unlink((config_.runtime_dir + "/client.sock").c_str());
-  unlink((config_.runtime_dir + "/admin.sock").c_str());
 }
 
 }  // namespace cclo::daemon

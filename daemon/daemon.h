@@ -22,6 +22,7 @@
 #include "daemon/sessions.h"
 #include "daemon/telemetry.h"
 #include "daemon/tenants.h"
+#include "daemon/unix_listener.h"
 #include "hw/device.h"
 
 namespace cclo::daemon {
@@ -75,6 +76,9 @@ class Daemon {
   std::unique_ptr<grpc::Server> client_server_;
   std::unique_ptr<grpc::Server> admin_server_;
   std::unique_ptr<grpc::Server> peer_server_;
+  /// Accept client.sock's and admin.sock's connections for their servers; stopped first.
+  std::unique_ptr<GrpcUnixListener> client_listener_;
+  std::unique_ptr<GrpcUnixListener> admin_listener_;
   /// Before attach_server_, whose sessions' ends close their rings. The engine polls it
   /// (Device::AddPoller): ~Daemon resets device_ first, so nothing polls it once gone.
   std::unique_ptr<Rings> rings_;

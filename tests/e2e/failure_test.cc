@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cclo/v1/admin.pb.h"
+#include "cclo/v1/client.grpc.pb.h"
 #include "cclo/v1/peer.grpc.pb.h"
 #include "daemon/root_gather.h"
 #include "daemon/token.h"
@@ -675,6 +676,49 @@ TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
   RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
   auto [h0, h1] = JoinPair(rank0, rank1);
   ExpectPairAllreduce(rank0, h0, rank1, h1);
+}
+
+// How many times `text` occurs in `output`.
+size_t Occurrences(const std::string& output, const std::string& text) {
+  size_t count = 0;
+  for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+// client.sock and admin.sock serve again once the connections that took all of the daemon's
+// descriptors close: gRPC's own listener stopped accepting on a socket for good when an
+// accept failed for want of descriptors, so any local user could leave the daemon unable to
+// take a new client or ccloctl until it restarted.
+TEST(FailureTest, LocalGrpcSocketsServeAgainAfterRunningOutOfDescriptors) {
+  Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
+  for (const char* socket : {"client.sock", "admin.sock"}) {
+    const size_t failed = Occurrences(a.process().Output(), "Too many open files");
+    std::vector<int> flood;
+    for (int i = 0; i < 80; ++i) {
+      flood.push_back(ConnectUnix(absl::StrCat(a.runtime_dir(), "/", socket)));
+      ASSERT_GE(flood.back(), 0) << socket << ": " << std::strerror(errno);
+    }
+    EXPECT_TRUE(
+        WaitUntil([&] { return Occurrences(a.process().Output(), "Too many open files") > failed; },
+                  absl::Seconds(20)))
+        << socket << ": no accept failed\n"
+        << Tail(a.process().Output());
+    for (int fd : flood) close(fd);
+  }
+  // A call without a session is refused by the server, so the server got it.
+  std::unique_ptr<v1::Client::Stub> client = v1::Client::NewStub(grpc::CreateChannel(
+      absl::StrCat("unix:", a.runtime_dir(), "/client.sock"), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  context.set_wait_for_ready(true);
+  v1::CreateCommunicatorIdResponse response;
+  const grpc::Status refused =
+      client->CreateCommunicatorId(&context, v1::CreateCommunicatorIdRequest(), &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
+  const ProcessResult status = Ccloctl(a, {"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.output;
 }
 
 }  // namespace

@@ -1,0 +1,104 @@
+#include "daemon/unix_listener.h"
+
+#include <grpcpp/server.h>
+#include <grpcpp/server_posix.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::daemon {
+namespace {
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path, mode_t mode) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' is longer than ",
+                                                   sizeof(address.sun_path) - 1, " bytes"));
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno(what);
+  unlink(path.c_str());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      chmod(path.c_str(), mode) != 0 || listen(fd, 128) != 0) {
+    absl::Status status = Errno(absl::StrCat(what, " ", path));
+    close(fd);
+    return status;
+  }
+  return fd;
+}
+
+absl::StatusOr<std::unique_ptr<GrpcUnixListener>> GrpcUnixListener::Start(const std::string& path,
+                                                                          mode_t mode,
+                                                                          grpc::Server* server) {
+  absl::StatusOr<int> fd = ListenUnix("socket", path, mode);
+  if (!fd.ok()) return fd.status();
+  const int wake = eventfd(0, EFD_CLOEXEC);
+  if (wake < 0) {
+    close(*fd);
+    unlink(path.c_str());
+    return Errno("eventfd");
+  }
+  return std::unique_ptr<GrpcUnixListener>(new GrpcUnixListener(path, *fd, wake, server));
+}
+
+GrpcUnixListener::GrpcUnixListener(std::string path, int listen_fd, int wake_fd,
+                                   grpc::Server* server)
+    : path_(std::move(path)),
+      listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      server_(server),
+      thread_([this] { Run(); }) {}
+
+GrpcUnixListener::~GrpcUnixListener() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  thread_.join();
+  close(listen_fd_);
+  close(wake_fd_);
+  unlink(path_.c_str());
+}
+
+void GrpcUnixListener::Run() {
+  std::array<pollfd, 2> fds{{{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}}};
+  const int backoff_ms = static_cast<int>(absl::ToInt64Milliseconds(kAcceptBackoff));
+  for (;;) {
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("{}: poll failed: {}", path_, std::strerror(errno));
+      if (poll(fds.data(), 1, backoff_ms) > 0) return;  // one entry needs no memory
+      continue;
+    }
+    if (fds[0].revents) return;
+    // gRPC takes the descriptor, which its event loop wants non-blocking.
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      grpc::AddInsecureChannelFromFd(server_, fd);
+    } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      spdlog::warn("{}: accept failed: {}; not accepting for {}", path_, std::strerror(errno),
+                   absl::FormatDuration(kAcceptBackoff));
+      if (poll(fds.data(), 1, backoff_ms) > 0) return;
+    } else if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) {
+      spdlog::warn("{}: accept failed: {}", path_, std::strerror(errno));
+    }
+  }
+}
+
+}  // namespace cclo::daemon

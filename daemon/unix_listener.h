@@ -1,0 +1,53 @@
+// Listening Unix sockets, and the accept loop of the local gRPC servers' (client.sock,
+// admin.sock): gRPC 1.51's own listener stops for good when an accept fails for want of
+// descriptors, so connections that fill the daemon's descriptors for a moment (any local
+// user may connect to client.sock) would leave it serving no new client or ccloctl until a
+// restart. This one pauses and goes on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace cclo::daemon {
+
+/// How long accepting pauses when the process is out of descriptors (the queued connection
+/// keeps the socket readable: polling it would spin), and polling when out of memory.
+inline constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
+
+/// A Unix stream socket listening at `path` (replacing a stale socket file) with `mode`;
+/// an error names it as `what` and `path`.
+absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path, mode_t mode);
+
+/// Accepts the connections of a Unix socket on a thread of its own and hands each to a gRPC
+/// server; out of descriptors, it pauses for kAcceptBackoff at a time and logs each pause.
+class GrpcUnixListener {
+ public:
+  /// Listens at `path` with `mode` (ListenUnix) for `server`, which must have been built
+  /// without a listening port of its own and outlive this.
+  static absl::StatusOr<std::unique_ptr<GrpcUnixListener>> Start(const std::string& path,
+                                                                 mode_t mode, grpc::Server* server);
+  /// Stops accepting and closes the socket; the connections accepted stay the server's.
+  ~GrpcUnixListener();
+
+ private:
+  GrpcUnixListener(std::string path, int listen_fd, int wake_fd, grpc::Server* server);
+  void Run();
+
+  const std::string path_;
+  const int listen_fd_;
+  const int wake_fd_;  ///< an eventfd the destructor writes to end Run
+  grpc::Server* const server_;
+  std::thread thread_;  ///< runs Run; joined by the destructor
+};
+
+}  // namespace cclo::daemon
