@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -358,15 +359,22 @@ MetricsServer::~MetricsServer() {
     listener = nullptr;
   }
   std::atomic<bool> stopped = false;
-  std::thread stop([&] {
+  std::thread stop;
+  try {
+    stop = std::thread([&] {
+      exposer_.reset();
+      stopped = true;
+    });
+  } catch (const std::system_error&) {
+    // No thread to be had (cclod's user at its process limit): stop within the 2 s.
     exposer_.reset();
     stopped = true;
-  });
+  }
   while (!stopped) {
     if (listener != nullptr) Knock(*listener);
     absl::SleepFor(absl::Milliseconds(10));
   }
-  stop.join();
+  if (stop.joinable()) stop.join();
   if (listener != nullptr) freeaddrinfo(listener);
 }
 

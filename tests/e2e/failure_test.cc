@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -719,6 +721,53 @@ TEST(FailureTest, LocalGrpcSocketsServeAgainAfterRunningOutOfDescriptors) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
   const ProcessResult status = Ccloctl(a, {"status"});
   EXPECT_EQ(status.exit_code, 0) << status.output;
+}
+
+// How many tasks (threads of every process) user `uid` has: what RLIMIT_NPROC counts.
+int TasksOf(uid_t uid) {
+  int tasks = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream status(entry.path() / "status");
+    int owner = -1;
+    int threads = 0;
+    for (std::string line; std::getline(status, line);) {
+      if (absl::StartsWith(line, "Uid:")) owner = std::atoi(line.c_str() + 4);
+      if (absl::StartsWith(line, "Threads:")) threads = std::atoi(line.c_str() + 8);
+    }
+    if (owner == static_cast<int>(uid)) tasks += threads;
+  }
+  return tasks;
+}
+
+// A daemon that can start no thread (its user at its process limit) stops cleanly on
+// SIGTERM: stopping the metrics server started one, and its failure aborted the daemon
+// ('terminate called without an active exception') before it told its peers or ended its
+// sessions.
+TEST(FailureTest, StopsCleanlyWhenNoThreadCanStart) {
+  // A user of its own, as RLIMIT_NPROC counts every task of the user. The daemon runs from
+  // a copy in the harness's dir (the user may not reach the runfiles), which becomes the
+  // user's, as the dir the daemon makes its runtime dir in must.
+  constexpr uid_t kDaemonUid = 65530;
+  constexpr int kLimit = 64;
+  const std::string user = absl::StrCat("--reuid=", kDaemonUid);
+  const std::string group = absl::StrCat("--regid=", kDaemonUid);
+  Daemon daemon("", {"/bin/sh", "-c",
+                     absl::StrCat("dir=$(dirname \"$3\") && cp \"$1\" \"$dir/cclod\" && chown ",
+                                  kDaemonUid, " \"$dir\" && shift && exec /usr/bin/setpriv ", user,
+                                  " ", group, " --clear-groups /usr/bin/prlimit --nproc=", kLimit,
+                                  " \"$dir/cclod\" \"$@\""),
+                     "sh"});
+  // Processes of the daemon's user take what its threads leave of the limit.
+  std::vector<std::unique_ptr<Process>> fillers;
+  for (int i = TasksOf(kDaemonUid); i < kLimit; ++i) {
+    fillers.push_back(std::make_unique<Process>(std::vector<std::string>{
+        "/usr/bin/setpriv", user, group, "--clear-groups", "/bin/sleep", "60"}));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return TasksOf(kDaemonUid) >= kLimit; }, absl::Seconds(10)));
+  daemon.process().Signal(SIGTERM);
+  const ProcessResult stopped = daemon.process().Wait(absl::Seconds(30));
+  EXPECT_EQ(stopped.exit_code, 0) << Tail(stopped.output);
+  EXPECT_TRUE(absl::StrContains(stopped.output, "cclod stopped")) << Tail(stopped.output);
 }
 
 }  // namespace
