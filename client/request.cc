@@ -40,52 +40,21 @@ absl::Status Request::Poll(hw::SteadyTime deadline) {
     return absl::Status(response.status().code(),
                         absl::StrCat("Wait: ", response.status().message()));
   }
-  if (response->has_value()) Record(**response);
-  return absl::OkStatus();
-}
-
-void Request::Record(const ring::CompletionSlot& result) {
-  absl::MutexLock lock(record_mu_.get());
-  if (done_.load(std::memory_order_relaxed)) return;  // another waiter did
-  status_ = absl::Status(static_cast<absl::StatusCode>(result.code),
-                         ring::GetText(result.message, ring::kMessageBytes));
-  algorithm_ = ring::GetText(result.algorithm, ring::kAlgorithmBytes);
-  elapsed_ = absl::Microseconds(result.elapsed_us);
-  protocol_ = ring::GetText(result.protocol, ring::kProtocolBytes);
-  segment_bytes_ = result.segment_bytes;
-  chosen_by_ = ring::GetText(result.chosen_by, ring::kChosenByBytes);
-  policy_version_ = result.policy_version;
-  done_.store(true, std::memory_order_release);
-}
-
-absl::Status Request::AskDaemon() {
-  v1::WaitRequest request;
-  request.set_op_id(op_id_);  // no timeout: only looks
-  v1::WaitResponse response;
-  grpc::ClientContext context;
-  session_->Prepare(context, session_->rpc_timeout());
-  const absl::Status asked =
-      session_->FromGrpc(session_->stub().Wait(&context, request, &response), "Wait");
-  if (asked.ok() && response.done()) {
-    ring::CompletionSlot result{};
-    result.code = response.code();
-    ring::PutText(response.message(), result.message, ring::kMessageBytes);
-    ring::PutText(response.algorithm(), result.algorithm, ring::kAlgorithmBytes);
-    result.elapsed_us = response.elapsed_us();
-    ring::PutText(response.protocol(), result.protocol, ring::kProtocolBytes);
-    result.segment_bytes = response.segment_bytes();
-    ring::PutText(response.chosen_by(), result.chosen_by, ring::kChosenByBytes);
-    result.policy_version = response.policy_version();
-    Record(result);
-    return absl::OkStatus();
+  if (response->has_value()) {
+    absl::MutexLock lock(record_mu_.get());
+    if (done_.load(std::memory_order_relaxed)) return absl::OkStatus();  // another waiter did
+    const ring::CompletionSlot& result = **response;
+    status_ = absl::Status(static_cast<absl::StatusCode>(result.code),
+                           ring::GetText(result.message, ring::kMessageBytes));
+    algorithm_ = ring::GetText(result.algorithm, ring::kAlgorithmBytes);
+    elapsed_ = absl::Microseconds(result.elapsed_us);
+    protocol_ = ring::GetText(result.protocol, ring::kProtocolBytes);
+    segment_bytes_ = result.segment_bytes;
+    chosen_by_ = ring::GetText(result.chosen_by, ring::kChosenByBytes);
+    policy_version_ = result.policy_version;
+    done_.store(true, std::memory_order_release);
   }
-  // Another waiting thread may have taken it from the ring meanwhile (the daemon then let an
-  // OK result go: NOT_FOUND).
-  if (absl::Status polled = Poll(hw::SteadyTime::InfinitePast()); !polled.ok()) return polled;
-  if (done()) return absl::OkStatus();
-  // A daemon that does not answer either is stuck, as Unreported() says.
-  return asked.ok() || absl::IsNotFound(asked) || absl::IsDeadlineExceeded(asked) ? Unreported()
-                                                                                  : asked;
+  return absl::OkStatus();
 }
 
 absl::Status Request::Wait() { return Wait(absl::InfiniteDuration()); }
@@ -106,10 +75,7 @@ absl::Status Request::Wait(absl::Duration timeout) {
   while (!done()) {
     if (absl::Status polled = Poll(std::min(deadline, report_by_)); !polled.ok()) return polled;
     if (done()) break;
-    if (hw::SteadyNow() >= report_by_) {
-      if (absl::Status asked = AskDaemon(); !asked.ok()) return asked;
-      break;
-    }
+    if (hw::SteadyNow() >= report_by_) return Unreported();
     if (hw::SteadyNow() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("op ", op_id_, " still running after ", absl::FormatDuration(timeout)));
@@ -124,8 +90,8 @@ absl::StatusOr<bool> Request::Test() {
     if (absl::Status polled = Poll(hw::SteadyTime::InfinitePast()); !polled.ok()) return polled;
   }
   if (!done()) {
-    if (hw::SteadyNow() < report_by_) return false;
-    if (absl::Status asked = AskDaemon(); !asked.ok()) return asked;
+    if (hw::SteadyNow() >= report_by_) return Unreported();
+    return false;
   }
   if (!status_.ok()) return status_;
   return true;

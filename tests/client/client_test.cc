@@ -430,37 +430,6 @@ TEST_F(ClientTest, RequestWaitTimesOutAndStaysValid) {
   EXPECT_EQ(receive->op_id(), 0u);
 }
 
-// Ops that finished while this process did not call libcclo (busy, or stopped) past their
-// deadline plus Request::kReportGrace, more of them than the completion ring holds (the
-// daemon keeps the rest until there is room): each Wait returns the daemon's result, not
-// "daemon did not report op N done by its deadline (plus 10s); it may be stuck" for those the
-// daemon kept (278 of 1500 said so).
-TEST(ClientRingFullTest, ResultsTheDaemonKeptPastTheirDeadlineAreTheirOwn) {
-  testing::Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 4096}\n");
-  Pair pair = JoinPair(daemon.runtime_dir());
-  absl::StatusOr<Buffer> in = pair.clients[0]->AllocBuffer(16);
-  ASSERT_TRUE(in.ok()) << in.status();
-  constexpr absl::Duration kTimeout = absl::Seconds(1);
-  std::vector<Request> receives;
-  for (uint32_t tag = 0; tag < 1500; ++tag) {
-    absl::StatusOr<Request> receive =
-        pair.comms[0]->RecvAsync(*in, 0, 4, DataType::kInt32, 1, tag, {.timeout = kTimeout});
-    ASSERT_TRUE(receive.ok()) << tag << ": " << receive.status();
-    receives.push_back(*std::move(receive));
-  }
-  absl::SleepFor(kTimeout + Request::kReportGrace + absl::Seconds(1));
-  for (Request& receive : receives) {
-    // The first to miss its deadline broke the communicator for the others.
-    const absl::Status waited = receive.Wait();
-    EXPECT_THAT(waited.code(), ::testing::AnyOf(absl::StatusCode::kDeadlineExceeded,
-                                                absl::StatusCode::kUnavailable))
-        << receive.op_id() << ": " << waited;
-    EXPECT_TRUE(absl::StrContains(waited.message(), "missed its deadline") ||
-                absl::StrContains(waited.message(), "did not finish by its deadline"))
-        << receive.op_id() << ": " << waited;
-  }
-}
-
 TEST_F(ClientTest, FailedOpReportsTheDaemonsError) {
   std::unique_ptr<Client> client = AttachOrDie(runtime_dir());
   std::unique_ptr<Communicator> comm = JoinAlone(*client);

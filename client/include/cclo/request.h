@@ -17,9 +17,6 @@ namespace cclo {
 namespace client {
 class Session;
 }
-namespace ring {
-struct CompletionSlot;
-}
 
 /// Handle of one submitted op (returned by the Communicator's *Async methods).
 ///
@@ -35,9 +32,7 @@ struct CompletionSlot;
 /// without asking the daemon.
 class Request {
  public:
-  /// How long past an op's deadline Wait() still waits for the daemon's report on the
-  /// completion ring; then it asks the daemon once (a plain RPC), which still holds a result
-  /// it could not post while the ring was full (this process consuming none, busy or stopped).
+  /// How long past an op's deadline Wait() still waits for the daemon's report.
   static constexpr absl::Duration kReportGrace = absl::Seconds(10);
 
   Request(Request&& other) noexcept { *this = std::move(other); }
@@ -104,12 +99,6 @@ class Request {
 
   // Waits at most until `deadline` for the op's completion; records the result when done.
   absl::Status Poll(hw::SteadyTime deadline);
-  // Records the op's result, unless another waiter did.
-  void Record(const ring::CompletionSlot& result);
-  // Once report_by_ passed without the op's completion: asks the daemon (Wait RPC), which
-  // still holds a result it could not post while the completion ring was full (this process
-  // consumed none of it, busy or stopped), and records it. Unreported() if it has none.
-  absl::Status AskDaemon();
   // DEADLINE_EXCEEDED: the daemon did not report the op by report_by_.
   absl::Status Unreported() const;
   // FAILED_PRECONDITION: Wait, Test and Cancel on a Request whose op moved to another.
