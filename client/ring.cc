@@ -28,9 +28,10 @@ void SignalEventfd(int eventfd) {
   (void)!write(eventfd, &one, sizeof(one));
 }
 
-/// Forks this process descends from since libcclo first attached (or mapped a ring), counted
-/// in each child: every op asks whether it runs where its session was attached, and getpid is
-/// a system call (glibc does not cache it), about a microsecond on a paravirtualised core.
+/// Forks this process descends from since libcclo first made a gRPC channel (or mapped a
+/// ring), counted in each child: every op asks whether it runs where its session was
+/// attached, and getpid is a system call (glibc does not cache it), about a microsecond on a
+/// paravirtualised core.
 std::atomic<uint64_t> forks{0};
 
 uint64_t ForksSoFar() {
@@ -272,8 +273,10 @@ absl::Status ClientRing::InAttachingProcess() const {
                                                     " is a forked child, which cannot use it"));
 }
 
+void ClientRing::CountForks() { (void)ForksSoFar(); }
+
 absl::Status ClientRing::NoForkSinceAttach() {
-  if (ForksSoFar() == 0) return absl::OkStatus();
+  if (forks.load(std::memory_order_relaxed) == 0) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "process ", getpid(),
       " was forked from a process in which libcclo attached, and gRPC, which the session's "

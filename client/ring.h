@@ -86,10 +86,14 @@ class ClientRing {
   /// parent's session (and a lock held at the fork stays held). Submit and Finished check it.
   absl::Status InAttachingProcess() const;
 
-  /// OK unless libcclo attached (or tried to) in a process this one was forked from:
-  /// FAILED_PRECONDITION then, saying why a forked child cannot attach. Session::Open asks
-  /// before it makes its gRPC channel; forks are counted from the first call on.
+  /// OK unless libcclo made a gRPC channel (CountForks) in a process this one was forked
+  /// from: FAILED_PRECONDITION then, saying why a forked child cannot attach. Session::Open
+  /// asks before it connects.
   static absl::Status NoForkSinceAttach();
+  /// Counts this process's forks from now on: Session::Open calls it as it makes a gRPC
+  /// channel, which a forked child could not use (an attach that failed before leaves its
+  /// children free to attach).
+  static void CountForks();
 
  private:
   ClientRing(int memfd, void* base, int command_doorbell, int completion_doorbell, AliveFn alive,

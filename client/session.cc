@@ -119,6 +119,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(const std::string& runtim
     return welcome.status();
   }
   const std::string target = absl::StrCat("unix:", runtime_dir, "/client.sock");
+  ClientRing::CountForks();
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   std::shared_ptr<Session> session(
