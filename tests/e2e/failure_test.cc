@@ -696,15 +696,15 @@ size_t Occurrences(const std::string& output, const std::string& text) {
 TEST(FailureTest, LocalGrpcSocketsServeAgainAfterRunningOutOfDescriptors) {
   Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
   for (const char* socket : {"client.sock", "admin.sock"}) {
-    const size_t failed = Occurrences(a.process().Output(), "Too many open files");
+    const std::string pause = absl::StrCat(socket, ": accept failed: Too many open files");
+    const size_t failed = Occurrences(a.process().Output(), pause);
     std::vector<int> flood;
     for (int i = 0; i < 80; ++i) {
       flood.push_back(ConnectUnix(absl::StrCat(a.runtime_dir(), "/", socket)));
       ASSERT_GE(flood.back(), 0) << socket << ": " << std::strerror(errno);
     }
-    EXPECT_TRUE(
-        WaitUntil([&] { return Occurrences(a.process().Output(), "Too many open files") > failed; },
-                  absl::Seconds(20)))
+    EXPECT_TRUE(WaitUntil([&] { return Occurrences(a.process().Output(), pause) > failed; },
+                          absl::Seconds(20)))
         << socket << ": no accept failed\n"
         << Tail(a.process().Output());
     for (int fd : flood) close(fd);
