@@ -60,7 +60,8 @@ class Client {
   uint64_t session_id() const;
 
   /// Allocates a shared-memory buffer of at least `bytes` bytes, charged to the tenant. Its
-  /// memory is taken at once and charged to this process's memory cgroup (not the daemon's).
+  /// memory is taken (and zeroed) at once and charged to this process's memory cgroup (not
+  /// the daemon's); past this process's memory limit the kernel kills it here.
   absl::StatusOr<Buffer> AllocBuffer(uint64_t bytes);
 
   /// Releases `buffer` at the daemon and unmaps it here, leaving it empty. When the daemon
