@@ -27,10 +27,6 @@ constexpr absl::Duration kPartialHelloRetry = absl::Milliseconds(5);
 /// A client that does not read its attach socket for this long fails its AllocBuffer.
 constexpr timeval kSendTimeout = {5, 0};
 
-absl::Status Errno(const std::string& what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(
@@ -149,7 +145,7 @@ void AttachServer::Run() {
 void AttachServer::Accept() {
   int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
-    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+    if (OutOfDescriptors(errno)) {
       spdlog::warn("attach accept failed: {}; not accepting clients for {}", std::strerror(errno),
                    absl::FormatDuration(kAcceptBackoff));
       accept_paused_until_ = hw::SteadyNow() + kAcceptBackoff;

@@ -17,13 +17,14 @@
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
-namespace {
 
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-}  // namespace
+bool OutOfDescriptors(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM;
+}
 
 absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path, mode_t mode) {
   sockaddr_un address{};
@@ -91,7 +92,7 @@ void GrpcUnixListener::Run() {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       grpc::AddInsecureChannelFromFd(server_, fd);
-    } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+    } else if (OutOfDescriptors(errno)) {
       spdlog::warn("{}: accept failed: {}; not accepting for {}", path_, std::strerror(errno),
                    absl::FormatDuration(kAcceptBackoff));
       if (poll(fds.data(), 1, backoff_ms) > 0) return;

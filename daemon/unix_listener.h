@@ -24,6 +24,13 @@ namespace cclo::daemon {
 /// keeps the socket readable: polling it would spin), and polling when out of memory.
 inline constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
+/// INTERNAL: "`what`: <errno's text>".
+absl::Status Errno(const std::string& what);
+
+/// Whether an accept failed for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
+/// ENOMEM): the connection stays queued, so accepting pauses for kAcceptBackoff.
+bool OutOfDescriptors(int error);
+
 /// A Unix stream socket listening at `path` (replacing a stale socket file) with `mode`;
 /// an error names it as `what` and `path`.
 absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path, mode_t mode);
