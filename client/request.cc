@@ -69,13 +69,27 @@ absl::Status Request::MovedFrom() const {
   return absl::FailedPreconditionError("this Request was moved from");
 }
 
+absl::StatusOr<hw::SteadyTime> Request::ReportBy() {
+  // Asked before the look below, which then finds what the daemon posted until it said so.
+  const hw::SteadyTime held_until = session_->ring().HeldUntil(kReportGrace);
+  if (absl::Status polled = Poll(hw::SteadyTime::InfinitePast()); !polled.ok()) return polled;
+  return std::max(report_by_, held_until);
+}
+
 absl::Status Request::Wait(absl::Duration timeout) {
   if (!session_) return MovedFrom();
   const hw::SteadyTime deadline = hw::SteadyNow() + timeout;
+  hw::SteadyTime report_by = report_by_;
   while (!done()) {
-    if (absl::Status polled = Poll(std::min(deadline, report_by_)); !polled.ok()) return polled;
+    if (absl::Status polled = Poll(std::min(deadline, report_by)); !polled.ok()) return polled;
     if (done()) break;
-    if (hw::SteadyNow() >= report_by_) return Unreported();
+    if (hw::SteadyNow() >= report_by) {
+      absl::StatusOr<hw::SteadyTime> later = ReportBy();
+      if (!later.ok()) return later.status();
+      if (done()) break;
+      report_by = *later;
+      if (hw::SteadyNow() >= report_by) return Unreported();
+    }
     if (hw::SteadyNow() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("op ", op_id_, " still running after ", absl::FormatDuration(timeout)));
@@ -89,10 +103,12 @@ absl::StatusOr<bool> Request::Test() {
   if (!done()) {
     if (absl::Status polled = Poll(hw::SteadyTime::InfinitePast()); !polled.ok()) return polled;
   }
-  if (!done()) {
-    if (hw::SteadyNow() >= report_by_) return Unreported();
-    return false;
+  if (!done() && hw::SteadyNow() >= report_by_) {
+    absl::StatusOr<hw::SteadyTime> report_by = ReportBy();
+    if (!report_by.ok()) return report_by.status();
+    if (!done() && hw::SteadyNow() >= *report_by) return Unreported();
   }
+  if (!done()) return false;
   if (!status_.ok()) return status_;
   return true;
 }

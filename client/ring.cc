@@ -152,6 +152,7 @@ void ClientRing::ConsumeLocked() {
     }
   }
   header_->completion_tail.store(completion_tail_, std::memory_order_release);
+  last_news_ = hw::SteadyNow();
   ++consumed_;  // news for the threads waiting behind the doorbell's sleeper
   // What this consumed may be what the doorbell's sleeper waits for.
   if (doorbell_sleeper_ && self_doorbell_ >= 0) SignalEventfd(self_doorbell_);
@@ -377,6 +378,13 @@ absl::StatusOr<std::optional<ring::CompletionSlot>> ClientRing::Finished(uint64_
   if (waited.code() == absl::StatusCode::kDeadlineExceeded) return result;
   if (!waited.ok()) return waited;
   return result;
+}
+
+hw::SteadyTime ClientRing::HeldUntil(absl::Duration grace) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t held = header_->completions_held.load(std::memory_order_acquire);
+  ConsumeLocked();
+  return held == 0 ? hw::SteadyTime::InfinitePast() : last_news_ + grace;
 }
 
 void ClientRing::Forget(uint64_t cookie) {

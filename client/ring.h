@@ -68,6 +68,12 @@ class ClientRing {
   /// Forget(cookie). The result is the op's FINISHED completion slot.
   absl::StatusOr<std::optional<ring::CompletionSlot>> Finished(uint64_t cookie,
                                                                hw::SteadyTime deadline);
+  /// While the daemon holds completions that found the ring full (this process consumed
+  /// none for a while: busy or stopped), `grace` past the last time the ring brought any,
+  /// as the daemon is still delivering; otherwise the infinite past. Consumes after it
+  /// asks: a completion the daemon moved into the ring before it said it holds none is
+  /// here when this returns.
+  hw::SteadyTime HeldUntil(absl::Duration grace);
   /// Drops what the ring holds or will receive for `cookie` (its request is gone).
   /// Does nothing in a forked child.
   void Forget(uint64_t cookie);
@@ -144,6 +150,8 @@ class ClientRing {
   absl::Mutex mu_;
   uint64_t command_head_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completion_tail_ ABSL_GUARDED_BY(mu_) = 0;
+  /// When ConsumeLocked last found completions (or the ring was mapped).
+  hw::SteadyTime last_news_ ABSL_GUARDED_BY(mu_) = hw::SteadyNow();
   uint64_t next_cookie_ ABSL_GUARDED_BY(mu_) = 1;
   /// Set once the daemon stopped serving the ring (or the ring is corrupt): every wait
   /// fails with it.

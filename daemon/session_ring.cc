@@ -88,7 +88,7 @@ bool SessionRing::PostQuietly(const ring::CompletionSlot& slot) {
   absl::MutexLock lock(&mu_);
   if (!overflow_.empty() || !PostLocked(slot)) {
     overflow_.push_back(slot);
-    overflowing_.store(true, std::memory_order_release);
+    CountHeldLocked();
     return false;
   }
   return true;
@@ -101,8 +101,15 @@ bool SessionRing::FlushOverflow() {
     overflow_.pop_front();
     posted = true;
   }
-  overflowing_.store(!overflow_.empty(), std::memory_order_release);
+  CountHeldLocked();
   return posted;
+}
+
+void SessionRing::CountHeldLocked() {
+  overflowing_.store(!overflow_.empty(), std::memory_order_release);
+  // After the posts above (their head's release store): a client that reads 0 here finds
+  // them in the ring.
+  header_->completions_held.store(overflow_.size(), std::memory_order_release);
 }
 
 bool SessionRing::Overflowing() const { return overflowing_.load(std::memory_order_acquire); }

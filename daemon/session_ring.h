@@ -73,6 +73,9 @@ class SessionRing {
   /// Writes `slot` at the completion head if there is room; false if the ring is full or
   /// the client's tail is out of bounds (then nothing more is posted until it is sane).
   bool PostLocked(const ring::CompletionSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Publishes how many completions overflow_ holds: overflowing_ for the engine, and the
+  /// header's completions_held for the client.
+  void CountHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int memfd_;
   void* const base_;  ///< kRingBytes mapped, shared with the client

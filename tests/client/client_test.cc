@@ -430,6 +430,47 @@ TEST_F(ClientTest, RequestWaitTimesOutAndStaysValid) {
   EXPECT_EQ(receive->op_id(), 0u);
 }
 
+// Ops that finished while this process called no libcclo (busy, or stopped) past their
+// deadline plus Request::kReportGrace, more of them than the completion ring holds (the
+// daemon keeps the rest until there is room): Wait and Test give each its daemon's result,
+// not "daemon did not report op N done by its deadline (plus 10s); it may be stuck" for
+// those the daemon kept (278 of 1500 said so).
+TEST(ClientRingFullTest, ResultsTheDaemonKeptPastTheirDeadlineAreTheirOwn) {
+  testing::Daemon daemon("tenants:\n  - name: default\n    quotas: {inflight_ops: 4096}\n");
+  Pair pair = JoinPair(daemon.runtime_dir());
+  absl::StatusOr<Buffer> in = pair.clients[0]->AllocBuffer(16);
+  ASSERT_TRUE(in.ok()) << in.status();
+  constexpr absl::Duration kTimeout = absl::Seconds(1);
+  std::vector<Request> receives;
+  for (uint32_t tag = 0; tag < 1500; ++tag) {
+    absl::StatusOr<Request> receive =
+        pair.comms[0]->RecvAsync(*in, 0, 4, DataType::kInt32, 1, tag, {.timeout = kTimeout});
+    ASSERT_TRUE(receive.ok()) << tag << ": " << receive.status();
+    receives.push_back(*std::move(receive));
+  }
+  absl::SleepFor(kTimeout + Request::kReportGrace + absl::Seconds(1));
+  for (size_t i = 0; i < receives.size(); ++i) {
+    // Every other one asked with Test, until it says more than "still running".
+    absl::Status result;
+    if (i % 2 == 0) {
+      result = receives[i].Wait();
+    } else {
+      const absl::Time give_up = absl::Now() + Request::kReportGrace;
+      absl::StatusOr<bool> tested = false;
+      while (tested.ok() && !*tested && absl::Now() < give_up) tested = receives[i].Test();
+      ASSERT_FALSE(tested.ok()) << receives[i].op_id() << ": still running, or OK";
+      result = tested.status();
+    }
+    // The first to miss its deadline broke the communicator for the others.
+    EXPECT_THAT(result.code(), ::testing::AnyOf(absl::StatusCode::kDeadlineExceeded,
+                                                absl::StatusCode::kUnavailable))
+        << receives[i].op_id() << ": " << result;
+    EXPECT_TRUE(absl::StrContains(result.message(), "missed its deadline") ||
+                absl::StrContains(result.message(), "did not finish by its deadline"))
+        << receives[i].op_id() << ": " << result;
+  }
+}
+
 TEST_F(ClientTest, FailedOpReportsTheDaemonsError) {
   std::unique_ptr<Client> client = AttachOrDie(runtime_dir());
   std::unique_ptr<Communicator> comm = JoinAlone(*client);

@@ -141,11 +141,14 @@ TEST(SessionRingTest, ScribbledIndicesAreRefusedByNameNeverFollowed) {
     if (!room) {
       // Kept, and posted once the client consumed everything.
       EXPECT_TRUE(ring.Overflowing());
+      EXPECT_EQ(header->completions_held.load(), 1u);
       header->completion_tail.store(completed);
       tails.insert(completed);
       EXPECT_TRUE(ring.FlushOverflow());
       EXPECT_FALSE(ring.Overflowing());
     }
+    // What a client reads to tell a result still coming from one never reported.
+    EXPECT_EQ(header->completions_held.load(), 0u);
     EXPECT_EQ(std::memcmp(&completions[completed % ring::kCompletionSlots], &slot, sizeof(slot)),
               0);
     if (slot.kind == static_cast<uint32_t>(ring::CompletionKind::kFinished) && slot.code == 0) {

@@ -32,7 +32,9 @@ class Session;
 /// without asking the daemon.
 class Request {
  public:
-  /// How long past an op's deadline Wait() still waits for the daemon's report.
+  /// How long past an op's deadline Wait() still waits for the daemon's report (and past
+  /// the last result the daemon delivered, while it holds results that found the
+  /// session's completion ring full).
   static constexpr absl::Duration kReportGrace = absl::Seconds(10);
 
   Request(Request&& other) noexcept { *this = std::move(other); }
@@ -88,7 +90,8 @@ class Request {
   friend class Communicator;
   /// `cookie`: the command's key in the session's rings. `report_by`: when the daemon
   /// must have reported the op done (its deadline plus a grace); Wait() and Test() give up
-  /// with DEADLINE_EXCEEDED after it.
+  /// with DEADLINE_EXCEEDED after it, unless the daemon is still delivering results that
+  /// found the ring full (ReportBy).
   Request(std::shared_ptr<client::Session> session, uint64_t op_id, uint64_t cookie,
           hw::SteadyTime report_by)
       : session_(std::move(session)),
@@ -99,6 +102,10 @@ class Request {
 
   // Waits at most until `deadline` for the op's completion; records the result when done.
   absl::Status Poll(hw::SteadyTime deadline);
+  // When the daemon must have reported the op: report_by_, or later while it holds
+  // completions that found the session's ring full and is still delivering them (the
+  // op's may be among them). Records the result if the ring has it by then.
+  absl::StatusOr<hw::SteadyTime> ReportBy();
   // DEADLINE_EXCEEDED: the daemon did not report the op by report_by_.
   absl::Status Unreported() const;
   // FAILED_PRECONDITION: Wait, Test and Cancel on a Request whose op moved to another.

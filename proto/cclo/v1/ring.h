@@ -13,7 +13,11 @@
 // Indices count slots ever written and never wrap; slot i lives at i % capacity. Each ring
 // has one producer and one consumer: the producer fills the slot, then publishes it with a
 // release store of its head; the consumer reads head with acquire, copies the slot out and
-// advances its tail with a release store. A producer rings the other side's doorbell only
+// advances its tail with a release store. The daemon keeps completions that find the ring
+// full until the client makes room, and says how many in `completions_held` (a release
+// store after it posts any of them), so a client can tell a result still coming from one
+// never reported. That field came within version 2, in completion_head's cache line: a
+// daemon that does not set it leaves it 0. A producer rings the other side's doorbell only
 // when that side said it is about to sleep (`daemon_sleeping`, `client_waiters`), checked
 // after a seq_cst fence, and the sleeper checks the ring again after setting its flag, so
 // no wake-up is lost.
@@ -57,7 +61,8 @@ inline constexpr size_t kMessageBytes = 256;
 inline constexpr size_t kProtocolBytes = 16;
 inline constexpr size_t kChosenByBytes = 64;
 
-/// The header at offset 0. Each index or flag sits on its own cache line.
+/// The header at offset 0. Each index or flag sits on its own cache line (completions_held
+/// shares completion_head's: the daemon writes both).
 struct RingHeader {
   uint32_t magic;
   uint32_t version;
@@ -66,6 +71,7 @@ struct RingHeader {
   alignas(64) std::atomic<uint64_t> command_head;     ///< client: commands posted
   alignas(64) std::atomic<uint64_t> command_tail;     ///< daemon: commands taken
   alignas(64) std::atomic<uint64_t> completion_head;  ///< daemon: completions posted
+  std::atomic<uint64_t> completions_held;             ///< daemon: completions waiting for room
   alignas(64) std::atomic<uint64_t> completion_tail;  ///< client: completions consumed
   /// Set by the daemon before it sleeps on the command doorbell.
   alignas(64) std::atomic<uint32_t> daemon_sleeping;
@@ -138,6 +144,7 @@ inline constexpr size_t kCompletionsOffset = kCommandsOffset + kCommandSlots * s
 inline constexpr size_t kRingBytes = kCompletionsOffset + kCompletionSlots * sizeof(CompletionSlot);
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(RingHeader) == 448, "ring header layout changed: bump kVersion");
 static_assert(sizeof(CommandSlot) == 208, "command slot layout changed: bump kVersion");
 static_assert(sizeof(CompletionSlot) == 424, "completion slot layout changed: bump kVersion");
 
