@@ -47,12 +47,13 @@ CLI::Validator Utf8() {
 CLI::Validator Seconds(double min, double max) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double seconds = std::strtod(text.c_str(), &end);
-        if (end != text.c_str() && *end == '\0' && std::isfinite(seconds) && seconds >= min &&
-            seconds <= max) {
-          return "";
-        }
+        // Digits with at most one point: strtod would also take " 5", "0x10" and "1e3".
+        auto digit = [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); };
+        const bool decimal =
+            std::ranges::any_of(text, digit) && std::ranges::count(text, '.') <= 1 &&
+            std::ranges::all_of(text, [&](char c) { return digit(c) || c == '.'; });
+        const double seconds = decimal ? std::strtod(text.c_str(), nullptr) : 0;
+        if (decimal && seconds >= min && seconds <= max) return "";
         return absl::StrCat(text, " is not a number of seconds in [", min, ", ", max, "]");
       },
       absl::StrCat("SECONDS in [", min, ", ", max, "]"));

@@ -26,8 +26,9 @@ CLI::Validator RuntimeDir();
 /// Accepts an option or argument that is UTF-8 (hw::CheckUtf8).
 CLI::Validator Utf8();
 
-/// Accepts a number of seconds in [min, max]; "nan" and "inf", which CLI11 reads and its
-/// own ranges let through, are refused.
+/// Accepts a decimal number of seconds in [min, max] ("2", "0.5"); "nan" and "inf", which
+/// CLI11 reads and its own ranges let through, are refused, and so are "0x10", "1e3" and
+/// a sign or spaces.
 CLI::Validator Seconds(double min, double max);
 
 /// For `command` (an app or one of its subcommands) given without a subcommand: prints

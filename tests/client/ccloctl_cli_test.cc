@@ -189,6 +189,11 @@ TEST(CcloctlCliTest, BadArgumentsExitTwoWithTheReason) {
       {{"drain", "--timeout", "nan"}, "--timeout: nan is not a number of seconds in"},
       {{"--timeout", "inf", "status"}, "--timeout: inf is not a number of seconds in"},
       {{"drain", "--timeout", "soon"}, "--timeout"},
+      // strtod's own readings: hex 16 s, 1000 s.
+      {{"drain", "--timeout", "0x10"}, "--timeout: 0x10 is not a number of seconds in"},
+      {{"--timeout", "1e3", "status"}, "--timeout: 1e3 is not a number of seconds in"},
+      {{"--timeout", " 5", "status"}, "--timeout:  5 is not a number of seconds in"},
+      {{"--timeout", "1.2.3", "status"}, "--timeout: 1.2.3 is not a number of seconds in"},
       {{"policy", "explain", "--op", "allredcue"}, "ccloctl: --op "},
       {{"policy", "explain", "--op", "allreduce", "--datatype", "float33"}, "ccloctl: --datatype "},
       {{"policy", "explain", "--op", "allreduce", "--bytes", "12 apples"},
