@@ -300,7 +300,7 @@ absl::Status CheckHost(const std::string& host) {
   }
   // Joining daemons refuse other bytes in a token or a rank table (hw::CheckHostPort), and
   // an answer's string field cannot carry a byte that is not UTF-8 (`ccloctl status`).
-  if (!std::all_of(host.begin(), host.end(), [](char c) { return c > ' ' && c < 0x7f; })) {
+  if (!hw::PrintableWithoutSpaces(host)) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", host,
                      "' is not printable ASCII without spaces: rank tables and communicator "

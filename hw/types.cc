@@ -241,6 +241,10 @@ std::string HostPort(const std::string& host, uint16_t port) {
   return absl::StrCat("[", host, "]:", port);
 }
 
+bool PrintableWithoutSpaces(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c > ' ' && c < 0x7f; });
+}
+
 absl::Status CheckHostPort(std::string_view address) {
   constexpr size_t kMaxBytes = 300;
   if (address.size() > kMaxBytes) {
@@ -248,10 +252,8 @@ absl::Status CheckHostPort(std::string_view address) {
         absl::StrCat("address of ", address.size(), " bytes is longer than ", kMaxBytes));
   }
   const size_t colon = address.rfind(':');
-  const bool printable =
-      std::all_of(address.begin(), address.end(), [](char c) { return c > ' ' && c < 0x7f; });
   uint32_t port = 0;
-  if (!printable || colon == std::string_view::npos || colon == 0 ||
+  if (!PrintableWithoutSpaces(address) || colon == std::string_view::npos || colon == 0 ||
       address.find_first_not_of("0123456789", colon + 1) != std::string_view::npos ||
       !absl::SimpleAtoi(std::string(address.substr(colon + 1)), &port) || port == 0 ||
       port > 65535) {

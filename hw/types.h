@@ -146,6 +146,8 @@ std::string EscapeControl(std::string_view text, size_t max_bytes = kMaxEscapedB
 /// "host:port", an IPv6 address in brackets ("[::1]:7470"): the form gRPC, civetweb and the
 /// data sessions parse.
 std::string HostPort(const std::string& host, uint16_t port);
+/// Whether `text` is printable ASCII without spaces, as a host in an address must be.
+bool PrintableWithoutSpaces(std::string_view text);
 /// Whether `address` (from another process) has that form: up to 300 printable characters
 /// without spaces, then ':' and a port from 1 to 65535. INVALID_ARGUMENT saying why.
 absl::Status CheckHostPort(std::string_view address);
