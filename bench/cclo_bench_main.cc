@@ -130,9 +130,11 @@ absl::StatusOr<BenchOptions> ParseArguments(int argc, char** argv, std::optional
   app.add_option("--baseline", arguments.baselines,
                  "mpi, gloo or link; repeat for several (run after cclod's sweep)");
   app.add_option("--link-seconds", arguments.link_seconds, "iperf3's run time")
+      ->check(client::Seconds(1, 600))
       ->capture_default_str();
   app.add_option("--deadline", arguments.deadline_seconds,
                  "seconds each stack's sweep may take; its processes are killed past it")
+      ->check(client::Seconds(0.001, 86400))
       ->capture_default_str();
   exit_code = client::ParseCommandLine(app, argc, argv, std::cout, std::cerr);
   if (exit_code) return absl::CancelledError();

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -203,15 +202,7 @@ absl::StatusOr<BenchOptions> ValidateBenchArguments(const BenchArguments& argume
       options.baselines.push_back(baseline);
     }
   }
-  if (!(arguments.link_seconds >= 1 && arguments.link_seconds <= 600)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--link-seconds ", arguments.link_seconds, " is outside 1 to 600"));
-  }
   options.link_seconds = arguments.link_seconds;
-  if (!std::isfinite(arguments.deadline_seconds) || arguments.deadline_seconds <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--deadline ", arguments.deadline_seconds,
-                                                   " is not a positive number of seconds"));
-  }
   options.deadline = absl::Seconds(arguments.deadline_seconds);
   return options;
 }

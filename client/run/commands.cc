@@ -90,9 +90,11 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                   "every algorithm it has in turn (default: the daemon's policy)");
   run->add_option("--join-timeout", arguments.join_timeout_seconds,
                   "seconds to wait for all ranks to join")
+      ->check(client::Seconds(0.001, 86400))
       ->capture_default_str();
   run->add_option("--op-timeout", arguments.op_timeout_seconds,
                   "op deadline in seconds (0: the daemon's default)")
+      ->check(client::Seconds(0, 86400))
       ->capture_default_str();
   run->add_flag("--table", arguments.table,
                 "print `op algorithm datatype root bytes time_us GB/s ok`, a row per run (ok: "

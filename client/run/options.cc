@@ -1,7 +1,6 @@
 #include "client/run/options.h"
 
 #include <algorithm>
-#include <cmath>
 #include <iterator>
 #include <limits>
 
@@ -155,15 +154,6 @@ absl::StatusOr<RunOptions> ValidateRunArguments(const RunArguments& arguments) {
   if (arguments.iters < 1 || arguments.iters > std::numeric_limits<uint32_t>::max()) {
     return FlagError("iters", absl::StrCat(arguments.iters, " is not 1 to ",
                                            std::numeric_limits<uint32_t>::max()));
-  }
-  if (!std::isfinite(arguments.join_timeout_seconds) || arguments.join_timeout_seconds <= 0) {
-    return FlagError("join-timeout", absl::StrCat(arguments.join_timeout_seconds,
-                                                  " is not a positive number of seconds"));
-  }
-  if (!std::isfinite(arguments.op_timeout_seconds) || arguments.op_timeout_seconds < 0) {
-    return FlagError("op-timeout", absl::StrCat(arguments.op_timeout_seconds,
-                                                " is not 0 (the daemon's default) or a positive "
-                                                "number of seconds"));
   }
   absl::StatusOr<std::vector<Op>> ops = ParseOps(arguments.ops);
   if (!ops.ok()) return ops.status();

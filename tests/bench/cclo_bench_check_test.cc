@@ -216,8 +216,10 @@ TEST(CcloBenchTest, BadArgumentsAreRefusedWithTheReason) {
       // Refused as CLI11's largest value, "--daemons 9223372036854775807 is outside 1 to 64".
       {{"--daemons", "18446744073709551616"},
        "--daemons: 18446744073709551616 is too large (at most 9223372036854775807)"},
-      {{"--link-seconds", "nan"}, "--link-seconds nan is outside 1 to 600"},
-      {{"--deadline", "inf"}, "--deadline inf is not a positive number of seconds"},
+      {{"--link-seconds", "nan"}, "--link-seconds: nan is not a number of seconds in [1, 600]"},
+      {{"--link-seconds", "0x10"}, "--link-seconds: 0x10 is not a number of seconds in [1, 600]"},
+      {{"--deadline", "inf"}, "--deadline: inf is not a number of seconds in [0.001, 86400]"},
+      {{"--deadline", "1e300"}, "--deadline: 1e300 is not a number of seconds in [0.001, 86400]"},
       {{"--daemons", "4", "--ops", "allgather", "--max-bytes", "8"},
        "--max-bytes 8 is too small for allgather over 4 ranks: it needs at least 16 bytes (one "
        "float32 per rank)"},

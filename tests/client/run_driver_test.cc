@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -340,6 +341,21 @@ TEST(RunCommandLineTest, CommandLineErrorsExitTwo) {
   EXPECT_NE(outcome.err.find("--attach-timeout: nan is not a number of seconds in [0.001, 86400]"),
             std::string::npos)
       << outcome.err;
+  // strtod read these as 16 s and 1000 s; 1e300 s was an infinite wait.
+  for (const auto& [flag, seconds, range] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--join-timeout", "0x10", "[0.001, 86400]"},
+           {"--join-timeout", "1e300", "[0.001, 86400]"},
+           {"--join-timeout", "0", "[0.001, 86400]"},
+           {"--op-timeout", "1e3", "[0, 86400]"},
+           {"--op-timeout", "inf", "[0, 86400]"}}) {
+    outcome = CcloRun({"run", "--token", "t", "--rank", "0", "--size", "1", flag, seconds});
+    EXPECT_EQ(outcome.code, 2) << flag << " " << seconds;
+    EXPECT_NE(outcome.err.find(
+                  absl::StrCat(flag, ": ", seconds, " is not a number of seconds in ", range)),
+              std::string::npos)
+        << outcome.err;
+  }
   outcome = CcloRun({"walk"});
   EXPECT_EQ(outcome.code, 2);
   EXPECT_NE(outcome.err.find("walk"), std::string::npos) << outcome.err;
