@@ -381,6 +381,8 @@ absl::StatusOr<std::optional<ring::CompletionSlot>> ClientRing::Finished(uint64_
 }
 
 hw::SteadyTime ClientRing::HeldUntil(absl::Duration grace) {
+  // The parent's ring, and maybe a lock held at fork.
+  if (!InAttachingProcess().ok()) return hw::SteadyTime::InfinitePast();
   absl::MutexLock lock(&mu_);
   const uint64_t held = header_->completions_held.load(std::memory_order_acquire);
   ConsumeLocked();

@@ -97,6 +97,8 @@ bool SessionRing::PostQuietly(const ring::CompletionSlot& slot) {
 bool SessionRing::FlushOverflow() {
   bool posted = false;
   absl::MutexLock lock(&mu_);
+  // Asked on every pass: completions_held shares the line the client spins on.
+  if (overflow_.empty()) return false;
   while (!overflow_.empty() && PostLocked(overflow_.front())) {
     overflow_.pop_front();
     posted = true;

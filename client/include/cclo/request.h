@@ -45,7 +45,9 @@ class Request {
   ~Request();
 
   /// Waits until the op finishes; returns its result (OK or the daemon's error). The daemon
-  /// enforces each op's deadline, so this ends when the op's timeout expires at the latest.
+  /// enforces each op's deadline, so this ends by kReportGrace after the op's timeout
+  /// expires (DEADLINE_EXCEEDED if the daemon has not reported it), or later while the
+  /// daemon delivers results that found the session's completion ring full.
   absl::Status Wait();
 
   /// Waits at most `timeout`. DEADLINE_EXCEEDED when the op is still running; the request

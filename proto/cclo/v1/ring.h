@@ -144,7 +144,14 @@ inline constexpr size_t kCompletionsOffset = kCommandsOffset + kCommandSlots * s
 inline constexpr size_t kRingBytes = kCompletionsOffset + kCompletionSlots * sizeof(CompletionSlot);
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
-static_assert(sizeof(RingHeader) == 448, "ring header layout changed: bump kVersion");
+static_assert(sizeof(RingHeader) == 448 && offsetof(RingHeader, command_head) == 64 &&
+                  offsetof(RingHeader, command_tail) == 128 &&
+                  offsetof(RingHeader, completion_head) == 192 &&
+                  offsetof(RingHeader, completions_held) == 200 &&
+                  offsetof(RingHeader, completion_tail) == 256 &&
+                  offsetof(RingHeader, daemon_sleeping) == 320 &&
+                  offsetof(RingHeader, client_waiters) == 384,
+              "ring header layout changed: bump kVersion");
 static_assert(sizeof(CommandSlot) == 208, "command slot layout changed: bump kVersion");
 static_assert(sizeof(CompletionSlot) == 424, "completion slot layout changed: bump kVersion");
 
