@@ -15,6 +15,7 @@
 #include "cclo/v1/attach.h"
 #include "cclo/v1/ring.h"
 #include "daemon/unix_listener.h"
+#include "hw/types.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -40,9 +41,15 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(
     close(fd);
     return Errno("eventfd");
   }
-  return std::unique_ptr<AttachServer>(new AttachServer(path, fd, wake, tenants, sessions,
+  std::unique_ptr<AttachServer> server(new AttachServer(path, fd, wake, tenants, sessions,
                                                         std::move(on_end), std::move(admit),
                                                         std::move(open_rings)));
+  if (absl::Status started =
+          hw::StartThread(server->thread_, path, [&run = *server] { run.Run(); });
+      !started.ok()) {
+    return started;
+  }
+  return server;
 }
 
 AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
@@ -55,13 +62,12 @@ AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const T
       sessions_(sessions),
       on_end_(std::move(on_end)),
       admit_(std::move(admit)),
-      open_rings_(std::move(open_rings)),
-      thread_([this] { Run(); }) {}
+      open_rings_(std::move(open_rings)) {}
 
 AttachServer::~AttachServer() {
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   for (const auto& [fd, pending] : pending_) close(fd);
   while (!connections_.empty()) EndSession(connections_.begin()->first);
   close(listen_fd_);

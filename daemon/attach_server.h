@@ -83,7 +83,7 @@ class AttachServer {
   std::map<int, Pending> pending_;
   /// Out of descriptors: the listening socket is not polled until then.
   hw::SteadyTime accept_paused_until_ = hw::SteadyTime::InfinitePast();
-  std::thread thread_;
+  std::thread thread_;  ///< runs Run once Start started it; joined by the destructor
 };
 
 }  // namespace cclo::daemon

@@ -14,9 +14,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/log_format.h"
 #include "daemon/status.h"
 #include "daemon/version.h"
@@ -87,6 +89,35 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   return server;
+}
+
+/// Threads a start takes: 6 of cclod's own (the data port, the peer client, op deadlines,
+/// client.sock, admin.sock, attach.sock), 10 of gRPC's (1.51 on 2 cores: 2 executors, 2 timer
+/// threads, 3 of its event engine, which grow with the cores, and a polling thread per server)
+/// and 5 of civetweb's (its master and num_threads 4 workers).
+constexpr int kStartThreads = 21;
+
+/// Whether `count` threads can be had at once, held until all started and then ended: checked
+/// before a start takes any, as gRPC and civetweb do not fail cleanly without theirs. gRPC ends
+/// the process when a server cannot start its first polling thread ('assertion failed:
+/// worker->created()', SIGABRT), goes on without any other, and then never returns from its
+/// shutdown, waiting for the thread it counted; civetweb fails without two, saying only
+/// 'null context'.
+absl::Status CheckThreadsFree(int count) {
+  absl::Notification release;
+  std::vector<std::thread> held(count);
+  absl::Status started;
+  for (size_t i = 0; i < held.size() && started.ok(); ++i) {
+    started = hw::StartThread(held[i],
+                              absl::StrCat("the start, which takes ", count,
+                                           " (gRPC's and civetweb's included); ", i, " started"),
+                              [&release] { release.WaitForNotification(); });
+  }
+  release.Notify();
+  for (std::thread& thread : held) {
+    if (thread.joinable()) thread.join();
+  }
+  return started;
 }
 
 /// The id of admin_group `group`; -1 (no change) when it is empty.
@@ -168,6 +199,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   if (absl::Status usable = RuntimeLock::CheckDir(config.runtime_dir); !usable.ok()) {
     return usable;
   }
+  if (absl::Status free = CheckThreadsFree(kStartThreads); !free.ok()) return free;
   std::error_code error;
   const bool created = std::filesystem::create_directories(config.runtime_dir, error);
   // A dir made here is cclod's alone to write whatever the umask (RuntimeLock::Take
@@ -213,7 +245,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   std::unique_ptr<Daemon> daemon(new Daemon(config, *std::move(lock), *std::move(device),
                                             hw::HostPort(config.host, peer_port), *peer_tls));
   daemon->ApplyScheduling();
-  absl::Status started = daemon->StartServers(peer_port);
+  absl::Status started = daemon->peer_client_.Start();
+  if (started.ok()) started = daemon->ops_.StartDeadlines();
+  if (started.ok()) started = daemon->StartServers(peer_port);
   if (reserved_fd >= 0) close(reserved_fd);
   if (!started.ok()) return started;
   if (peer_tls->has_value()) {
@@ -249,23 +283,23 @@ Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
+  // gRPC's servers first, before any socket file: gRPC may still end the process.
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
       StartServer(hw::HostPort(config_.host, peer_port), &peer_service_, peer_server_credentials_,
                   /*keepalive=*/true);
   if (!server.ok()) return server.status();
   peer_server_ = *std::move(server);
-
   server = StartServer("", &client_service_);
   if (!server.ok()) return server.status();
   client_server_ = *std::move(server);
+  server = StartServer("", &admin_service_);
+  if (!server.ok()) return server.status();
+  admin_server_ = *std::move(server);
+
   absl::StatusOr<std::unique_ptr<GrpcUnixListener>> listener =
       GrpcUnixListener::Start(dir + "/client.sock", 0666, client_server_.get());
   if (!listener.ok()) return listener.status();
   client_listener_ = *std::move(listener);
-
-  server = StartServer("", &admin_service_);
-  if (!server.ok()) return server.status();
-  admin_server_ = *std::move(server);
   // Its user's alone until SetAdminMode gives it to the admin group.
   listener = GrpcUnixListener::Start(dir + "/admin.sock", 0600, admin_server_.get());
   if (!listener.ok()) return listener.status();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "firmware/contract.h"
 #include "firmware/registry.h"
+#include "hw/types.h"
 
 namespace cclo::daemon {
 namespace {
@@ -121,8 +122,7 @@ Ops::Ops(hw::Device* device, Communicators* communicators, OpStats* stats, const
       communicators_(communicators),
       stats_(stats),
       drain_(drain),
-      default_deadline_(default_deadline),
-      expire_thread_([this] { ExpireLoop(); }) {}
+      default_deadline_(default_deadline) {}
 
 Ops::~Ops() {
   {
@@ -130,7 +130,11 @@ Ops::~Ops() {
     stopping_ = true;
     wake_.Signal();
   }
-  expire_thread_.join();
+  if (expire_thread_.joinable()) expire_thread_.join();
+}
+
+absl::Status Ops::StartDeadlines() {
+  return hw::StartThread(expire_thread_, "op deadlines", [this] { ExpireLoop(); });
 }
 
 void Ops::CountRefused(const absl::Status& refusal) { stats_->Refused(refusal.code()); }

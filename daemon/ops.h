@@ -51,6 +51,9 @@ class Ops {
       absl::Duration default_deadline);
   /// Stops the deadline thread; ops still held are left to their sessions.
   ~Ops();
+  /// Starts the deadline thread, which ends held ops at their deadlines (UNAVAILABLE if no
+  /// thread can be had). Call once, before the first Submit.
+  absl::Status StartDeadlines();
   Ops(const Ops&) = delete;
   Ops& operator=(const Ops&) = delete;
 
@@ -111,7 +114,7 @@ class Ops {
   /// Held ops by deadline, with the session holding each.
   std::map<WatchKey, std::weak_ptr<Session>> watched_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread expire_thread_;  // runs ExpireLoop; joined by the destructor
+  std::thread expire_thread_;  // runs ExpireLoop from StartDeadlines; joined by the destructor
 };
 
 }  // namespace cclo::daemon

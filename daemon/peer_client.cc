@@ -4,16 +4,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/status.h"
+#include "hw/types.h"
 
 namespace cclo::daemon {
 
 PeerClient::PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : credentials_(std::move(credentials)), closer_([this] { CloseSettled(); }) {}
+    : credentials_(std::move(credentials)) {}
 
 PeerClient::~PeerClient() {
   Stop();
   closing_queue_.Shutdown();
-  closer_.join();
+  if (closer_.joinable()) closer_.join();
+}
+
+absl::Status PeerClient::Start() {
+  return hw::StartThread(closer_, "the peer client", [this] { CloseSettled(); });
 }
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(

@@ -35,10 +35,15 @@ class PeerClient {
   /// connection to settle (gRPC's own connect timeout, 20 s, ends it sooner).
   static constexpr absl::Duration kConnectingGrace = absl::Minutes(1);
 
-  /// Dials every peer with `credentials` (TLS or plaintext, see peer_tls.h).
+  /// Dials every peer with `credentials` (TLS or plaintext, see peer_tls.h). Start() before
+  /// the first join.
   explicit PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials);
   /// Every join has ended. Stops as Stop() does, so it waits for no connection to settle.
   ~PeerClient();
+
+  /// Starts the thread that closes the channels kept for their connection to settle
+  /// (UNAVAILABLE if no thread can be had). Call once.
+  absl::Status Start();
 
   /// Joins a rank at the root daemon through `context` (blocks until the root answers,
   /// kRootAnswerGrace past `deadline`, Stop, or the caller's context.TryCancel(), which fails
@@ -103,7 +108,7 @@ class PeerClient {
   /// state change on closing_queue_).
   std::map<void*, std::shared_ptr<grpc::Channel>> closing_ ABSL_GUARDED_BY(mu_);
   grpc::CompletionQueue closing_queue_;
-  std::thread closer_;  ///< runs CloseSettled
+  std::thread closer_;  ///< runs CloseSettled from Start() on
 };
 
 }  // namespace cclo::daemon

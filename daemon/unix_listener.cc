@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "hw/types.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
@@ -57,21 +58,23 @@ absl::StatusOr<std::unique_ptr<GrpcUnixListener>> GrpcUnixListener::Start(const 
     unlink(path.c_str());
     return Errno("eventfd");
   }
-  return std::unique_ptr<GrpcUnixListener>(new GrpcUnixListener(path, *fd, wake, server));
+  std::unique_ptr<GrpcUnixListener> listener(new GrpcUnixListener(path, *fd, wake, server));
+  if (absl::Status started =
+          hw::StartThread(listener->thread_, path, [&run = *listener] { run.Run(); });
+      !started.ok()) {
+    return started;
+  }
+  return listener;
 }
 
 GrpcUnixListener::GrpcUnixListener(std::string path, int listen_fd, int wake_fd,
                                    grpc::Server* server)
-    : path_(std::move(path)),
-      listen_fd_(listen_fd),
-      wake_fd_(wake_fd),
-      server_(server),
-      thread_([this] { Run(); }) {}
+    : path_(std::move(path)), listen_fd_(listen_fd), wake_fd_(wake_fd), server_(server) {}
 
 GrpcUnixListener::~GrpcUnixListener() {
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   close(listen_fd_);
   close(wake_fd_);
   unlink(path_.c_str());

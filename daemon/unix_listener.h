@@ -54,7 +54,7 @@ class GrpcUnixListener {
   const int listen_fd_;
   const int wake_fd_;  ///< an eventfd the destructor writes to end Run
   grpc::Server* const server_;
-  std::thread thread_;  ///< runs Run; joined by the destructor
+  std::thread thread_;  ///< runs Run once Start started it; joined by the destructor
 };
 
 }  // namespace cclo::daemon

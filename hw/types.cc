@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -304,6 +305,16 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::str
   close(fd);
   if (!refused.ok()) return refused;
   return text;
+}
+
+absl::Status StartThread(std::thread& thread, const std::string& what, std::function<void()> run) {
+  try {
+    thread = std::thread(std::move(run));
+  } catch (const std::system_error& error) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot start a thread for ", what, ": ", error.code().message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cclo::hw

@@ -5,8 +5,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "absl/status/statusor.h"
 
@@ -164,5 +166,10 @@ inline constexpr size_t kMaxTextFileBytes = 4u << 20;
 /// empty), and so are a device, a FIFO or a socket (/dev/zero never ends, a FIFO may never
 /// answer) and a file longer than kMaxTextFileBytes.
 absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::string& path);
+
+/// Starts `run` on `thread`, or UNAVAILABLE "cannot start a thread for <what>: <why>" where
+/// none is to be had (the user's process limit, the cgroup's task limit), which a later start
+/// may pass: std::thread throws then, and uncaught that ended the process (SIGABRT).
+absl::Status StartThread(std::thread& thread, const std::string& what, std::function<void()> run);
 
 }  // namespace cclo::hw

@@ -99,9 +99,9 @@ absl::Status EmuDevice::Start() {
                                           .congestion = config_.tcp_congestion};
   absl::StatusOr<poe::EnginePtr> engine = poe::tcp::CreateTcpEngine(engine_config, this);
   if (!engine.ok()) return engine.status();
+  if (absl::Status started = (*engine)->Start(); !started.ok()) return started;
   engine_ = std::move(*engine);
   address_ = engine_->address();
-  engine_->Start();
   return absl::OkStatus();
 }
 

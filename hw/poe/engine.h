@@ -97,8 +97,8 @@ class Engine {
   /// "host:port" where peers reach this engine, host numeric ("[v6]:port" for IPv6).
   virtual const std::string& address() const = 0;
 
-  /// Starts the event loop thread. Call once.
-  virtual void Start() = 0;
+  /// Starts the event loop thread (UNAVAILABLE if no thread can be had). Call once.
+  virtual absl::Status Start() = 0;
 
   /// Thread-safe: runs `task` on the engine thread, in posting order.
   virtual void Post(std::function<void()> task) = 0;

@@ -80,6 +80,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> JoinAt(PeerClient& client, const std:
 // the waiting join keeps its channel.
 TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
   auto root = std::make_unique<AnsweringRoot>();
   const int port = root->port();
   const std::string address = root->address();
@@ -116,6 +117,7 @@ TEST(PeerClientTest, JoinsOfOneCommunicatorShareAConnectionMadeForThem) {
     return grpc::Status::OK;
   });
   PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
   std::vector<std::thread> joins;
   std::vector<absl::Status> joined(5);
   for (size_t i = 0; i < joined.size(); ++i) {
@@ -148,6 +150,7 @@ TEST(PeerClientTest, StopEndsAJoinInProgressAndRefusesLaterOnes) {
   const int listener = cclo::testing::ListenLoopback(&root);
   ASSERT_GE(listener, 0);
   PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
   std::thread joining([&] { joined = JoinAt(client, root, absl::Seconds(120)); });
   absl::SleepFor(absl::Milliseconds(300));  // the join is on its way or waiting; both end
@@ -168,6 +171,7 @@ TEST(PeerClientTest, StopClosesTheChannelsStillConnecting) {
   const int listener = cclo::testing::ListenLoopback(&root);
   ASSERT_GE(listener, 0);
   PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
   EXPECT_TRUE(absl::IsUnavailable(JoinAt(client, root, absl::Milliseconds(300)).status()));
   EXPECT_EQ(client.channels(), 1u);  // kept: still connecting
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
@@ -191,6 +195,7 @@ TEST(PeerClientTest, AJoinThatTheRootDoesNotAnswerSaysSo) {
   const int listener = cclo::testing::ListenLoopback(&root);
   ASSERT_GE(listener, 0);
   PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
   EXPECT_EQ(JoinAt(client, root, absl::Milliseconds(300)).status(),
             absl::UnavailableError("no answer within the join timeout of 300ms: unreachable, or "
                                    "not serving (Deadline Exceeded)"));
@@ -207,6 +212,7 @@ TEST(PeerClientTest, ARootsAnswerThatComesJustAfterTheDeadlineIsHeard) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "missing ranks 1");
   });
   PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
   grpc::ClientContext context;
   EXPECT_EQ(client.Join(root.address(), cclo::v1::PeerJoinRequest(), deadline, context).status(),
             absl::DeadlineExceededError("missing ranks 1"));
@@ -219,6 +225,7 @@ TEST(PeerClientTest, ACancelledContextEndsTheJoin) {
   const int listener = cclo::testing::ListenLoopback(&root);
   ASSERT_GE(listener, 0);
   PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
   grpc::ClientContext context;
   context.TryCancel();
   EXPECT_TRUE(absl::IsCancelled(
@@ -231,6 +238,7 @@ TEST(PeerClientTest, ACancelledContextEndsTheJoin) {
 // partition cut off: a channel lives only while joins use it, so none is kept idle.
 TEST(PeerClientTest, NoChannelOutlivesItsJoins) {
   PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
   AnsweringRoot root;
   ASSERT_TRUE(JoinAt(client, root.address(), absl::Seconds(30)).ok());
   for (int i = 0; i < 10; ++i) {

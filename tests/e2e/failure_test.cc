@@ -770,5 +770,49 @@ TEST(FailureTest, StopsCleanlyWhenNoThreadCanStart) {
   EXPECT_TRUE(absl::StrContains(stopped.output, "cclod stopped")) << Tail(stopped.output);
 }
 
+// A daemon that cannot have the threads it starts with (its user at its process limit) fails
+// its start as one that may pass later: exit code 1, which the unit retries, with the reason,
+// and no socket left behind. Wherever the limit fell it aborted (exit code 134: std::thread's
+// std::system_error, or gRPC's 'assertion failed: worker->created()'), leaving client.sock or
+// admin.sock, or failed with civetweb's 'null context'. With the limit lifted it starts.
+TEST(FailureTest, AStartWithoutThreadsFailsCleanlyAndALaterOnePasses) {
+  // A user of its own, as in StopsCleanlyWhenNoThreadCanStart, with a copy of the daemon.
+  constexpr uid_t kDaemonUid = 65531;
+  char dir_template[] = "/tmp/cclo.XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  ASSERT_EQ(chown(dir.c_str(), kDaemonUid, kDaemonUid), 0) << std::strerror(errno);
+  std::filesystem::copy_file(Runfile("daemon/cclod"), dir + "/cclod");
+  const std::string config = dir + "/cclod.yaml";
+  std::ofstream(config) << "runtime_dir: " << dir << "/run\nhost: 127.0.0.1\n"
+                        << "peer_port: 0\ndata_port: 0\nmetrics_port: 0\n";
+  const std::vector<std::string> as_user = {"/usr/bin/setpriv",
+                                            absl::StrCat("--reuid=", kDaemonUid),
+                                            absl::StrCat("--regid=", kDaemonUid), "--clear-groups"};
+  // Limits at which, before, the data port's thread (2), the peer client's (5), gRPC's
+  // first server (8), client.sock's (13), admin.sock's (15) and civetweb (17) had none.
+  for (int limit : {2, 5, 8, 13, 15, 17}) {
+    std::vector<std::string> command = as_user;
+    command.insert(command.end(), {"/usr/bin/prlimit", absl::StrCat("--nproc=", limit),
+                                   dir + "/cclod", "--config", config});
+    const ProcessResult refused = Process(command).Wait(absl::Seconds(30));
+    EXPECT_EQ(refused.exit_code, 1) << "--nproc=" << limit << "\n" << Tail(refused.output);
+    EXPECT_TRUE(absl::StrContains(refused.output,
+                                  "cclod cannot start: cannot start a thread for the start"))
+        << "--nproc=" << limit << "\n"
+        << Tail(refused.output);
+    for (const char* socket : {"attach.sock", "client.sock", "admin.sock"}) {
+      EXPECT_FALSE(std::filesystem::exists(absl::StrCat(dir, "/run/", socket)))
+          << "--nproc=" << limit << " left " << socket;
+    }
+  }
+  std::vector<std::string> command = as_user;
+  command.insert(command.end(), {dir + "/cclod", "--config", config});
+  Process lifted(command);
+  EXPECT_TRUE(lifted.WaitForOutput("ready: peer", absl::Seconds(30))) << Tail(lifted.Output());
+  lifted.Signal(SIGTERM);
+  EXPECT_EQ(lifted.Wait(absl::Seconds(30)).exit_code, 0) << Tail(lifted.Output());
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace cclo::testing

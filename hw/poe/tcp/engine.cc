@@ -207,8 +207,8 @@ TcpEngine::~TcpEngine() {
   close(epoll_fd_);
 }
 
-void TcpEngine::Start() {
-  thread_ = std::thread([this] { Loop(); });
+absl::Status TcpEngine::Start() {
+  return StartThread(thread_, "the data port", [this] { Loop(); });
 }
 
 void TcpEngine::Post(std::function<void()> task) {

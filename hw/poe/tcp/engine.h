@@ -94,7 +94,7 @@ class TcpEngine final : public Engine {
 
   // Engine
   const std::string& address() const override { return address_; }
-  void Start() override;
+  absl::Status Start() override;
   void Post(std::function<void()> task) override;
   void AddPoller(Poller* poller) override;
   void Stop() override;

@@ -67,7 +67,7 @@ TEST(CongestionTest, BothEndsOfASessionUseTheConfiguredOne) {
     absl::StatusOr<EnginePtr> engine = CreateTcpEngine({.congestion = wanted}, &handlers[i]);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engines[i] = *std::move(engine);
-    engines[i]->Start();
+    ASSERT_TRUE(engines[i]->Start().ok());
   }
   // One session, from the first engine to the second.
   Engine& connecting = *engines[0];

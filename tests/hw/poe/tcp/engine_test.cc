@@ -165,7 +165,7 @@ class EngineTest : public ::testing::Test {
 TEST_F(EngineTest, SleepingEngineWakesForItsPollersFd) {
   CountingPoller poller;
   engine_->AddPoller(&poller);
-  engine_->Start();
+  ASSERT_TRUE(engine_->Start().ok());
   ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() > 0; }));
   poller.Ring();
   ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.done_.load() == 1; }));
@@ -193,7 +193,7 @@ TEST_F(EngineTest, TaskPostedByAPollerRunsBeforeTheNextPoll) {
   CountingPoller poller;
   poller.engine_ = engine_.get();
   engine_->AddPoller(&poller);
-  engine_->Start();
+  ASSERT_TRUE(engine_->Start().ok());
   for (int i = 1; i <= 3; ++i) {
     poller.Ring();
     ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.done_.load() == i; }));
@@ -220,7 +220,7 @@ TEST_F(EngineTest, SleepEndsAtTheTimeThePollerAsks) {
   CountingPoller poller;
   poller.wake_after_ = absl::Milliseconds(1);
   engine_->AddPoller(&poller);
-  engine_->Start();
+  ASSERT_TRUE(engine_->Start().ok());
   // Nothing rings the fd: only the asked-for time wakes the engine, again and again.
   EXPECT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() >= 5; }));
   engine_->Stop();
@@ -241,7 +241,7 @@ TEST(EngineSleepTest, DeadlineATaskSetsIsKeptWhenTheEngineSleepsRightAfterIt) {
   poller.engine_ = engine->get();
   poller.on_task_ = [&] { handler.Arm(hw::SteadyNow() + absl::Milliseconds(1)); };
   (*engine)->AddPoller(&poller);
-  (*engine)->Start();
+  ASSERT_TRUE((*engine)->Start().ok());
   ASSERT_TRUE(CountingPoller::Eventually([&] { return poller.sleeps_.load() > 0; }));
   poller.Ring();
   // Within the test's own time: a sleep past the 1 ms deadline lasts until Stop().
@@ -270,7 +270,7 @@ TEST(EngineAddressTest, AnnouncesNumericAddressesAndConnectsOnlyToThem) {
   const std::string& address = (*engine)->address();
   EXPECT_TRUE(absl::StartsWith(address, "127.0.0.1:") || absl::StartsWith(address, "[::1]:"))
       << address;
-  (*engine)->Start();
+  ASSERT_TRUE((*engine)->Start().ok());
   const std::string port = address.substr(address.rfind(':') + 1);
   std::promise<absl::Status> connected;
   (*engine)->Post(
@@ -318,7 +318,7 @@ TEST(EngineAcceptTest, ATurnAcceptsABatchAndLeavesTheRestQueued) {
     ASSERT_GE(clients.back(), 0) << std::strerror(errno);
   }
   ASSERT_EQ(cclo::testing::UnreadAt(handler.port), kWaiting);
-  (*engine)->Start();
+  ASSERT_TRUE((*engine)->Start().ok());
   ASSERT_TRUE(CountingPoller::Eventually([&] {
     const std::vector<int64_t> queued = handler.queued();
     return !queued.empty() && queued.back() == 0;
@@ -344,7 +344,7 @@ TEST(EngineHandshakeTest, AcceptedConnectionsInTheirHandshakeAreBoundedApartFrom
   config.handshake_timeout = absl::Minutes(10);  // none ends before the test looks
   absl::StatusOr<EnginePtr> engine = CreateTcpEngine(config, &handler);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  (*engine)->Start();
+  ASSERT_TRUE((*engine)->Start().ok());
   std::promise<absl::Status> connected;
   (*engine)->Post(
       [&] { connected.set_value((*engine)->Connect({}, {}, silent_address).status()); });
@@ -426,7 +426,7 @@ absl::Status HandshakeEnd(const std::string& address) {
   config.handshake_timeout = absl::Milliseconds(300);
   absl::StatusOr<EnginePtr> engine = CreateTcpEngine(config, &handler);
   if (!engine.ok()) return engine.status();
-  (*engine)->Start();
+  if (absl::Status started = (*engine)->Start(); !started.ok()) return started;
   std::future<absl::Status> closed = handler.Closed();
   (*engine)->Post([&] { (void)(*engine)->Connect({}, {}, address); });
   const absl::Status reason = closed.wait_for(std::chrono::seconds(60)) == std::future_status::ready

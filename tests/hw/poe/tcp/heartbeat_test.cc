@@ -80,7 +80,7 @@ struct UpSession {
     absl::StatusOr<EnginePtr> started = CreateTcpEngine({.peer_timeout = timeout}, &handler);
     ASSERT_TRUE(started.ok()) << started.status();
     engine = *std::move(started);
-    engine->Start();
+    ASSERT_TRUE(engine->Start().ok());
     peer.emplace(engine->address(), comm);
     peer->Authenticate(comm.config.secret, announced_ms);
     absl::StatusOr<ControlMessage> accept = peer->ReadControl();
@@ -152,7 +152,7 @@ TEST(HeartbeatTest, APeerTimeoutUnderASecondIsRefused) {
   ReportingHandler handler(comm);
   absl::StatusOr<EnginePtr> engine = CreateTcpEngine({}, &handler);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  (*engine)->Start();
+  ASSERT_TRUE((*engine)->Start().ok());
   FakePeer peer((*engine)->address(), comm);
   peer.SendControl({.kind = ControlKind::kHello,
                     .segment_bytes = 64 << 10,
@@ -219,7 +219,7 @@ TEST(HeartbeatTest, SessionsOfOnePeriodTickTogether) {
   absl::StatusOr<EnginePtr> engine = CreateTcpEngine({.peer_timeout = absl::Seconds(10)}, &handler);
   ASSERT_TRUE(engine.ok()) << engine.status();
   (*engine)->AddPoller(&counter);
-  (*engine)->Start();
+  ASSERT_TRUE((*engine)->Start().ok());
   std::vector<std::unique_ptr<FakePeer>> peers;
   for (int i = 0; i < kSessions; ++i) {
     peers.push_back(std::make_unique<FakePeer>((*engine)->address(), comm));

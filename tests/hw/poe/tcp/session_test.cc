@@ -88,7 +88,7 @@ struct UpSession {
     absl::StatusOr<EnginePtr> started = CreateTcpEngine(config, &handler);
     ASSERT_TRUE(started.ok()) << started.status();
     engine = *std::move(started);
-    engine->Start();
+    ASSERT_TRUE(engine->Start().ok());
     peer.emplace(engine->address(), comm);
     peer->Authenticate(comm.config.secret);
     absl::StatusOr<ControlMessage> accept = peer->ReadControl();
