@@ -723,6 +723,30 @@ TEST(FailureTest, LocalGrpcSocketsServeAgainAfterRunningOutOfDescriptors) {
   EXPECT_EQ(status.exit_code, 0) << status.output;
 }
 
+// The limit operations.md states: the peer port is gRPC 1.51's own listener, which stops
+// accepting for good once an accept fails for want of descriptors (it logs 'Failed accept4:
+// Too many open files' once), so after connections filled the daemon's descriptors for a
+// moment no join reaches it as a root until it restarts, though client.sock serves again.
+// A gRPC that goes on accepting fails this test: operations.md must then say so.
+TEST(FailureTest, PeerPortStopsAcceptingForGoodOnceOutOfDescriptors) {
+  Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
+  EXPECT_EQ(ForeignPeerJoin(a.peer_address(), "10.0.0.9:1").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  std::vector<int> flood;
+  for (int i = 0; i < 80; ++i) {
+    flood.push_back(ConnectLoopback(a.peer_address()));
+    ASSERT_GE(flood.back(), 0) << std::strerror(errno);
+  }
+  EXPECT_TRUE(a.process().WaitForOutput("Failed accept4: Too many open files", absl::Seconds(20)))
+      << Tail(a.process().Output());
+  for (int fd : flood) close(fd);
+  RawSession client(a.runtime_dir());  // the daemon has descriptors again
+  const grpc::Status refused = ForeignPeerJoin(a.peer_address(), "10.0.0.9:1");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "before receiving SETTINGS frame"))
+      << refused.error_message();
+}
+
 // How many tasks (threads of every process) user `uid` has: what RLIMIT_NPROC counts.
 int TasksOf(uid_t uid) {
   int tasks = 0;
