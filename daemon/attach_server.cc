@@ -151,12 +151,10 @@ void AttachServer::Run() {
 void AttachServer::Accept() {
   int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
-    if (OutOfDescriptors(errno)) {
+    if (PausesAccepting(errno)) {
       spdlog::warn("attach accept failed: {}; not accepting clients for {}", std::strerror(errno),
                    absl::FormatDuration(kAcceptBackoff));
       accept_paused_until_ = hw::SteadyNow() + kAcceptBackoff;
-    } else if (errno != EINTR && errno != ECONNABORTED) {
-      spdlog::warn("attach accept failed: {}", std::strerror(errno));
     }
     return;
   }

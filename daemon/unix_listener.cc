@@ -24,8 +24,8 @@ absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-bool OutOfDescriptors(int error) {
-  return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM;
+bool PausesAccepting(int error) {
+  return error != EINTR && error != ECONNABORTED && error != EAGAIN && error != EWOULDBLOCK;
 }
 
 absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path, mode_t mode) {
@@ -100,12 +100,10 @@ void GrpcUnixListener::Run() {
         syscall(SYS_accept4, listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (fd >= 0) {
       grpc::AddInsecureChannelFromFd(server_, fd);
-    } else if (OutOfDescriptors(errno)) {
+    } else if (PausesAccepting(errno)) {
       spdlog::warn("{}: accept failed: {}; not accepting for {}", path_, std::strerror(errno),
                    absl::FormatDuration(kAcceptBackoff));
       if (poll(fds.data(), 1, backoff_ms) > 0) return;
-    } else if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) {
-      spdlog::warn("{}: accept failed: {}", path_, std::strerror(errno));
     }
   }
 }

@@ -20,16 +20,18 @@ class Server;
 
 namespace cclo::daemon {
 
-/// How long accepting pauses when the process is out of descriptors (the queued connection
-/// keeps the socket readable: polling it would spin), and polling when out of memory.
+/// How long accepting pauses after it failed (the queued connection keeps the socket
+/// readable: polling it would spin), and polling when out of memory.
 inline constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 /// INTERNAL: "`what`: <errno's text>".
 absl::Status Errno(const std::string& what);
 
-/// Whether an accept failed for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
-/// ENOMEM): the connection stays queued, so accepting pauses for kAcceptBackoff.
-bool OutOfDescriptors(int error);
+/// Whether an accept that failed with `error` pauses accepting for kAcceptBackoff: all but
+/// EINTR, ECONNABORTED (that connection gone) and EAGAIN. Out of descriptors or memory
+/// (EMFILE, ENFILE, ENOBUFS, ENOMEM), or refused for good (a security module's EPERM), the
+/// connection stays queued.
+bool PausesAccepting(int error);
 
 /// A Unix stream socket listening at `path` (replacing a stale socket file) with `mode`;
 /// an error names it as `what` and `path`.

@@ -108,7 +108,7 @@ class Engine {
   virtual void AddPoller(Poller* poller) = 0;
 
   /// Thread-safe, not from the engine thread: runs the tasks posted so far, then stops
-  /// the loop and joins its thread.
+  /// the loop and joins its thread. Nothing for an engine whose Start failed or never ran.
   virtual void Stop() = 0;
 
   /// Engine thread: opens an outgoing session for `comm` to the engine at `peer_address`

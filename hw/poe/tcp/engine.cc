@@ -249,6 +249,7 @@ void TcpEngine::SizeBuffers(int fd, const std::string& name) const {
 }
 
 void TcpEngine::Stop() {
+  if (!thread_.joinable()) return;
   Post([this] { running_ = false; });
   thread_.join();
 }
@@ -405,14 +406,13 @@ void TcpEngine::Accept() {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // The pending connection stays queued and the socket stays readable: back off.
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        // Out of descriptors or memory, or refused for good (a security module's EPERM): the
+        // pending connection stays queued and the socket stays readable, so back off.
         spdlog::warn("{}; not accepting data sessions for {}", Errno("accept"),
                      absl::FormatDuration(kAcceptBackoff));
         accept_paused_until_ = SteadyNow() + kAcceptBackoff;
         WatchListener(false);
-      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        spdlog::warn("{}", Errno("accept"));
       }
       return;
     }

@@ -252,6 +252,16 @@ TEST(EngineSleepTest, DeadlineATaskSetsIsKeptWhenTheEngineSleepsRightAfterIt) {
   EXPECT_EQ(poller.done_.load(), 1);
 }
 
+// An engine whose Start was never called (or failed: no thread to be had) stops as one that
+// ran, twice too; joining the thread it never had ended the process.
+TEST(EngineStopTest, AnEngineThatNeverStartedStops) {
+  IdleHandler handler;
+  absl::StatusOr<EnginePtr> engine = CreateTcpEngine({}, &handler);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  (*engine)->Stop();
+  (*engine)->Stop();
+}
+
 // A listener that cannot bind names its address as host:port, an IPv6 one bracketed (the
 // error said 'bind 2001:db8::1:0').
 TEST(EngineAddressTest, ABindThatFailsNamesTheAddressAsHostPort) {
