@@ -774,35 +774,78 @@ int TasksOf(uid_t uid) {
   return tasks;
 }
 
+// A Daemon launcher that runs cclod as user `uid` under a process limit of `limit` tasks: a
+// user of its own, as RLIMIT_NPROC counts every task of the user. The daemon runs from a copy
+// in the harness's dir (the user may not reach the runfiles), which becomes the user's, as the
+// dir the daemon makes its runtime dir in must.
+std::vector<std::string> AsUserWithTasks(uid_t uid, int limit) {
+  return {
+      "/bin/sh", "-c",
+      absl::StrCat("dir=$(dirname \"$3\") && cp \"$1\" \"$dir/cclod\" && chown ", uid,
+                   " \"$dir\" && shift && exec /usr/bin/setpriv --reuid=", uid, " --regid=", uid,
+                   " --clear-groups /usr/bin/prlimit --nproc=", limit, " \"$dir/cclod\" \"$@\""),
+      "sh"};
+}
+
+// Processes of user `uid` that take what its tasks leave of `limit`, there once it returns.
+std::vector<std::unique_ptr<Process>> TakeTasksUpTo(uid_t uid, int limit) {
+  std::vector<std::unique_ptr<Process>> fillers;
+  for (int i = TasksOf(uid); i < limit; ++i) {
+    fillers.push_back(std::make_unique<Process>(std::vector<std::string>{
+        "/usr/bin/setpriv", absl::StrCat("--reuid=", uid), absl::StrCat("--regid=", uid),
+        "--clear-groups", "/bin/sleep", "60"}));
+  }
+  EXPECT_TRUE(WaitUntil([&] { return TasksOf(uid) >= limit; }, absl::Seconds(10)))
+      << TasksOf(uid) << " tasks of uid " << uid << ", not " << limit;
+  return fillers;
+}
+
 // A daemon that can start no thread (its user at its process limit) stops cleanly on
 // SIGTERM: stopping the metrics server started one, and its failure aborted the daemon
 // ('terminate called without an active exception') before it told its peers or ended its
 // sessions.
 TEST(FailureTest, StopsCleanlyWhenNoThreadCanStart) {
-  // A user of its own, as RLIMIT_NPROC counts every task of the user. The daemon runs from
-  // a copy in the harness's dir (the user may not reach the runfiles), which becomes the
-  // user's, as the dir the daemon makes its runtime dir in must.
   constexpr uid_t kDaemonUid = 65530;
   constexpr int kLimit = 64;
-  const std::string user = absl::StrCat("--reuid=", kDaemonUid);
-  const std::string group = absl::StrCat("--regid=", kDaemonUid);
-  Daemon daemon("", {"/bin/sh", "-c",
-                     absl::StrCat("dir=$(dirname \"$3\") && cp \"$1\" \"$dir/cclod\" && chown ",
-                                  kDaemonUid, " \"$dir\" && shift && exec /usr/bin/setpriv ", user,
-                                  " ", group, " --clear-groups /usr/bin/prlimit --nproc=", kLimit,
-                                  " \"$dir/cclod\" \"$@\""),
-                     "sh"});
-  // Processes of the daemon's user take what its threads leave of the limit.
-  std::vector<std::unique_ptr<Process>> fillers;
-  for (int i = TasksOf(kDaemonUid); i < kLimit; ++i) {
-    fillers.push_back(std::make_unique<Process>(std::vector<std::string>{
-        "/usr/bin/setpriv", user, group, "--clear-groups", "/bin/sleep", "60"}));
-  }
-  ASSERT_TRUE(WaitUntil([&] { return TasksOf(kDaemonUid) >= kLimit; }, absl::Seconds(10)));
+  Daemon daemon("", AsUserWithTasks(kDaemonUid, kLimit));
+  const std::vector<std::unique_ptr<Process>> fillers = TakeTasksUpTo(kDaemonUid, kLimit);
   daemon.process().Signal(SIGTERM);
   const ProcessResult stopped = daemon.process().Wait(absl::Seconds(30));
   EXPECT_EQ(stopped.exit_code, 0) << Tail(stopped.output);
   EXPECT_TRUE(absl::StrContains(stopped.output, "cclod stopped")) << Tail(stopped.output);
+}
+
+// A daemon in which gRPC could not start a thread while it ran stops on SIGTERM. gRPC 1.51
+// starts a timer thread as a timer fires while no other waits, goes on without it at its
+// user's process limit but counts it, and its shutdown, as the daemon's last server went,
+// waited for it for good after 'received signal 15; shutting down' (under systemd, a SIGKILL
+// after TimeoutStopSec and a stop reported failed). An idle daemon has one timer thread and
+// no timer fired yet; a join that dials its root fires one.
+TEST(FailureTest, StopsOnceGrpcCouldNotStartAThread) {
+  constexpr uid_t kDaemonUid = 65532;
+  constexpr int kLimit = 27;
+  Daemon daemon("", AsUserWithTasks(kDaemonUid, kLimit));
+  std::string silent;
+  const int listener = ListenLoopback(&silent);  // a root that accepts nothing
+  ASSERT_GE(listener, 0);
+  RawSession rank0(daemon.runtime_dir());
+  // A call served leaves client.sock's server a second thread waiting for calls, which serves
+  // the join at the limit (with one, it would answer 'Server Threadpool Exhausted').
+  const std::string token = daemon::FormatToken(daemon::NewToken(silent));
+  rank0.NewToken();
+  const std::vector<std::unique_ptr<Process>> fillers = TakeTasksUpTo(kDaemonUid, kLimit);
+  const grpc::Status joined = rank0.Join(token, 0, 2, nullptr, 1000);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
+  EXPECT_TRUE(absl::StrContains(joined.error_message(), "no answer within the join timeout"))
+      << joined.error_message();
+  // Its connection to the root, which kept gRPC from shutting down, ends with the listener.
+  close(listener);
+  daemon.process().Signal(SIGTERM);
+  const ProcessResult stopped = daemon.process().Wait(absl::Seconds(30));
+  EXPECT_EQ(stopped.exit_code, 0) << Tail(stopped.output);
+  EXPECT_TRUE(absl::StrContains(stopped.output, "received signal 15; shutting down"))
+      << Tail(stopped.output);
+  EXPECT_TRUE(absl::EndsWith(stopped.output, "cclod stopped\n")) << Tail(stopped.output);
 }
 
 // A daemon that cannot have the threads it starts with (its user at its process limit) fails
@@ -813,7 +856,7 @@ TEST(FailureTest, StopsCleanlyWhenNoThreadCanStart) {
 // takes (and the main one), it starts and answers: a count short of what gRPC takes (more
 // of them on more CPUs, or in a later gRPC) fails here.
 TEST(FailureTest, AStartWithoutThreadsFailsCleanlyAndALaterOnePasses) {
-  // A user of its own, as in StopsCleanlyWhenNoThreadCanStart, with a copy of the daemon.
+  // A user of its own, as AsUserWithTasks has it, with a copy of the daemon.
   constexpr uid_t kDaemonUid = 65531;
   char dir_template[] = "/tmp/cclo.XXXXXX";
   const std::string dir = mkdtemp(dir_template);
