@@ -115,22 +115,24 @@ int ThreadsNow() {
   return error ? -1 : count;
 }
 
-/// Whether `count` threads can be had at once, held until all started and then ended: checked
+/// Whether the process can have `count` threads besides the main one (those gRPC's library
+/// started already included), the missing ones held until all started and then ended: checked
 /// before a start takes any, as gRPC and civetweb do not fail cleanly without theirs. gRPC ends
 /// the process when a server cannot start its first polling thread ('assertion failed:
-/// worker->created()', SIGABRT), goes on without any other, and then never returns from its
-/// shutdown, waiting for the thread it counted; civetweb fails without two, saying only
-/// 'null context'.
+/// worker->created()', SIGABRT) and goes on short of any other (cclod_main.cc: its shutdown
+/// would then wait for it for good); civetweb fails without two, saying only 'null context'.
 absl::Status CheckThreadsFree(int count) {
   const int before = ThreadsNow();
+  const int running = std::max(before - 1, 0);
   absl::Notification release;
-  std::vector<std::thread> held(count);
+  std::vector<std::thread> held(std::max(count - running, 0));
   absl::Status started;
   for (size_t i = 0; i < held.size() && started.ok(); ++i) {
-    started = hw::StartThread(held[i],
-                              absl::StrCat("the start, which takes ", count,
-                                           " (gRPC's and civetweb's included); ", i, " started"),
-                              [&release] { release.WaitForNotification(); });
+    started = hw::StartThread(
+        held[i],
+        absl::StrCat("the start, which takes ", count, " (gRPC's and civetweb's included); ",
+                     running + i, " running"),
+        [&release] { release.WaitForNotification(); });
   }
   release.Notify();
   for (std::thread& thread : held) {

