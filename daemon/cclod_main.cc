@@ -1,5 +1,4 @@
 // cclod: the per-node collective offload daemon.
-#include <grpc/grpc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -102,11 +101,6 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  // gRPC's library stays initialised until the process ends: its shutdown, run as the last
-  // server or channel goes, waits for every thread gRPC counted, and gRPC 1.51 counts a timer
-  // thread it failed to start (its user at the process limit while the daemon ran), so the
-  // daemon's stop never ended.
-  grpc_init();
   absl::StatusOr<std::unique_ptr<cclo::daemon::Daemon>> daemon =
       cclo::daemon::Daemon::Start(*config);
   if (!daemon.ok()) {

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <grp.h>
+#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -104,45 +106,40 @@ int StartThreads() {
   return 6 + 5 + 2 + 2 + 3 + 1 + static_cast<int>(std::clamp(cpus, 2L, 32L));
 }
 
-/// The threads of this process (its tasks in /proc), or -1 if they cannot be read.
-int ThreadsNow() {
-  std::error_code error;
-  int count = 0;
-  for (std::filesystem::directory_iterator task("/proc/self/task", error), end;
-       !error && task != end; task.increment(error)) {
-    ++count;
-  }
-  return error ? -1 : count;
-}
-
-/// Whether the process can have `count` threads besides the main one (those gRPC's library
-/// started already included), the missing ones held until all started and then ended: checked
-/// before a start takes any, as gRPC and civetweb do not fail cleanly without theirs. gRPC ends
-/// the process when a server cannot start its first polling thread ('assertion failed:
-/// worker->created()', SIGABRT) and goes on short of any other (cclod_main.cc: its shutdown
-/// would then wait for it for good); civetweb fails without two, saying only 'null context'.
+/// Whether `count` threads can be had at once, held until all started and then ended: checked
+/// before a start takes any (gRPC's library's first included), as gRPC and civetweb do not
+/// fail cleanly without theirs. gRPC ends the process when a server cannot start its first
+/// polling thread ('assertion failed: worker->created()', SIGABRT) and goes on short of any
+/// other (an executor short runs nothing queued on it); civetweb fails without two, saying
+/// only 'null context'.
 absl::Status CheckThreadsFree(int count) {
-  const int before = ThreadsNow();
-  const int running = std::max(before - 1, 0);
   absl::Notification release;
-  std::vector<std::thread> held(std::max(count - running, 0));
+  std::vector<std::thread> held(count);
+  std::vector<std::atomic<pid_t>> tids(count);
   absl::Status started;
-  for (size_t i = 0; i < held.size() && started.ok(); ++i) {
-    started = hw::StartThread(
-        held[i],
-        absl::StrCat("the start, which takes ", count, " (gRPC's and civetweb's included); ",
-                     running + i, " running"),
-        [&release] { release.WaitForNotification(); });
+  for (int i = 0; i < count && started.ok(); ++i) {
+    started = hw::StartThread(held[i],
+                              absl::StrCat("the start, which takes ", count,
+                                           " (gRPC's and civetweb's included); ", i, " started"),
+                              [&release, &tid = tids[i]] {
+                                tid = gettid();
+                                release.WaitForNotification();
+                              });
   }
   release.Notify();
   for (std::thread& thread : held) {
     if (thread.joinable()) thread.join();
   }
-  // A joined thread still counts against the limits until the kernel releases it, a moment
-  // after the join returns: the start's own threads would not find its place free yet.
+  // A joined thread still counts against the limits until the kernel releases it (and takes
+  // it out of /proc), a moment after the join returns: the start's own threads would not
+  // find its place free yet.
   const hw::SteadyTime give_up = hw::SteadyNow() + absl::Seconds(1);
-  while (before >= 0 && ThreadsNow() > before && hw::SteadyNow() < give_up)
-    absl::SleepFor(absl::Milliseconds(1));
+  auto released = [&tids] {
+    return std::all_of(tids.begin(), tids.end(), [](const std::atomic<pid_t>& tid) {
+      return tid == 0 || !std::filesystem::exists(absl::StrCat("/proc/self/task/", tid.load()));
+    });
+  };
+  while (!released() && hw::SteadyNow() < give_up) absl::SleepFor(absl::Milliseconds(1));
   return started;
 }
 
@@ -226,6 +223,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     return usable;
   }
   if (absl::Status free = CheckThreadsFree(StartThreads()); !free.ok()) return free;
+  // gRPC's library, whose first threads start here, stays initialised until the process
+  // ends: its shutdown, run as the last server or channel goes, waits for every thread gRPC
+  // counted, and gRPC 1.51 counts a timer thread it failed to start (its user at the
+  // process limit while the daemon ran), so the daemon's stop never ended. (Its threads
+  // then outlive main; they are idle by then.)
+  grpc_init();
   std::error_code error;
   const bool created = std::filesystem::create_directories(config.runtime_dir, error);
   // A dir made here is cclod's alone to write whatever the umask (RuntimeLock::Take

@@ -779,6 +779,7 @@ int TasksOf(uid_t uid) {
 // in the harness's dir (the user may not reach the runfiles), which becomes the user's, as the
 // dir the daemon makes its runtime dir in must.
 std::vector<std::string> AsUserWithTasks(uid_t uid, int limit) {
+  EXPECT_EQ(TasksOf(uid), 0) << "uid " << uid << " is in use (another run of this test?)";
   return {
       "/bin/sh", "-c",
       absl::StrCat("dir=$(dirname \"$3\") && cp \"$1\" \"$dir/cclod\" && chown ", uid,
@@ -823,10 +824,9 @@ TEST(FailureTest, StopsCleanlyWhenNoThreadCanStart) {
 // no timer fired yet; a join that dials its root fires one.
 TEST(FailureTest, StopsOnceGrpcCouldNotStartAThread) {
   constexpr uid_t kDaemonUid = 65532;
-  constexpr int kLimit = 27;
   // gRPC loses the 40-byte record of the timer thread it could not start (the thread frees
   // it): a leak of gRPC's, which LeakSanitizer reports at this daemon's end only.
-  std::vector<std::string> launcher = AsUserWithTasks(kDaemonUid, kLimit);
+  std::vector<std::string> launcher = AsUserWithTasks(kDaemonUid, 4096);
   launcher.insert(launcher.begin(), {"/usr/bin/env", "LSAN_OPTIONS=detect_leaks=0"});
   Daemon daemon("", launcher);
   std::string silent;
@@ -837,7 +837,15 @@ TEST(FailureTest, StopsOnceGrpcCouldNotStartAThread) {
   // the join at the limit (with one, it would answer 'Server Threadpool Exhausted').
   const std::string token = daemon::FormatToken(daemon::NewToken(silent));
   rank0.NewToken();
-  const std::vector<std::unique_ptr<Process>> fillers = TakeTasksUpTo(kDaemonUid, kLimit);
+  // The daemon's user at its limit from here on, whatever the daemon's threads on this host
+  // (set as that user, who may lower its own process's limit).
+  const std::string tasks = absl::StrCat("--nproc=", TasksOf(kDaemonUid));
+  const ProcessResult limited =
+      Process({"/usr/bin/setpriv", absl::StrCat("--reuid=", kDaemonUid),
+               absl::StrCat("--regid=", kDaemonUid), "--clear-groups", "/usr/bin/prlimit",
+               absl::StrCat("--pid=", daemon.process().pid()), tasks})
+          .Wait(absl::Seconds(10));
+  ASSERT_EQ(limited.exit_code, 0) << limited.output;
   const grpc::Status joined = rank0.Join(token, 0, 2, nullptr, 1000);
   EXPECT_EQ(joined.error_code(), grpc::StatusCode::UNAVAILABLE) << joined.error_message();
   EXPECT_TRUE(absl::StrContains(joined.error_message(), "no answer within the join timeout"))
@@ -862,6 +870,7 @@ TEST(FailureTest, StopsOnceGrpcCouldNotStartAThread) {
 TEST(FailureTest, AStartWithoutThreadsFailsCleanlyAndALaterOnePasses) {
   // A user of its own, as AsUserWithTasks has it, with a copy of the daemon.
   constexpr uid_t kDaemonUid = 65531;
+  ASSERT_EQ(TasksOf(kDaemonUid), 0) << "uid " << kDaemonUid << " is in use (another run?)";
   char dir_template[] = "/tmp/cclo.XXXXXX";
   const std::string dir = mkdtemp(dir_template);
   ASSERT_EQ(chown(dir.c_str(), kDaemonUid, kDaemonUid), 0) << std::strerror(errno);
@@ -894,10 +903,16 @@ TEST(FailureTest, AStartWithoutThreadsFailsCleanlyAndALaterOnePasses) {
     if (std::regex_search(refused.output, said, kTakes)) takes = std::stoi(said[1]);
   }
   ASSERT_GT(takes, 17);
-  // Its threads and the main one.
+  // Its threads and the main one (and one ThreadSanitizer may start of its own).
+#ifdef __SANITIZE_THREAD__
+  constexpr int kSanitizerThreads = 1;
+#else
+  constexpr int kSanitizerThreads = 0;
+#endif
   std::vector<std::string> command = as_user;
-  command.insert(command.end(), {"/usr/bin/prlimit", absl::StrCat("--nproc=", takes + 1),
-                                 dir + "/cclod", "--config", config});
+  command.insert(command.end(),
+                 {"/usr/bin/prlimit", absl::StrCat("--nproc=", takes + 1 + kSanitizerThreads),
+                  dir + "/cclod", "--config", config});
   Process lifted(command);
   EXPECT_TRUE(lifted.WaitForOutput("ready: peer", absl::Seconds(30))) << Tail(lifted.Output());
   const ProcessResult status =

@@ -199,7 +199,7 @@ TcpEngine::TcpEngine(const TcpEngineConfig& config, EngineHandler* handler, int 
       address_(std::move(address)) {}
 
 TcpEngine::~TcpEngine() {
-  if (thread_.joinable()) Stop();
+  Stop();
   sessions_.clear();
   retired_.clear();
   close(listen_fd_);
