@@ -107,7 +107,8 @@ void AttachServer::Run() {
       if (error != ENOMEM) return;
       // Out of kernel memory for the whole set for now: wait on the wake fd alone (one
       // entry needs none), then try again.
-      if (poll(fds.data(), 1, static_cast<int>(absl::ToInt64Milliseconds(kAcceptBackoff))) > 0) {
+      if (poll(fds.data(), 1, static_cast<int>(absl::ToInt64Milliseconds(hw::kAcceptBackoff))) >
+          0) {
         return;
       }
       continue;
@@ -151,10 +152,10 @@ void AttachServer::Run() {
 void AttachServer::Accept() {
   int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) {
-    if (PausesAccepting(errno)) {
+    if (hw::PausesAccepting(errno)) {
       spdlog::warn("attach accept failed: {}; not accepting clients for {}", std::strerror(errno),
-                   absl::FormatDuration(kAcceptBackoff));
-      accept_paused_until_ = hw::SteadyNow() + kAcceptBackoff;
+                   absl::FormatDuration(hw::kAcceptBackoff));
+      accept_paused_until_ = hw::SteadyNow() + hw::kAcceptBackoff;
     }
     return;
   }

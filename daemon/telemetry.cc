@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -360,16 +359,12 @@ MetricsServer::~MetricsServer() {
   }
   std::atomic<bool> stopped = false;
   std::thread stop;
-  try {
-    stop = std::thread([&] {
-      exposer_.reset();
-      stopped = true;
-    });
-  } catch (const std::system_error&) {
-    // No thread to be had (cclod's user at its process limit): stop within the 2 s.
+  auto stop_exposer = [&] {
     exposer_.reset();
     stopped = true;
-  }
+  };
+  // No thread to be had (cclod's user at its process limit): stop within the 2 s here.
+  if (!hw::StartThread(stop, "the metrics server's stop", stop_exposer).ok()) stop_exposer();
   while (!stopped) {
     if (listener != nullptr) Knock(*listener);
     absl::SleepFor(absl::Milliseconds(10));

@@ -24,10 +24,6 @@ absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-bool PausesAccepting(int error) {
-  return error != EINTR && error != ECONNABORTED && error != EAGAIN && error != EWOULDBLOCK;
-}
-
 absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path, mode_t mode) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
@@ -83,7 +79,7 @@ GrpcUnixListener::~GrpcUnixListener() {
 
 void GrpcUnixListener::Run() {
   std::array<pollfd, 2> fds{{{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}}};
-  const int backoff_ms = static_cast<int>(absl::ToInt64Milliseconds(kAcceptBackoff));
+  const int backoff_ms = static_cast<int>(absl::ToInt64Milliseconds(hw::kAcceptBackoff));
   for (;;) {
     if (poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
@@ -100,9 +96,9 @@ void GrpcUnixListener::Run() {
         syscall(SYS_accept4, listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (fd >= 0) {
       grpc::AddInsecureChannelFromFd(server_, fd);
-    } else if (PausesAccepting(errno)) {
+    } else if (hw::PausesAccepting(errno)) {
       spdlog::warn("{}: accept failed: {}; not accepting for {}", path_, std::strerror(errno),
-                   absl::FormatDuration(kAcceptBackoff));
+                   absl::FormatDuration(hw::kAcceptBackoff));
       if (poll(fds.data(), 1, backoff_ms) > 0) return;
     }
   }

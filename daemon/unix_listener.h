@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 
 namespace grpc {
 class Server;
@@ -20,25 +19,16 @@ class Server;
 
 namespace cclo::daemon {
 
-/// How long accepting pauses after it failed (the queued connection keeps the socket
-/// readable: polling it would spin), and polling when out of memory.
-inline constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
-
 /// INTERNAL: "`what`: <errno's text>".
 absl::Status Errno(const std::string& what);
-
-/// Whether an accept that failed with `error` pauses accepting for kAcceptBackoff: all but
-/// EINTR, ECONNABORTED (that connection gone) and EAGAIN. Out of descriptors or memory
-/// (EMFILE, ENFILE, ENOBUFS, ENOMEM), or refused for good (a security module's EPERM), the
-/// connection stays queued.
-bool PausesAccepting(int error);
 
 /// A Unix stream socket listening at `path` (replacing a stale socket file) with `mode`;
 /// an error names it as `what` and `path`.
 absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path, mode_t mode);
 
 /// Accepts the connections of a Unix socket on a thread of its own and hands each to a gRPC
-/// server; out of descriptors, it pauses for kAcceptBackoff at a time and logs each pause.
+/// server; when an accept fails (hw::PausesAccepting) or polling does, it pauses for
+/// hw::kAcceptBackoff at a time, logging each pause.
 class GrpcUnixListener {
  public:
   /// Listens at `path` with `mode` (ListenUnix) for `server`, which must have been built

@@ -307,6 +307,10 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::str
   return text;
 }
 
+bool PausesAccepting(int error) {
+  return error != EINTR && error != ECONNABORTED && error != EAGAIN && error != EWOULDBLOCK;
+}
+
 absl::Status StartThread(std::thread& thread, const std::string& what, std::function<void()> run) {
   try {
     thread = std::thread(std::move(run));

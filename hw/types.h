@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace cclo::hw {
 
@@ -166,6 +167,15 @@ inline constexpr size_t kMaxTextFileBytes = 4u << 20;
 /// empty), and so are a device, a FIFO or a socket (/dev/zero never ends, a FIFO may never
 /// answer) and a file longer than kMaxTextFileBytes.
 absl::StatusOr<std::string> ReadTextFile(const std::string& what, const std::string& path);
+
+/// How long accepting on a listening socket pauses after an accept failed (the queued
+/// connection keeps the socket readable: polling it would spin).
+inline constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
+/// Whether an accept that failed with `error` pauses accepting for kAcceptBackoff: all but
+/// EINTR, ECONNABORTED (that connection gone) and EAGAIN. Out of descriptors or memory
+/// (EMFILE, ENFILE, ENOBUFS, ENOMEM), or refused for good (a security module's EPERM), the
+/// connection stays queued.
+bool PausesAccepting(int error);
 
 /// Starts `run` on `thread`, or UNAVAILABLE "cannot start a thread for <what>: <why>" where
 /// none is to be had (the user's process limit, the cgroup's task limit), which a later start

@@ -111,5 +111,17 @@ TEST(CallSignatureTest, CanonicalKeepsOnlyWhatTheCollectiveUses) {
   EXPECT_EQ(DescribeSignature(full), "allreduce of float32 (max)");
 }
 
+// Every listener pauses on an accept error that leaves the connection queued (the socket
+// stays readable), and retries at once only where the call was interrupted, the connection
+// went, or none was left.
+TEST(PausesAcceptingTest, AllButInterruptedGoneOrNoneLeft) {
+  for (int error : {EMFILE, ENFILE, ENOBUFS, ENOMEM, EPERM, EACCES}) {
+    EXPECT_TRUE(PausesAccepting(error)) << std::strerror(error);
+  }
+  for (int error : {EINTR, ECONNABORTED, EAGAIN, EWOULDBLOCK}) {
+    EXPECT_FALSE(PausesAccepting(error)) << std::strerror(error);
+  }
+}
+
 }  // namespace
 }  // namespace cclo::hw

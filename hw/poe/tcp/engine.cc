@@ -34,8 +34,6 @@ constexpr uint64_t kPollerId = 2;
 /// Longest the loop works without giving way to other threads that want its core (it
 /// checks between sessions' turns, each up to kTurnBytes read and written).
 constexpr absl::Duration kBusyYield = absl::Microseconds(100);
-/// How long accepting pauses when the process is out of descriptors.
-constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 /// The first multiple of `period` on the monotonic clock after `now`: sessions with the
 /// same period tick together, so an idle engine wakes once per period, not once per
@@ -406,9 +404,7 @@ void TcpEngine::Accept() {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        // Out of descriptors or memory, or refused for good (a security module's EPERM): the
-        // pending connection stays queued and the socket stays readable, so back off.
+      if (PausesAccepting(errno)) {
         spdlog::warn("{}; not accepting data sessions for {}", Errno("accept"),
                      absl::FormatDuration(kAcceptBackoff));
         accept_paused_until_ = SteadyNow() + kAcceptBackoff;
