@@ -11,6 +11,7 @@
 #include "client/rpc_path.h"
 #include "client/run/check.h"
 #include "client/run/execute.h"
+#include "hw/process.h"
 
 namespace cclo::bench {
 namespace {
@@ -21,9 +22,9 @@ constexpr uint32_t kAckTag = 3;
 absl::StatusOr<double> DaemonsCpuSeconds(const std::vector<pid_t>& pids) {
   double total = 0;
   for (pid_t pid : pids) {
-    absl::StatusOr<double> seconds = CpuSeconds(pid);
-    if (!seconds.ok()) return seconds.status();
-    total += *seconds;
+    absl::StatusOr<hw::ProcessStat> stat = hw::ReadProcessStat(pid);
+    if (!stat.ok()) return stat.status();
+    total += stat->cpu_seconds;
   }
   return total;
 }

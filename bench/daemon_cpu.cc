@@ -6,8 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -34,26 +32,6 @@ absl::StatusOr<pid_t> DaemonPid(const std::string& runtime_dir) {
         absl::StrCat("no cclod answers at ", path, ": ", std::strerror(error)));
   }
   return credentials.pid;
-}
-
-absl::StatusOr<double> CpuSeconds(pid_t pid) {
-  const std::string path = absl::StrCat("/proc/", pid, "/stat");
-  std::ifstream file(path);
-  std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  // Fields after the command name (which may hold spaces) start at field 3, the state;
-  // utime and stime are fields 14 and 15.
-  const size_t name_end = stat.rfind(')');
-  if (name_end == std::string::npos) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  }
-  std::istringstream fields(stat.substr(name_end + 2));
-  std::string skipped;
-  for (int field = 3; field < 14; ++field) fields >> skipped;
-  unsigned long long user_ticks = 0, system_ticks = 0;
-  if (!(fields >> user_ticks >> system_ticks)) {
-    return absl::InternalError(absl::StrCat("no utime and stime in ", path));
-  }
-  return static_cast<double>(user_ticks + system_ticks) / sysconf(_SC_CLK_TCK);
 }
 
 }  // namespace cclo::bench

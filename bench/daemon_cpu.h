@@ -1,4 +1,5 @@
-// The CPU time a daemon has used, for cclo-bench's CPU seconds per GiB moved.
+// The pid of a running daemon, whose CPU time cclo-bench reads for its CPU seconds per GiB
+// moved (hw/process.h).
 #pragma once
 
 #include <sys/types.h>
@@ -12,8 +13,5 @@ namespace cclo::bench {
 /// The pid of the cclod serving `runtime_dir`: the peer of a connection to its attach
 /// socket (SO_PEERCRED).
 absl::StatusOr<pid_t> DaemonPid(const std::string& runtime_dir);
-
-/// User plus system CPU seconds `pid` has used so far (/proc/<pid>/stat, all threads).
-absl::StatusOr<double> CpuSeconds(pid_t pid);
 
 }  // namespace cclo::bench

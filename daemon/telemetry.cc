@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "hw/process.h"
 #include "hw/types.h"
 
 namespace cclo::daemon {
@@ -171,6 +172,32 @@ void AddOps(const OpTotals& totals, const cclo::v1::ListTenantsResponse& tenants
                             MetricType::Gauge, static_cast<double>(in_flight)));
 }
 
+/// Prometheus's standard process metrics, of cclod itself: what its descriptor and thread
+/// limits and its memory are measured against. Those that cannot be read are left out.
+void AddProcess(std::vector<prometheus::MetricFamily>& families) {
+  using prometheus::MetricType;
+  if (absl::StatusOr<hw::ProcessStat> stat = hw::ReadProcessStat(getpid()); stat.ok()) {
+    families.push_back(Family("process_cpu_seconds_total",
+                              "Total user and system CPU time spent in seconds.",
+                              MetricType::Counter, stat->cpu_seconds));
+    families.push_back(Family("process_threads", "Number of OS threads in the process.",
+                              MetricType::Gauge, static_cast<double>(stat->threads)));
+    families.push_back(Family("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                              MetricType::Gauge, static_cast<double>(stat->virtual_bytes)));
+    families.push_back(Family("process_resident_memory_bytes", "Resident memory size in bytes.",
+                              MetricType::Gauge, static_cast<double>(stat->resident_bytes)));
+    families.push_back(Family("process_start_time_seconds",
+                              "Start time of the process since unix epoch in seconds.",
+                              MetricType::Gauge, stat->start_time_seconds));
+  }
+  if (absl::StatusOr<hw::Descriptors> fds = hw::OwnDescriptors(); fds.ok()) {
+    families.push_back(Family("process_open_fds", "Number of open file descriptors.",
+                              MetricType::Gauge, static_cast<double>(fds->open)));
+    families.push_back(Family("process_max_fds", "Maximum number of open file descriptors.",
+                              MetricType::Gauge, static_cast<double>(fds->limit)));
+  }
+}
+
 class StatusCollectable : public prometheus::Collectable {
  public:
   explicit StatusCollectable(SnapshotFn snapshot) : snapshot_(std::move(snapshot)) {}
@@ -270,6 +297,7 @@ class StatusCollectable : public prometheus::Collectable {
                               "still exist.",
                               MetricType::Counter,
                               static_cast<double>(snapshot.peer_sessions_lost_total)));
+    AddProcess(families);
     return families;
   }
 

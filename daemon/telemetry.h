@@ -1,6 +1,6 @@
 // Prometheus exposition: a collectable that turns the daemon's status snapshot into
-// `cclod_*` metrics on every scrape, served over HTTP at /metrics. docs/operations.md
-// lists the metrics.
+// `cclod_*` metrics on every scrape, with Prometheus's standard `process_*` metrics of the
+// daemon's own process, served over HTTP at /metrics. docs/operations.md lists the metrics.
 #pragma once
 
 #include <functional>

@@ -59,10 +59,11 @@ std::set<std::string> ExportedNames(const std::string& exposition) {
   return names;
 }
 
-/// The cclod_* metric names `text` mentions.
-std::set<std::string> CclodNames(const std::string& text) {
+/// The metric names `text` mentions: cclod's own (cclod_*) and the process_* ones of
+/// Prometheus's standard process metrics, which cclod exports of itself.
+std::set<std::string> MetricNames(const std::string& text) {
   std::set<std::string> names;
-  const std::regex name(R"(\bcclod_[A-Za-z0-9_]+)");
+  const std::regex name(R"(\b(cclod|process)_[A-Za-z0-9_]+)");
   for (std::sregex_iterator it(text.begin(), text.end(), name), end; it != end; ++it) {
     names.insert(it->str());
   }
@@ -110,8 +111,8 @@ TEST(MonitoringTest, DashboardQueriesOnlyExportedMetrics) {
   const auto& panels = List(dashboard, "panels");
   ASSERT_FALSE(panels.empty());
   auto check_query = [&](const std::string& where, const std::string& query) {
-    const std::set<std::string> names = CclodNames(query);
-    EXPECT_FALSE(names.empty()) << where << " names no cclod metric: " << query;
+    const std::set<std::string> names = MetricNames(query);
+    EXPECT_FALSE(names.empty()) << where << " names no metric: " << query;
     for (const std::string& name : names) {
       EXPECT_TRUE(exported.count(name))
           << where << " queries " << name << ", which the daemon does not export: " << query;
@@ -136,7 +137,8 @@ TEST(MonitoringTest, DashboardQueriesOnlyExportedMetrics) {
 TEST(MonitoringTest, AlertRulesNameOnlyExportedMetrics) {
   Daemon daemon;
   const std::set<std::string> exported = ExportedNames(Scrape(daemon));
-  const std::set<std::string> named = CclodNames(ReadFile(Runfile("deploy/prometheus/alerts.yml")));
+  const std::set<std::string> named =
+      MetricNames(ReadFile(Runfile("deploy/prometheus/alerts.yml")));
   EXPECT_FALSE(named.empty());
   for (const std::string& name : named) {
     EXPECT_TRUE(exported.count(name)) << "alerts.yml names " << name << ", not exported";

@@ -35,6 +35,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "hw/poe/wire.h"
+#include "hw/process.h"
 #include "hw/types.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/pairs.h"
@@ -489,6 +490,29 @@ TEST(MetricsTest, BuildInfoNamesTheProtocolVersions) {
     EXPECT_TRUE(absl::StrContains(series, label)) << series << " lacks " << label;
   }
   EXPECT_EQ(info.begin()->second, 1);
+}
+
+// Prometheus's standard process metrics are cclod's own: what the kernel says of its
+// process, and the descriptor limit it raised itself to.
+TEST(MetricsTest, ProcessMetricsAreTheDaemonsOwn) {
+  Daemon daemon("", {"/usr/bin/prlimit", "--nofile=500:4096"});
+  const pid_t pid = daemon.process().pid();
+  absl::StatusOr<hw::ProcessStat> before = hw::ReadProcessStat(pid);
+  const Samples got = Parse(Scrape(daemon));
+  absl::StatusOr<hw::ProcessStat> after = hw::ReadProcessStat(pid);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(got.at("process_max_fds"), 4096);
+  EXPECT_GT(got.at("process_open_fds"), 0);
+  EXPECT_LT(got.at("process_open_fds"), 500);
+  EXPECT_GE(got.at("process_cpu_seconds_total"), before->cpu_seconds);
+  EXPECT_LE(got.at("process_cpu_seconds_total"), after->cpu_seconds);
+  EXPECT_DOUBLE_EQ(got.at("process_start_time_seconds"), after->start_time_seconds);
+  // gRPC may start or end a thread of its own meanwhile.
+  EXPECT_NEAR(got.at("process_threads"), static_cast<double>(after->threads), 3);
+  EXPECT_GT(got.at("process_threads"), 2);
+  EXPECT_GT(got.at("process_resident_memory_bytes"), 0);
+  EXPECT_GE(got.at("process_virtual_memory_bytes"), got.at("process_resident_memory_bytes"));
 }
 
 TEST(MetricsTest, OnlyTheMetricsPathServesTheExposition) {
