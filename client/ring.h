@@ -70,9 +70,9 @@ class ClientRing {
                                                                hw::SteadyTime deadline);
   /// While the daemon holds completions that found the ring full (this process consumed
   /// none for a while: busy or stopped), `grace` past the last time the ring brought any,
-  /// as the daemon is still delivering; otherwise the infinite past. Consumes after it
-  /// asks: a completion the daemon moved into the ring before it said it holds none is
-  /// here when this returns.
+  /// as the daemon is still delivering; otherwise, and in a forked child, the infinite past.
+  /// Consumes after it asks: a completion the daemon moved into the ring before it said it
+  /// holds none is here when this returns.
   hw::SteadyTime HeldUntil(absl::Duration grace);
   /// Drops what the ring holds or will receive for `cookie` (its request is gone).
   /// Does nothing in a forked child.

@@ -103,7 +103,7 @@ bool SessionRing::FlushOverflow() {
     overflow_.pop_front();
     posted = true;
   }
-  CountHeldLocked();
+  if (posted) CountHeldLocked();  // unchanged otherwise
   return posted;
 }
 

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "cclo/v1/attach.h"
 #include "cclo/v1/client.grpc.pb.h"
+#include "cclo/v1/ring.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -443,6 +444,8 @@ TEST(ClientRingFullTest, ResultsTheDaemonKeptPastTheirDeadlineAreTheirOwn) {
   ASSERT_TRUE(in.ok()) << in.status();
   constexpr absl::Duration kTimeout = absl::Seconds(5);
   std::vector<Request> receives;
+  // More than the completion ring holds: the daemon keeps the rest.
+  static_assert(1500 > ring::kCompletionSlots);
   for (uint32_t tag = 0; tag < 1500; ++tag) {
     absl::StatusOr<Request> receive =
         pair.comms[0]->RecvAsync(*in, 0, 4, DataType::kInt32, 1, tag, {.timeout = kTimeout});

@@ -32,9 +32,9 @@ class Session;
 /// without asking the daemon.
 class Request {
  public:
-  /// How long past an op's deadline Wait() still waits for the daemon's report (and past
-  /// the last result the daemon delivered, while it holds results that found the
-  /// session's completion ring full).
+  /// How long past an op's deadline Wait() still waits for the daemon's report (or, if
+  /// later, past the last time this process found results in the session's completion
+  /// ring, while the daemon holds results that found that ring full).
   static constexpr absl::Duration kReportGrace = absl::Seconds(10);
 
   Request(Request&& other) noexcept { *this = std::move(other); }

@@ -6,7 +6,8 @@
 // Version 1 had an eventfd for both.
 //
 //   offset 0      RingHeader: magic, version, slot counts, then each index and flag on its
-//                 own cache line
+//                 own cache line (the count of completions held shares the completion
+//                 head's: the daemon writes both)
 //   header end    CommandSlot[kCommandSlots]        client produces, daemon consumes
 //   after those   CompletionSlot[kCompletionSlots]  daemon produces, client consumes
 //
