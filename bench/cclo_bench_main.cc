@@ -23,7 +23,7 @@
 #include "bench/baselines.h"
 #include "bench/cclo_sweep.h"
 #include "bench/cclo_worker.h"
-#include "bench/daemon_cpu.h"
+#include "bench/daemon_pid.h"
 #include "bench/report.h"
 #include "client/cli.h"
 #include "hw/poe/tcp/engine.h"

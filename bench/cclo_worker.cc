@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/check.h"
-#include "bench/daemon_cpu.h"
+#include "bench/daemon_pid.h"
 #include "cclo/client.h"
 #include "client/rpc_path.h"
 #include "client/run/check.h"

@@ -5,6 +5,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "hw/process.h"
 #include "hw/types.h"
+#include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 namespace {
@@ -172,11 +174,22 @@ void AddOps(const OpTotals& totals, const cclo::v1::ListTenantsResponse& tenants
                             MetricType::Gauge, static_cast<double>(in_flight)));
 }
 
+/// Logs the first failure of each kind: a scrape every few seconds would repeat it.
+void WarnOnce(std::atomic<bool>& warned, const absl::Status& status) {
+  if (!warned.exchange(true)) {
+    spdlog::warn("metrics: {}; left out of the exposition", status.ToString());
+  }
+}
+
 /// Prometheus's standard process metrics, of cclod itself: what its descriptor and thread
-/// limits and its memory are measured against. Those that cannot be read are left out.
+/// limits and its memory are measured against. Out of descriptors, process_open_fds is the
+/// limit (the count from /proc needs one on kernels before 6.2).
 void AddProcess(std::vector<prometheus::MetricFamily>& families) {
   using prometheus::MetricType;
-  if (absl::StatusOr<hw::ProcessStat> stat = hw::ReadProcessStat(getpid()); stat.ok()) {
+  static std::atomic<bool> stat_warned{false}, start_warned{false}, fds_warned{false};
+  if (absl::StatusOr<hw::ProcessStat> stat = hw::ReadProcessStat(getpid()); !stat.ok()) {
+    WarnOnce(stat_warned, stat.status());
+  } else {
     families.push_back(Family("process_cpu_seconds_total",
                               "Total user and system CPU time spent in seconds.",
                               MetricType::Counter, stat->cpu_seconds));
@@ -186,16 +199,26 @@ void AddProcess(std::vector<prometheus::MetricFamily>& families) {
                               MetricType::Gauge, static_cast<double>(stat->virtual_bytes)));
     families.push_back(Family("process_resident_memory_bytes", "Resident memory size in bytes.",
                               MetricType::Gauge, static_cast<double>(stat->resident_bytes)));
-    families.push_back(Family("process_start_time_seconds",
-                              "Start time of the process since unix epoch in seconds.",
-                              MetricType::Gauge, stat->start_time_seconds));
+    if (absl::StatusOr<double> start = hw::StartTimeSeconds(stat->start_ticks); !start.ok()) {
+      WarnOnce(start_warned, start.status());
+    } else {
+      families.push_back(Family("process_start_time_seconds",
+                                "Start time of the process since unix epoch in seconds.",
+                                MetricType::Gauge, *start));
+    }
   }
-  if (absl::StatusOr<hw::Descriptors> fds = hw::OwnDescriptors(); fds.ok()) {
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  absl::StatusOr<uint64_t> open = hw::OpenDescriptors(getpid());
+  if (open.status().code() == absl::StatusCode::kResourceExhausted) open = limit.rlim_cur;
+  if (!open.ok()) {
+    WarnOnce(fds_warned, open.status());
+  } else {
     families.push_back(Family("process_open_fds", "Number of open file descriptors.",
-                              MetricType::Gauge, static_cast<double>(fds->open)));
-    families.push_back(Family("process_max_fds", "Maximum number of open file descriptors.",
-                              MetricType::Gauge, static_cast<double>(fds->limit)));
+                              MetricType::Gauge, static_cast<double>(*open)));
   }
+  families.push_back(Family("process_max_fds", "Maximum number of open file descriptors.",
+                            MetricType::Gauge, static_cast<double>(limit.rlim_cur)));
 }
 
 class StatusCollectable : public prometheus::Collectable {

@@ -1,47 +1,49 @@
 #include "hw/process.h"
 
-#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <limits>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "hw/types.h"
 
 namespace cclo::hw {
 namespace {
 
+double Tick() { return 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK)); }
+
 /// The boot time, seconds since the Unix epoch (/proc/stat's btime line).
-absl::StatusOr<uint64_t> BootTime() {
-  std::ifstream file("/proc/stat");
+absl::StatusOr<uint64_t> ReadBootTime() {
+  absl::StatusOr<std::string> text = ReadTextFile("boot time", "/proc/stat");
+  if (!text.ok()) return text.status();
+  std::istringstream lines(*text);
   std::string key;
   uint64_t value = 0;
-  while (file >> key) {
-    if (key == "btime" && file >> value) return value;
-    file.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  while (lines >> key) {
+    if (key == "btime" && lines >> value) return value;
   }
-  return absl::InternalError("no btime in /proc/stat");
+  return absl::NotFoundError("no btime line in /proc/stat");
 }
 
 }  // namespace
 
 absl::StatusOr<ProcessStat> ReadProcessStat(pid_t pid) {
   const std::string path = absl::StrCat("/proc/", pid, "/stat");
-  std::ifstream file(path);
-  std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  absl::StatusOr<std::string> stat = ReadTextFile("process figures", path);
+  if (!stat.ok()) return stat.status();
   // Fields after the command name (which may hold spaces and parentheses) start at field 3,
   // the state: utime and stime are fields 14 and 15, num_threads 20, starttime 22 (ticks
-  // after boot), vsize 23 (bytes) and rss 24 (pages).
-  const size_t name_end = stat.rfind(')');
+  // after the boot), vsize 23 (bytes) and rss 24 (pages).
+  const size_t name_end = stat->rfind(')');
   if (name_end == std::string::npos) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+    return absl::NotFoundError(absl::StrCat("no command name in ", path));
   }
-  std::istringstream fields(stat.substr(name_end + 2));
+  std::istringstream fields(stat->substr(name_end + 1));
   std::string skipped;
   for (int field = 3; field < 14; ++field) fields >> skipped;
   unsigned long long user_ticks = 0, system_ticks = 0, threads = 0, start_ticks = 0,
@@ -49,32 +51,43 @@ absl::StatusOr<ProcessStat> ReadProcessStat(pid_t pid) {
   fields >> user_ticks >> system_ticks;
   for (int field = 16; field < 20; ++field) fields >> skipped;
   fields >> threads >> skipped >> start_ticks >> virtual_bytes >> resident_pages;
-  if (!fields) return absl::InternalError(absl::StrCat("fewer than 24 fields in ", path));
-  absl::StatusOr<uint64_t> boot = BootTime();
-  if (!boot.ok()) return boot.status();
-  const double tick = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  if (!fields) return absl::NotFoundError(absl::StrCat("fewer than 24 fields in ", path));
   return ProcessStat{
-      .cpu_seconds = static_cast<double>(user_ticks + system_ticks) * tick,
+      .cpu_seconds = static_cast<double>(user_ticks + system_ticks) * Tick(),
       .threads = threads,
       .virtual_bytes = virtual_bytes,
       .resident_bytes = resident_pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)),
-      .start_time_seconds = static_cast<double>(*boot) + static_cast<double>(start_ticks) * tick};
+      .start_ticks = start_ticks};
 }
 
-absl::StatusOr<Descriptors> OwnDescriptors() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    return absl::InternalError(absl::StrCat("getrlimit: ", std::strerror(errno)));
+absl::StatusOr<double> StartTimeSeconds(uint64_t start_ticks) {
+  static const absl::StatusOr<uint64_t> boot = ReadBootTime();
+  if (!boot.ok()) return boot.status();
+  return static_cast<double>(*boot) + static_cast<double>(start_ticks) * Tick();
+}
+
+absl::StatusOr<uint64_t> OpenDescriptors(pid_t pid) {
+  struct stat fds {};
+  if (stat(absl::StrCat("/proc/", pid, "/fd").c_str(), &fds) == 0 && fds.st_size > 0) {
+    return static_cast<uint64_t>(fds.st_size);
   }
+  return ListedDescriptors(pid);
+}
+
+absl::StatusOr<uint64_t> ListedDescriptors(pid_t pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/fd");
   std::error_code error;
   uint64_t entries = 0;
-  for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end;
+  for (std::filesystem::directory_iterator it(path, error), end; !error && it != end;
        it.increment(error)) {
     ++entries;
   }
-  if (error) return absl::InternalError(absl::StrCat("/proc/self/fd: ", error.message()));
-  // The listing's own descriptor is among the entries and is not counted.
-  return Descriptors{.open = entries > 0 ? entries - 1 : 0, .limit = limit.rlim_cur};
+  if (error == std::errc::too_many_files_open ||
+      error == std::errc::too_many_files_open_in_system) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot list ", path, ": ", error.message()));
+  }
+  if (error) return absl::NotFoundError(absl::StrCat("cannot list ", path, ": ", error.message()));
+  return pid == getpid() && entries > 0 ? entries - 1 : entries;
 }
 
 }  // namespace cclo::hw

@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cclo/v1/attach.h"
 #include "hw/clock.h"
+#include "hw/process.h"
 #include "tests/fuzz/mutator.h"
 
 namespace cclo::attach {
@@ -130,10 +130,7 @@ TEST(AttachFrameTest, RandomBytesAreRefusedByNameOrReencodeAsTheyCame) {
   for (int type = 1; type <= 4; ++type) EXPECT_GT(accepted[type], 0) << "type " << type;
 }
 
-size_t OpenFds() {
-  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
-                                           std::filesystem::directory_iterator{}));
-}
+size_t OpenFds() { return *hw::OpenDescriptors(getpid()); }
 
 /// Sends `size` bytes with `fd_count` copies of `fd` attached; whether all went.
 bool SendWithFds(int socket_fd, const uint8_t* data, size_t size, int fd, size_t fd_count) {

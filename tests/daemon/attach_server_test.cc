@@ -24,6 +24,7 @@
 #include "cclo/v1/ring.h"
 #include "daemon/session_ring.h"
 #include "hw/clock.h"
+#include "hw/process.h"
 #include "tests/fuzz/mutator.h"
 
 namespace cclo::daemon {
@@ -414,10 +415,7 @@ TEST_F(AttachServerTest, WrongFirstFrameTypeIsRefused) {
   close(fd);
 }
 
-size_t OpenFds() {
-  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
-                                           std::filesystem::directory_iterator{}));
-}
+size_t OpenFds() { return *hw::OpenDescriptors(getpid()); }
 
 TEST_F(AttachServerTest, FdsSmuggledIntoHelloAreRefusedAndClosed) {
   int pipe_fds[2];

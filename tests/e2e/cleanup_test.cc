@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hw/process.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/footprint.h"
 #include "tests/e2e/raw_session.h"
@@ -180,15 +181,18 @@ TEST(CleanupTest, ThousandKilledClientsLeakNothing) {
   ASSERT_TRUE(baseline.ok()) << baseline.status();
   EXPECT_EQ(baseline->sessions, 0u) << *baseline;
   EXPECT_EQ(baseline->communicators, 0u) << *baseline;
-  const int64_t rss_before = ResidentKib(pid);
-  ASSERT_GT(rss_before, 0);
+  const absl::StatusOr<hw::ProcessStat> stat_before = hw::ReadProcessStat(pid);
+  ASSERT_TRUE(stat_before.ok()) << stat_before.status();
+  const auto rss_before = static_cast<int64_t>(stat_before->resident_bytes >> 10);
 
   const absl::Time start = absl::Now();
   ASSERT_NO_FATAL_FAILURE(RunCycles(daemon, kWarmupCycles, kCycles));
   const Footprint after = probe.SettleAt(*baseline);
-  const int64_t rss_after = ResidentKib(pid);
+  const absl::StatusOr<hw::ProcessStat> stat_after = hw::ReadProcessStat(pid);
+  ASSERT_TRUE(stat_after.ok()) << stat_after.status();
+  const auto rss_after = static_cast<int64_t>(stat_after->resident_bytes >> 10);
   std::cout << kCycles << " cycles in " << absl::FormatDuration(absl::Now() - start) << "; before "
-            << *baseline << ", after " << after << "; VmRSS " << rss_before << " KiB, then "
+            << *baseline << ", after " << after << "; resident " << rss_before << " KiB, then "
             << rss_after << " KiB" << std::endl;
   EXPECT_EQ(after, *baseline);
   // Allocator slack: after the warm-up, VmRSS grew here by 800, 470, 170 and 90 KiB over
@@ -201,8 +205,8 @@ TEST(CleanupTest, ThousandKilledClientsLeakNothing) {
   // (--config=tsan), whose shadow memory and access history grew by 28 MB here.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   EXPECT_LT(rss_after - rss_before, kCycles * 8)
-      << "VmRSS grew from " << rss_before << " KiB to " << rss_after << " KiB over " << kCycles
-      << " cycles";
+      << "resident memory grew from " << rss_before << " KiB to " << rss_after << " KiB over "
+      << kCycles << " cycles";
 #endif
   daemon.process().Signal(SIGTERM);
   EXPECT_EQ(daemon.process().Wait(absl::Seconds(20)).exit_code, 0);

@@ -34,6 +34,7 @@
 #include "daemon/token.h"
 #include "firmware/registry.h"
 #include "hw/poe/wire.h"
+#include "hw/process.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/footprint.h"
 #include "tests/e2e/pairs.h"
@@ -634,8 +635,8 @@ TEST(FailureTest, RaisesItsDescriptorLimitToTheHardOne) {
 // Whether process `pid` holds more than 60 descriptors, or they cannot be counted: a daemon
 // under --nofile=80 before the connections that took its descriptors are closed.
 bool HoldsMostDescriptors(pid_t pid) {
-  const int fds = OpenDescriptors(pid);
-  return fds < 0 || fds > 60;
+  const absl::StatusOr<uint64_t> fds = hw::OpenDescriptors(pid);
+  return !fds.ok() || *fds > 60;
 }
 
 TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
@@ -679,7 +680,8 @@ TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   ASSERT_EQ(UnreadAt(a.data_port()), 0) << "a's data port: flood queued, or no listener";
-  ASSERT_FALSE(held()) << OpenDescriptors(a.process().pid()) << " descriptors held by a";
+  ASSERT_FALSE(held()) << hw::OpenDescriptors(a.process().pid()).value_or(0)
+                       << " descriptors held by a";
   RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
   auto [h0, h1] = JoinPair(rank0, rank1);
   ExpectPairAllreduce(rank0, h0, rank1, h1);
@@ -750,7 +752,8 @@ TEST(FailureTest, PeerPortStopsAcceptingForGoodOnceOutOfDescriptors) {
   auto held = [&a] { return HoldsMostDescriptors(a.process().pid()); };
   const absl::Time closed = absl::Now() + absl::Seconds(20);
   while (held() && absl::Now() < closed) absl::SleepFor(absl::Milliseconds(20));
-  ASSERT_FALSE(held()) << OpenDescriptors(a.process().pid()) << " descriptors held by a";
+  ASSERT_FALSE(held()) << hw::OpenDescriptors(a.process().pid()).value_or(0)
+                       << " descriptors held by a";
   RawSession client(a.runtime_dir());
   const grpc::Status refused = ForeignPeerJoin(a.peer_address(), "10.0.0.9:1");
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();

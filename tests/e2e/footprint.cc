@@ -7,11 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 
 namespace cclo::testing {
 namespace {
@@ -56,28 +53,6 @@ std::ostream& operator<<(std::ostream& out, const Footprint& footprint) {
              << footprint.buffer_bytes << " bytes), communicators " << footprint.communicators
              << ", rx pool bytes used " << footprint.rx_pool_bytes_used << ", data sessions up "
              << footprint.data_sessions_up << ", tenant use " << footprint.tenant_use << "}";
-}
-
-int64_t ResidentKib(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(status, line);) {
-    absl::string_view value(line);
-    int64_t kib = 0;
-    if (absl::ConsumePrefix(&value, "VmRSS:") &&
-        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(value), " kB"), &kib)) {
-      return kib;
-    }
-  }
-  return -1;
-}
-
-int OpenDescriptors(pid_t pid) {
-  std::map<std::string, int> counts;
-  if (!CountEntries(
-          absl::StrCat("/proc/", pid, "/fd"), [](const auto&) { return ""; }, counts)) {
-    return -1;
-  }
-  return counts.empty() ? 0 : counts.begin()->second;
 }
 
 FootprintProbe::FootprintProbe(Daemon& daemon)

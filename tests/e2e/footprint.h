@@ -42,12 +42,6 @@ struct Footprint {
 
 std::ostream& operator<<(std::ostream& out, const Footprint& footprint);
 
-/// VmRSS of process `pid` in KiB (-1 if it cannot be read).
-int64_t ResidentKib(pid_t pid);
-
-/// Descriptors process `pid` has open (-1 if /proc/<pid>/fd cannot be read).
-int OpenDescriptors(pid_t pid);
-
 /// Measures one daemon. It asks over a channel of its own that stays open, so that
 /// measuring leaves no connection behind to be counted next time.
 class FootprintProbe {

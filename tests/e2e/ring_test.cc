@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cclo/client.h"
 #include "hw/clock.h"
+#include "hw/process.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/footprint.h"
 #include "tests/e2e/raw_session.h"
@@ -268,8 +269,9 @@ TEST(RingReleaseTest, ReleasesOfUnknownIdsWhileACommandWaitsForRoomKeepNothing) 
   ASSERT_TRUE(ring::EncodeCommand(waiting, 1, slot).ok());
   session.Post(slot);
   uint64_t posted = 1;
-  const int64_t rss_before = ResidentKib(daemon.process().pid());
-  ASSERT_GT(rss_before, 0);
+  const absl::StatusOr<hw::ProcessStat> before = hw::ReadProcessStat(daemon.process().pid());
+  ASSERT_TRUE(before.ok()) << before.status();
+  const auto rss_before = static_cast<int64_t>(before->resident_bytes >> 10);
 
   // 2^20 commands of 8 ids: kept, they would take 64 MiB.
   constexpr uint64_t kReleases = 1 << 20;
@@ -288,9 +290,11 @@ TEST(RingReleaseTest, ReleasesOfUnknownIdsWhileACommandWaitsForRoomKeepNothing) 
     session.PostAll(slots);
     posted += slots.size();
   }
-  const int64_t rss_after = ResidentKib(daemon.process().pid());
+  const absl::StatusOr<hw::ProcessStat> after = hw::ReadProcessStat(daemon.process().pid());
+  ASSERT_TRUE(after.ok()) << after.status();
+  const auto rss_after = static_cast<int64_t>(after->resident_bytes >> 10);
   EXPECT_LT(rss_after - rss_before, 16 << 10)
-      << "VmRSS grew from " << rss_before << " KiB to " << rss_after << " KiB";
+      << "resident memory grew from " << rss_before << " KiB to " << rss_after << " KiB";
 }
 
 // A client may make its doorbells block, and fill the one the daemon rings where it can

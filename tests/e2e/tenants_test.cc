@@ -2,7 +2,6 @@
 // every Client RPC and is refused without learning anything; unknown callers are refused
 // or take the default tenant as configured; admin.sock is for the admin group; each quota
 // is hit and reported.
-#include <dirent.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -28,6 +27,7 @@
 #include "cclo/v1/admin.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "hw/process.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
 #include "tests/loopback/loopback.h"
@@ -697,30 +697,20 @@ TEST(TenantsTest, ATokenRefusedForTheCommunicatorsQuotaIsCounted) {
   EXPECT_TRUE(absl::StrContains(metrics, line)) << line << " not in:\n" << metrics;
 }
 
-/// How many file descriptors process `pid` has open.
-size_t OpenFds(pid_t pid) {
-  DIR* dir = opendir(absl::StrCat("/proc/", pid, "/fd").c_str());
-  if (dir == nullptr) return 0;
-  size_t count = 0;
-  while (dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
-  closedir(dir);
-  return count;
-}
-
 // The buffers quota counts buffers, whatever their size; the daemon keeps no file
 // descriptor per buffer, so many small buffers cannot use up its descriptors.
 TEST(TenantsTest, TheBuffersQuotaCountsBuffersAndTheDaemonKeepsNoFdForThem) {
   Daemon daemon("tenants:\n  - name: default\n    quotas: {buffers: 40}\n");
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
   ASSERT_TRUE(client.ok()) << client.status();
-  const size_t fds_before = OpenFds(daemon.process().pid());
+  const size_t fds_before = *hw::OpenDescriptors(daemon.process().pid());
   std::vector<Buffer> buffers;
   for (int i = 0; i < 40; ++i) {
     absl::StatusOr<Buffer> buffer = (*client)->AllocBuffer(1);
     ASSERT_TRUE(buffer.ok()) << buffer.status();
     buffers.push_back(*std::move(buffer));
   }
-  EXPECT_LT(OpenFds(daemon.process().pid()), fds_before + 40);
+  EXPECT_LT(*hw::OpenDescriptors(daemon.process().pid()), fds_before + 40);
   absl::StatusOr<Buffer> over = (*client)->AllocBuffer(1);
   ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
   EXPECT_TRUE(absl::StrContains(over.status().message(),
@@ -729,17 +719,6 @@ TEST(TenantsTest, TheBuffersQuotaCountsBuffersAndTheDaemonKeepsNoFdForThem) {
   EXPECT_EQ(Used(daemon, "default", "buffer_bytes"), 40u);
   ASSERT_TRUE((*client)->FreeBuffer(std::move(buffers.back())).ok());
   EXPECT_TRUE((*client)->AllocBuffer(1).ok());
-}
-
-/// The address space this process uses now, in bytes (VmSize).
-uint64_t AddressSpace() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  uint64_t kib = 0;
-  while (status >> key) {
-    if (key == "VmSize:" && status >> kib) break;
-  }
-  return kib << 10;
 }
 
 /// Attaches a client to `daemon` and joins it alone to a new communicator.
@@ -886,7 +865,8 @@ TEST(TenantsTest, ABufferTheClientCannotMapIsGivenBack) {
   rlimit before{};
   ASSERT_EQ(getrlimit(RLIMIT_AS, &before), 0);
   rlimit tight = before;
-  tight.rlim_cur = AddressSpace() + (256ull << 20);  // room for the RPC, not for 1 GiB
+  tight.rlim_cur = hw::ReadProcessStat(getpid())->virtual_bytes +
+                   (256ull << 20);  // room for the RPC, not for 1 GiB
   ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
   absl::StatusOr<Buffer> unmapped = (*client)->AllocBuffer(1ull << 30);
   ASSERT_EQ(setrlimit(RLIMIT_AS, &before), 0);

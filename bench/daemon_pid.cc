@@ -1,4 +1,4 @@
-#include "bench/daemon_cpu.h"
+#include "bench/daemon_pid.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
