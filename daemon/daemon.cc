@@ -35,9 +35,9 @@
 namespace cclo::daemon {
 namespace {
 
-/// Binds host:0 with SO_REUSEPORT to learn a free port; gRPC (which also sets
-/// SO_REUSEPORT) can then bind the same port while this socket is still open.
-absl::StatusOr<std::pair<int, uint16_t>> ReservePort(const std::string& host) {
+/// `host` as the address ReservePort binds, port 0: INVALID_ARGUMENT unless it is an IPv4 or
+/// IPv6 address.
+absl::StatusOr<std::pair<sockaddr_storage, socklen_t>> PeerPortAddress(const std::string& host) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
@@ -47,9 +47,18 @@ absl::StatusOr<std::pair<int, uint16_t>> ReservePort(const std::string& host) {
         absl::StrCat("host '", host, "' is not an IPv4 or IPv6 address (peer_port 0 needs one)"));
   }
   sockaddr_storage address{};
-  socklen_t length = found->ai_addrlen;
+  const socklen_t length = found->ai_addrlen;
   std::memcpy(&address, found->ai_addr, length);
   freeaddrinfo(found);
+  return std::make_pair(address, length);
+}
+
+/// Binds host:0 with SO_REUSEPORT to learn a free port; gRPC (which also sets
+/// SO_REUSEPORT) can then bind the same port while this socket is still open.
+absl::StatusOr<std::pair<int, uint16_t>> ReservePort(const std::string& host) {
+  absl::StatusOr<std::pair<sockaddr_storage, socklen_t>> bound = PeerPortAddress(host);
+  if (!bound.ok()) return bound.status();
+  auto [address, length] = *bound;
   int fd = socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
@@ -196,14 +205,29 @@ absl::Status CheckAdminGroup(const std::string& group) {
       "SupplementaryGroups=", group, ")"));
 }
 
+/// Where the metrics are served: metrics_host, or host where it is empty.
+const std::string& MetricsHost(const Config& config) {
+  return config.metrics_host.empty() ? config.host : config.metrics_host;
+}
+
 /// What a start checks of the keys that this host may refuse and that apply only at a
-/// start: the runtime dir, the admin group, the peer TLS files and the data sessions'
-/// congestion control. A reload checks them too, so that it does not take a file the next
-/// start refuses.
-absl::Status CheckStartable(const Config& config) {
+/// start: the runtime dir, the admin group, the peer TLS files, the addresses it listens on
+/// (host and metrics_host) and the data sessions' congestion control. A reload checks them
+/// too, so that it does not take a file the next start refuses; a host or metrics_host name
+/// only where it differs from the `running` one, which the start resolved (a resolver that
+/// fails or is slow for now then neither refuses the reload nor holds up the main thread,
+/// which feeds the watchdog).
+absl::Status CheckStartable(const Config& config, const Config& running) {
   absl::Status refused = RuntimeLock::CheckDir(config.runtime_dir);
   if (refused.ok()) refused = CheckAdminGroup(config.admin_group);
   if (refused.ok()) refused = LoadPeerTls(config).status();
+  if (refused.ok() && config.peer_port == 0) refused = PeerPortAddress(config.host).status();
+  if (refused.ok() && config.host != running.host) {
+    refused = hw::poe::tcp::CheckListenHost(config.host);
+  }
+  if (refused.ok() && MetricsHost(config) != MetricsHost(running)) {
+    refused = MetricsServer::CheckHost(MetricsHost(config), config.metrics_port);
+  }
   if (refused.ok() && !config.data_tcp_congestion.empty()) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
@@ -357,9 +381,8 @@ absl::Status Daemon::StartServers(int peer_port) {
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
 
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(
-      config_.metrics_host.empty() ? config_.host : config_.metrics_host, config_.metrics_port,
-      [this] {
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+      MetricsServer::Start(MetricsHost(config_), config_.metrics_port, [this] {
         const hw::DeviceStats device = device_->Stats();
         return Snapshot{admin_service_.Snapshot(),
                         admin_service_.Tenants(),
@@ -387,7 +410,7 @@ void Daemon::ApplyScheduling() {
 }
 
 absl::StatusOr<std::vector<std::string>> Daemon::Reload(const absl::StatusOr<Config>& loaded) {
-  absl::Status applied = loaded.ok() ? CheckStartable(*loaded) : loaded.status();
+  absl::Status applied = loaded.ok() ? CheckStartable(*loaded, config_) : loaded.status();
   if (applied.ok()) applied = tenants_.Reload(*loaded);
   admin_service_.CountReload(applied);
   if (!applied.ok()) return applied;

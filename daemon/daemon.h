@@ -39,9 +39,10 @@ class Daemon {
   /// created afterwards) and the tenants' identities, weights and quotas. A config that did
   /// not load (its error is returned), that the next start would refuse (a runtime dir
   /// another user may write, an admin group, peer TLS file or congestion control this host
-  /// lacks), or whose tenants cannot be applied (INVALID_ARGUMENT), changes nothing. Other
-  /// keys that differ keep their running value until a restart; they are named in the
-  /// returned list. Status and the metrics count the reload.
+  /// lacks, a new host or metrics_host it cannot listen on), or whose tenants cannot be
+  /// applied (INVALID_ARGUMENT), changes nothing. Other keys that differ keep their running
+  /// value until a restart; they are named in the returned list. Status and the metrics
+  /// count the reload.
   absl::StatusOr<std::vector<std::string>> Reload(const absl::StatusOr<Config>& loaded);
 
   /// "host:port" of the Peer service, as other daemons reach it.

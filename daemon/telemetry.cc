@@ -336,11 +336,9 @@ void Knock(const addrinfo& listener) {
   close(fd);
 }
 
-/// Whether the HTTP server can listen on `host` (an address or a name): INVALID_ARGUMENT
-/// when it never can (a name that does not resolve; only IPv6 addresses, where civetweb has
-/// no IPv6 and looks up a name's IPv4 addresses only), UNAVAILABLE when the resolver fails
-/// for now.
-absl::Status CheckMetricsHost(const std::string& host, uint16_t port) {
+}  // namespace
+
+absl::Status MetricsServer::CheckHost(const std::string& host, uint16_t port) {
   const std::string where = absl::StrCat("cannot serve metrics on ", hw::HostPort(host, port));
   auto lookup = [&](int family) {
     addrinfo hints{};
@@ -367,12 +365,10 @@ absl::Status CheckMetricsHost(const std::string& host, uint16_t port) {
       "address"));
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host,
                                                                     uint16_t port,
                                                                     SnapshotFn snapshot) {
-  if (absl::Status usable = CheckMetricsHost(host, port); !usable.ok()) return usable;
+  if (absl::Status usable = CheckHost(host, port); !usable.ok()) return usable;
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   try {
     // A scraper sends its request at once. A connection that has not sent it within 2 s

@@ -35,6 +35,11 @@ class MetricsServer {
   /// server was built without IPv6 is INVALID_ARGUMENT saying so.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host,
                                                               uint16_t port, SnapshotFn snapshot);
+  /// Whether Start can listen on `host` (an address or a name): INVALID_ARGUMENT when it
+  /// never can (a name that does not resolve; only IPv6 addresses, where civetweb has no
+  /// IPv6 and looks up a name's IPv4 addresses only), UNAVAILABLE when the resolver fails
+  /// for now. `port` is named in the message.
+  static absl::Status CheckHost(const std::string& host, uint16_t port);
   ~MetricsServer();
   /// "host:port" served, with the port picked.
   const std::string& address() const { return address_; }

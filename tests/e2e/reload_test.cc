@@ -116,10 +116,29 @@ TEST_F(ReloadTest, KeysAStartWouldRefuseAreRejected) {
       {"peer_tls_cert_file: /nonexistent/node.pem\npeer_tls_key_file: /nonexistent/node.key\n"
        "peer_tls_ca_file: /nonexistent/ca.pem\n",
        "the next start would refuse it: config key 'peer_tls_cert_file': cannot read"},
+      {"metrics_host: nosuch.invalid\n",
+       "the next start would refuse it: cannot serve metrics on nosuch.invalid:0: cannot resolve "
+       "'nosuch.invalid': "},
+      {"metrics_host: '::1'\n",
+       "the next start would refuse it: cannot serve metrics on [::1]:0: the HTTP server "
+       "(civetweb) was built without IPv6"},
   };
   for (const auto& [keys, reason] : refused) {
     Reload("quotas: {sessions: 1}", "quotas: {sessions: 3}\n" + keys,
            "rejected, the running config");
+    EXPECT_EQ(Count(reason), 1u) << daemon_.process().Output();
+  }
+  // The host the next start listens on: an address where peer_port is 0, a name that
+  // resolves otherwise.
+  const std::pair<std::string, std::string> hosts[] = {
+      {"host: 'localhost'\npeer_port: 0",
+       "the next start would refuse it: host 'localhost' is not an IPv4 or IPv6 address "
+       "(peer_port 0 needs one)"},
+      {"host: 'nosuch.invalid'\npeer_port: 7470\nmetrics_host: 127.0.0.1",
+       "the next start would refuse it: cannot resolve 'nosuch.invalid': "},
+  };
+  for (const auto& [to, reason] : hosts) {
+    Reload("host: '127.0.0.1'\npeer_port: 0", to, "rejected, the running config");
     EXPECT_EQ(Count(reason), 1u) << daemon_.process().Output();
   }
   EXPECT_EQ(Tenant().quotas(3).limit(), 1u);

@@ -124,6 +124,13 @@ bool IsCongestionName(const std::string& name) {
          });
 }
 
+absl::Status CheckListenHost(const std::string& listen_host) {
+  absl::StatusOr<addrinfo*> resolved = Resolve(listen_host, "0", true);
+  if (!resolved.ok()) return resolved.status();
+  freeaddrinfo(*resolved);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<EnginePtr> CreateTcpEngine(const TcpEngineConfig& config, EngineHandler* handler) {
   absl::StatusOr<addrinfo*> resolved =
       Resolve(config.listen_host, std::to_string(config.port), true);

@@ -81,6 +81,11 @@ bool IsCongestionName(const std::string& name);
 /// or not allowed without CAP_NET_ADMIN (and what is allowed).
 absl::Status SetCongestion(int fd, const std::string& name);
 
+/// Whether CreateTcpEngine can resolve `listen_host` (a name or a numeric address):
+/// INVALID_ARGUMENT for a name that does not resolve, UNAVAILABLE when the resolver fails
+/// for now.
+absl::Status CheckListenHost(const std::string& listen_host);
+
 /// Binds and listens: UNAVAILABLE if the port is taken, INVALID_ARGUMENT if the kernel
 /// refuses config.congestion (not offered, or not allowed without CAP_NET_ADMIN). Call
 /// Start() to run the loop.
