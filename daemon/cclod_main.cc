@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   siginfo_t received{};
   while ((received = cclo::daemon::WaitForSignal(signals, watchdog_ping)).si_signo == SIGHUP) {
     cclo::daemon::NotifyReloading();
+    cclo::daemon::NotifyWatchdog();
     Reload(**daemon, config_path);
     cclo::daemon::NotifyReady();
   }

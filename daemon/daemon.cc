@@ -214,18 +214,22 @@ const std::string& MetricsHost(const Config& config) {
 /// start: the runtime dir, the admin group, the peer TLS files, the addresses it listens on
 /// (host and metrics_host) and the data sessions' congestion control. A reload checks them
 /// too, so that it does not take a file the next start refuses; a host or metrics_host name
-/// only where it differs from the `running` one, which the start resolved (a resolver that
-/// fails or is slow for now then neither refuses the reload nor holds up the main thread,
-/// which feeds the watchdog).
-absl::Status CheckStartable(const Config& config, const Config& running) {
+/// only where it differs from that of `taken`, the last config the start or a reload took,
+/// which was looked up then (a resolver that fails or is slow for now then neither refuses
+/// a reload of other keys nor holds up the main thread, which feeds the watchdog).
+absl::Status CheckStartable(const Config& config, const Config& taken) {
   absl::Status refused = RuntimeLock::CheckDir(config.runtime_dir);
   if (refused.ok()) refused = CheckAdminGroup(config.admin_group);
   if (refused.ok()) refused = LoadPeerTls(config).status();
   if (refused.ok() && config.peer_port == 0) refused = PeerPortAddress(config.host).status();
-  if (refused.ok() && config.host != running.host) {
+  if (refused.ok() && config.host != taken.host) {
     refused = hw::poe::tcp::CheckListenHost(config.host);
+    if (!refused.ok()) {
+      refused =
+          absl::Status(refused.code(), absl::StrCat("config key 'host': ", refused.message()));
+    }
   }
-  if (refused.ok() && MetricsHost(config) != MetricsHost(running)) {
+  if (refused.ok() && MetricsHost(config) != MetricsHost(taken)) {
     refused = MetricsServer::CheckHost(MetricsHost(config), config.metrics_port);
   }
   if (refused.ok() && !config.data_tcp_congestion.empty()) {
@@ -320,6 +324,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
 Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
                std::string peer_address, const std::optional<PeerTls>& peer_tls)
     : config_(config),
+      taken_(config),
       lock_(std::move(lock)),
       device_(std::move(device)),
       peer_address_(std::move(peer_address)),
@@ -410,11 +415,12 @@ void Daemon::ApplyScheduling() {
 }
 
 absl::StatusOr<std::vector<std::string>> Daemon::Reload(const absl::StatusOr<Config>& loaded) {
-  absl::Status applied = loaded.ok() ? CheckStartable(*loaded, config_) : loaded.status();
+  absl::Status applied = loaded.ok() ? CheckStartable(*loaded, taken_) : loaded.status();
   if (applied.ok()) applied = tenants_.Reload(*loaded);
   admin_service_.CountReload(applied);
   if (!applied.ok()) return applied;
   const Config& config = *loaded;
+  taken_ = config;
   ApplyScheduling();
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   SetLogFormat(config.log_format);

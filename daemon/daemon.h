@@ -39,7 +39,9 @@ class Daemon {
   /// created afterwards) and the tenants' identities, weights and quotas. A config that did
   /// not load (its error is returned), that the next start would refuse (a runtime dir
   /// another user may write, an admin group, peer TLS file or congestion control this host
-  /// lacks, a new host or metrics_host it cannot listen on), or whose tenants cannot be
+  /// lacks, a host that is no address where peer_port is 0, a host or metrics_host name
+  /// that differs from the last config taken and does not resolve now, or one the metrics
+  /// server cannot serve), or whose tenants cannot be
   /// applied (INVALID_ARGUMENT), changes nothing. Other keys that differ keep their running
   /// value until a restart; they are named in the returned list. Status and the metrics
   /// count the reload.
@@ -56,6 +58,8 @@ class Daemon {
   void ApplyScheduling();
 
   const Config config_;
+  /// The last config taken, the start's or a reload's: what the next start reads.
+  Config taken_;
   const RuntimeLock lock_;  ///< held until every other member is gone
   hw::DevicePtr device_;
   const std::string peer_address_;

@@ -12,6 +12,8 @@ void NotifyReloading() { sd_notify(0, "RELOADING=1"); }
 
 void NotifyStopping() { sd_notify(0, "STOPPING=1"); }
 
+void NotifyWatchdog() { sd_notify(0, "WATCHDOG=1"); }
+
 absl::Duration WatchdogPingInterval() {
   uint64_t watchdog_usec = 0;
   if (sd_watchdog_enabled(0, &watchdog_usec) <= 0) return absl::ZeroDuration();
@@ -27,7 +29,7 @@ siginfo_t WaitForSignal(const sigset_t& signals, absl::Duration watchdog_ping) {
   }
   const timespec interval = absl::ToTimespec(watchdog_ping);
   for (;;) {
-    sd_notify(0, "WATCHDOG=1");
+    NotifyWatchdog();
     if (sigtimedwait(&signals, &signal, &interval) > 0) return signal;
   }
 }

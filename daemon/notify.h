@@ -18,6 +18,10 @@ void NotifyReloading();
 /// Tells systemd the daemon is shutting down (STOPPING=1).
 void NotifyStopping();
 
+/// Tells systemd's watchdog the daemon lives (WATCHDOG=1): also before a reload, whose name
+/// lookups take as long as the resolver does.
+void NotifyWatchdog();
+
 /// Half the interval of systemd's watchdog (WatchdogSec=, seen as $WATCHDOG_USEC), or
 /// zero when the watchdog is off.
 absl::Duration WatchdogPingInterval();

@@ -182,8 +182,8 @@ void WarnOnce(std::atomic<bool>& warned, const absl::Status& status) {
 }
 
 /// Prometheus's standard process metrics, of cclod itself: what its descriptor and thread
-/// limits and its memory are measured against. Out of descriptors, process_open_fds is the
-/// limit (the count from /proc needs one on kernels before 6.2).
+/// limits and its memory are measured against. Out of descriptors (EMFILE), process_open_fds
+/// is the limit (the count from /proc needs one on kernels before 6.2).
 void AddProcess(std::vector<prometheus::MetricFamily>& families) {
   using prometheus::MetricType;
   static std::atomic<bool> stat_warned{false}, start_warned{false}, fds_warned{false};

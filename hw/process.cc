@@ -3,8 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <atomic>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -61,9 +60,14 @@ absl::StatusOr<ProcessStat> ReadProcessStat(pid_t pid) {
 }
 
 absl::StatusOr<double> StartTimeSeconds(uint64_t start_ticks) {
-  static const absl::StatusOr<uint64_t> boot = ReadBootTime();
-  if (!boot.ok()) return boot.status();
-  return static_cast<double>(*boot) + static_cast<double>(start_ticks) * Tick();
+  static std::atomic<uint64_t> boot_time{0};  // 0: not read yet, or the read failed
+  if (boot_time.load(std::memory_order_relaxed) == 0) {
+    absl::StatusOr<uint64_t> boot = ReadBootTime();
+    if (!boot.ok()) return boot.status();
+    boot_time.store(*boot, std::memory_order_relaxed);
+  }
+  return static_cast<double>(boot_time.load(std::memory_order_relaxed)) +
+         static_cast<double>(start_ticks) * Tick();
 }
 
 absl::StatusOr<uint64_t> OpenDescriptors(pid_t pid) {
@@ -82,8 +86,7 @@ absl::StatusOr<uint64_t> ListedDescriptors(pid_t pid) {
        it.increment(error)) {
     ++entries;
   }
-  if (error == std::errc::too_many_files_open ||
-      error == std::errc::too_many_files_open_in_system) {
+  if (error == std::errc::too_many_files_open) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot list ", path, ": ", error.message()));
   }
   if (error) return absl::NotFoundError(absl::StrCat("cannot list ", path, ": ", error.message()));

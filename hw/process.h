@@ -25,7 +25,7 @@ absl::StatusOr<ProcessStat> ReadProcessStat(pid_t pid);
 
 /// When a process started `start_ticks` after the boot, in seconds since the Unix epoch.
 /// The boot time (/proc/stat's btime, which some kernels compute anew at each read, a
-/// second apart) is read once.
+/// second apart) is read until a read succeeds, then kept.
 absl::StatusOr<double> StartTimeSeconds(uint64_t start_ticks);
 
 /// How many descriptors `pid` holds open: the kernel's count, the size of /proc/<pid>/fd
@@ -33,7 +33,8 @@ absl::StatusOr<double> StartTimeSeconds(uint64_t start_ticks);
 absl::StatusOr<uint64_t> OpenDescriptors(pid_t pid);
 
 /// The entries of /proc/<pid>/fd, less the listing's own where `pid` is this process;
-/// RESOURCE_EXHAUSTED where this process has no descriptor left for the listing.
+/// RESOURCE_EXHAUSTED where this process has no descriptor left for the listing (EMFILE:
+/// all it may have are open), NOT_FOUND with the reason for any other failure.
 absl::StatusOr<uint64_t> ListedDescriptors(pid_t pid);
 
 }  // namespace cclo::hw

@@ -130,7 +130,11 @@ TEST(AttachFrameTest, RandomBytesAreRefusedByNameOrReencodeAsTheyCame) {
   for (int type = 1; type <= 4; ++type) EXPECT_GT(accepted[type], 0) << "type " << type;
 }
 
-size_t OpenFds() { return *hw::OpenDescriptors(getpid()); }
+size_t OpenFds() {
+  const absl::StatusOr<uint64_t> open = hw::OpenDescriptors(getpid());
+  EXPECT_TRUE(open.ok()) << open.status();
+  return open.value_or(0);
+}
 
 /// Sends `size` bytes with `fd_count` copies of `fd` attached; whether all went.
 bool SendWithFds(int socket_fd, const uint8_t* data, size_t size, int fd, size_t fd_count) {

@@ -415,7 +415,11 @@ TEST_F(AttachServerTest, WrongFirstFrameTypeIsRefused) {
   close(fd);
 }
 
-size_t OpenFds() { return *hw::OpenDescriptors(getpid()); }
+size_t OpenFds() {
+  const absl::StatusOr<uint64_t> open = hw::OpenDescriptors(getpid());
+  EXPECT_TRUE(open.ok()) << open.status();
+  return open.value_or(0);
+}
 
 TEST_F(AttachServerTest, FdsSmuggledIntoHelloAreRefusedAndClosed) {
   int pipe_fds[2];

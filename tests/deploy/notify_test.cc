@@ -77,6 +77,9 @@ TEST(NotifyTest, ReadyWatchdogReloadingAndStopping) {
       << daemon->process().Output();
   daemon->process().Signal(SIGHUP);
   EXPECT_TRUE(systemd.WaitFor("RELOADING=1"));
+  // Fed before the reload, whose name lookups may take the resolver's time: READY=1 comes
+  // after that WATCHDOG=1, not before the next ping's.
+  EXPECT_TRUE(systemd.WaitFor("WATCHDOG=1"));
   EXPECT_TRUE(systemd.WaitFor("READY=1"));
   daemon.reset();  // SIGTERM
   EXPECT_TRUE(systemd.WaitFor("STOPPING=1"));

@@ -135,7 +135,7 @@ TEST_F(ReloadTest, KeysAStartWouldRefuseAreRejected) {
        "the next start would refuse it: host 'localhost' is not an IPv4 or IPv6 address "
        "(peer_port 0 needs one)"},
       {"host: 'nosuch.invalid'\npeer_port: 7470\nmetrics_host: 127.0.0.1",
-       "the next start would refuse it: cannot resolve 'nosuch.invalid': "},
+       "the next start would refuse it: config key 'host': cannot resolve 'nosuch.invalid': "},
   };
   for (const auto& [to, reason] : hosts) {
     Reload("host: '127.0.0.1'\npeer_port: 0", to, "rejected, the running config");

@@ -703,14 +703,17 @@ TEST(TenantsTest, TheBuffersQuotaCountsBuffersAndTheDaemonKeepsNoFdForThem) {
   Daemon daemon("tenants:\n  - name: default\n    quotas: {buffers: 40}\n");
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
   ASSERT_TRUE(client.ok()) << client.status();
-  const size_t fds_before = *hw::OpenDescriptors(daemon.process().pid());
+  const absl::StatusOr<uint64_t> fds_before = hw::OpenDescriptors(daemon.process().pid());
+  ASSERT_TRUE(fds_before.ok()) << fds_before.status();
   std::vector<Buffer> buffers;
   for (int i = 0; i < 40; ++i) {
     absl::StatusOr<Buffer> buffer = (*client)->AllocBuffer(1);
     ASSERT_TRUE(buffer.ok()) << buffer.status();
     buffers.push_back(*std::move(buffer));
   }
-  EXPECT_LT(*hw::OpenDescriptors(daemon.process().pid()), fds_before + 40);
+  const absl::StatusOr<uint64_t> fds_after = hw::OpenDescriptors(daemon.process().pid());
+  ASSERT_TRUE(fds_after.ok()) << fds_after.status();
+  EXPECT_LT(*fds_after, *fds_before + 40);
   absl::StatusOr<Buffer> over = (*client)->AllocBuffer(1);
   ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
   EXPECT_TRUE(absl::StrContains(over.status().message(),
@@ -864,9 +867,10 @@ TEST(TenantsTest, ABufferTheClientCannotMapIsGivenBack) {
   ASSERT_TRUE(client.ok()) << client.status();
   rlimit before{};
   ASSERT_EQ(getrlimit(RLIMIT_AS, &before), 0);
+  const absl::StatusOr<hw::ProcessStat> stat = hw::ReadProcessStat(getpid());
+  ASSERT_TRUE(stat.ok()) << stat.status();
   rlimit tight = before;
-  tight.rlim_cur = hw::ReadProcessStat(getpid())->virtual_bytes +
-                   (256ull << 20);  // room for the RPC, not for 1 GiB
+  tight.rlim_cur = stat->virtual_bytes + (256ull << 20);  // room for the RPC, not for 1 GiB
   ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
   absl::StatusOr<Buffer> unmapped = (*client)->AllocBuffer(1ull << 30);
   ASSERT_EQ(setrlimit(RLIMIT_AS, &before), 0);

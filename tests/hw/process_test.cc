@@ -146,8 +146,12 @@ TEST(OpenDescriptorsTest, AtTheLimit) {
   const bool kernel_counts = fds.st_size > 0;
   rlimit limit{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  // Below the lowest free number every one is open.
+  const int lowest_free = dup(0);
+  ASSERT_GE(lowest_free, 0);
+  close(lowest_free);
   rlimit full = limit;
-  full.rlim_cur = *open;
+  full.rlim_cur = static_cast<rlim_t>(lowest_free);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &full), 0);
   absl::StatusOr<uint64_t> counted = OpenDescriptors(getpid());
   absl::StatusOr<uint64_t> listed = ListedDescriptors(getpid());
