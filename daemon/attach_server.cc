@@ -32,7 +32,7 @@ constexpr timeval kSendTimeout = {5, 0};
 
 absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(
     const std::string& path, const TenantStore* tenants, SessionRegistry* sessions,
-    SessionEndFn on_end, AdmitFn admit, OpenRingsFn open_rings) {
+    SessionEndFn on_end, AdmitFn admit, OpenRingsFn open_rings, std::function<void()> on_pause) {
   absl::StatusOr<int> listening = ListenUnix("attach socket", path, 0666);
   if (!listening.ok()) return listening.status();
   const int fd = *listening;
@@ -41,9 +41,9 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(
     close(fd);
     return Errno("eventfd");
   }
-  std::unique_ptr<AttachServer> server(new AttachServer(path, fd, wake, tenants, sessions,
-                                                        std::move(on_end), std::move(admit),
-                                                        std::move(open_rings)));
+  std::unique_ptr<AttachServer> server(
+      new AttachServer(path, fd, wake, tenants, sessions, std::move(on_end), std::move(admit),
+                       std::move(open_rings), std::move(on_pause)));
   if (absl::Status started =
           hw::StartThread(server->thread_, path, [&run = *server] { run.Run(); });
       !started.ok()) {
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<AttachServer>> AttachServer::Start(
 
 AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
                            SessionRegistry* sessions, SessionEndFn on_end, AdmitFn admit,
-                           OpenRingsFn open_rings)
+                           OpenRingsFn open_rings, std::function<void()> on_pause)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       wake_fd_(wake_fd),
@@ -62,7 +62,8 @@ AttachServer::AttachServer(std::string path, int listen_fd, int wake_fd, const T
       sessions_(sessions),
       on_end_(std::move(on_end)),
       admit_(std::move(admit)),
-      open_rings_(std::move(open_rings)) {}
+      open_rings_(std::move(open_rings)),
+      on_pause_(std::move(on_pause)) {}
 
 AttachServer::~AttachServer() {
   uint64_t one = 1;
@@ -107,6 +108,7 @@ void AttachServer::Run() {
       if (error != ENOMEM) return;
       // Out of kernel memory for the whole set for now: wait on the wake fd alone (one
       // entry needs none), then try again.
+      on_pause_();
       if (poll(fds.data(), 1, static_cast<int>(absl::ToInt64Milliseconds(hw::kAcceptBackoff))) >
           0) {
         return;
@@ -155,6 +157,7 @@ void AttachServer::Accept() {
     if (hw::PausesAccepting(errno)) {
       spdlog::warn("attach accept failed: {}; not accepting clients for {}", std::strerror(errno),
                    absl::FormatDuration(hw::kAcceptBackoff));
+      on_pause_();
       accept_paused_until_ = hw::SteadyNow() + hw::kAcceptBackoff;
     }
     return;

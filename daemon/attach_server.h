@@ -35,19 +35,18 @@ class AttachServer {
   /// sessions quota; an unknown caller or a full quota is refused with the reason.
   /// `on_end` runs on the server thread after a client's connection closed. `admit` is
   /// asked before each new session; an error refuses the caller with it (code and text).
-  /// `open_rings` makes each new session's rings, whose fds go with its WELCOME.
-  static absl::StatusOr<std::unique_ptr<AttachServer>> Start(const std::string& path,
-                                                             const TenantStore* tenants,
-                                                             SessionRegistry* sessions,
-                                                             SessionEndFn on_end, AdmitFn admit,
-                                                             OpenRingsFn open_rings);
+  /// `open_rings` makes each new session's rings, whose fds go with its WELCOME. `on_pause`
+  /// runs each time accepting pauses after an accept failed (hw::PausesAccepting).
+  static absl::StatusOr<std::unique_ptr<AttachServer>> Start(
+      const std::string& path, const TenantStore* tenants, SessionRegistry* sessions,
+      SessionEndFn on_end, AdmitFn admit, OpenRingsFn open_rings, std::function<void()> on_pause);
   /// Stops serving, ends every session (running `on_end`) and removes the socket file.
   ~AttachServer();
 
  private:
   AttachServer(std::string path, int listen_fd, int wake_fd, const TenantStore* tenants,
                SessionRegistry* sessions, SessionEndFn on_end, AdmitFn admit,
-               OpenRingsFn open_rings);
+               OpenRingsFn open_rings, std::function<void()> on_pause);
   /// A connection accepted but not yet greeted: it must send HELLO by `deadline`.
   struct Pending {
     hw::SteadyTime deadline;
@@ -77,6 +76,7 @@ class AttachServer {
   const SessionEndFn on_end_;
   const AdmitFn admit_;
   const OpenRingsFn open_rings_;
+  const std::function<void()> on_pause_;
   /// Touched only by the server thread: greeted connections (fd -> session id) and
   /// connections still owing their HELLO.
   std::map<int, uint64_t> connections_;

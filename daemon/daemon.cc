@@ -356,12 +356,15 @@ absl::Status Daemon::StartServers(int peer_port) {
   if (!server.ok()) return server.status();
   admin_server_ = *std::move(server);
 
-  absl::StatusOr<std::unique_ptr<GrpcUnixListener>> listener =
-      GrpcUnixListener::Start(dir + "/client.sock", 0666, client_server_.get());
+  absl::StatusOr<std::unique_ptr<GrpcUnixListener>> listener = GrpcUnixListener::Start(
+      dir + "/client.sock", 0666, client_server_.get(),
+      [this] { admin_service_.CountAcceptPause(AdminService::LocalSocket::kClient); });
   if (!listener.ok()) return listener.status();
   client_listener_ = *std::move(listener);
   // Its user's alone until SetAdminMode gives it to the admin group.
-  listener = GrpcUnixListener::Start(dir + "/admin.sock", 0600, admin_server_.get());
+  listener = GrpcUnixListener::Start(dir + "/admin.sock", 0600, admin_server_.get(), [this] {
+    admin_service_.CountAcceptPause(AdminService::LocalSocket::kAdmin);
+  });
   if (!listener.ok()) return listener.status();
   admin_listener_ = *std::move(listener);
   if (absl::Status owned = SetAdminMode(dir + "/admin.sock", config_.admin_group); !owned.ok()) {
@@ -382,7 +385,8 @@ absl::Status Daemon::StartServers(int peer_port) {
         ops_.EndSession(session);
       },
       [this] { return drain_.Admit("new sessions"); },
-      [this](const SessionPtr& session) { return rings_->Open(session); });
+      [this](const SessionPtr& session) { return rings_->Open(session); },
+      [this] { admin_service_.CountAcceptPause(AdminService::LocalSocket::kAttach); });
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
 

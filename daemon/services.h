@@ -2,6 +2,8 @@
 // into the daemon's components; absl::Status becomes grpc::Status only here.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -106,6 +108,13 @@ class AdminService final : public cclo::v1::Admin::Service {
   /// Counts a config reload: applied (OK), or rejected for `outcome`, which Status reports
   /// until a reload is applied.
   void CountReload(const absl::Status& outcome);
+  /// The local sockets whose pauses in accepting Status reports (the data port's are the
+  /// engine's).
+  enum class LocalSocket { kAttach, kClient, kAdmin };
+  /// Counts a pause in accepting on `socket` after an accept failed (hw::PausesAccepting).
+  void CountAcceptPause(LocalSocket socket) {
+    accept_pauses_[static_cast<size_t>(socket)].fetch_add(1, std::memory_order_relaxed);
+  }
   grpc::Status ListCommunicators(grpc::ServerContext* context,
                                  const cclo::v1::ListCommunicatorsRequest* request,
                                  cclo::v1::ListCommunicatorsResponse* response) override;
@@ -162,6 +171,7 @@ class AdminService final : public cclo::v1::Admin::Service {
   uint64_t reloads_applied_ ABSL_GUARDED_BY(reload_mu_) = 0;
   uint64_t reloads_rejected_ ABSL_GUARDED_BY(reload_mu_) = 0;
   std::string reload_error_ ABSL_GUARDED_BY(reload_mu_);  ///< of the last reload
+  std::array<std::atomic<uint64_t>, 3> accept_pauses_{};  ///< by LocalSocket
 };
 
 }  // namespace cclo::daemon

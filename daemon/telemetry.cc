@@ -278,6 +278,18 @@ class StatusCollectable : public prometheus::Collectable {
                MetricType::Gauge, static_cast<double>(s.data_sessions_up())),
         Family("cclod_wire_errors_total", "Invalid segments or handshakes rejected.",
                MetricType::Counter, static_cast<double>(s.wire_errors())),
+        {"cclod_accept_pauses_total",
+         "Times accepting paused for 100 ms after an accept failed (out of descriptors or "
+         "memory, say), by socket: data (the data port), attach, client or admin.",
+         MetricType::Counter,
+         {Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_data()),
+                 {{"socket", "data"}}),
+          Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_attach()),
+                 {{"socket", "attach"}}),
+          Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_client()),
+                 {{"socket", "client"}}),
+          Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_admin()),
+                 {{"socket", "admin"}})}},
         Family("cclod_engine_turn_bytes",
                "Bytes each data session reads and writes per engine turn: 1 MiB, or 64 KiB "
                "while two or more tenants have had engine work within the last 50 ms.",

@@ -44,9 +44,8 @@ absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path,
   return fd;
 }
 
-absl::StatusOr<std::unique_ptr<GrpcUnixListener>> GrpcUnixListener::Start(const std::string& path,
-                                                                          mode_t mode,
-                                                                          grpc::Server* server) {
+absl::StatusOr<std::unique_ptr<GrpcUnixListener>> GrpcUnixListener::Start(
+    const std::string& path, mode_t mode, grpc::Server* server, std::function<void()> on_pause) {
   absl::StatusOr<int> fd = ListenUnix("socket", path, mode);
   if (!fd.ok()) return fd.status();
   const int wake = eventfd(0, EFD_CLOEXEC);
@@ -55,7 +54,8 @@ absl::StatusOr<std::unique_ptr<GrpcUnixListener>> GrpcUnixListener::Start(const 
     unlink(path.c_str());
     return Errno("eventfd");
   }
-  std::unique_ptr<GrpcUnixListener> listener(new GrpcUnixListener(path, *fd, wake, server));
+  std::unique_ptr<GrpcUnixListener> listener(
+      new GrpcUnixListener(path, *fd, wake, server, std::move(on_pause)));
   if (absl::Status started =
           hw::StartThread(listener->thread_, path, [&run = *listener] { run.Run(); });
       !started.ok()) {
@@ -65,8 +65,12 @@ absl::StatusOr<std::unique_ptr<GrpcUnixListener>> GrpcUnixListener::Start(const 
 }
 
 GrpcUnixListener::GrpcUnixListener(std::string path, int listen_fd, int wake_fd,
-                                   grpc::Server* server)
-    : path_(std::move(path)), listen_fd_(listen_fd), wake_fd_(wake_fd), server_(server) {}
+                                   grpc::Server* server, std::function<void()> on_pause)
+    : path_(std::move(path)),
+      listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      server_(server),
+      on_pause_(std::move(on_pause)) {}
 
 GrpcUnixListener::~GrpcUnixListener() {
   uint64_t one = 1;
@@ -84,6 +88,7 @@ void GrpcUnixListener::Run() {
     if (poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("{}: poll failed: {}", path_, std::strerror(errno));
+      on_pause_();
       if (poll(fds.data(), 1, backoff_ms) > 0) return;  // one entry needs no memory
       continue;
     }
@@ -99,6 +104,7 @@ void GrpcUnixListener::Run() {
     } else if (hw::PausesAccepting(errno)) {
       spdlog::warn("{}: accept failed: {}; not accepting for {}", path_, std::strerror(errno),
                    absl::FormatDuration(hw::kAcceptBackoff));
+      on_pause_();
       if (poll(fds.data(), 1, backoff_ms) > 0) return;
     }
   }

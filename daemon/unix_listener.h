@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,24 +29,27 @@ absl::StatusOr<int> ListenUnix(const std::string& what, const std::string& path,
 
 /// Accepts the connections of a Unix socket on a thread of its own and hands each to a gRPC
 /// server; when an accept fails (hw::PausesAccepting) or polling does, it pauses for
-/// hw::kAcceptBackoff at a time, logging each pause.
+/// hw::kAcceptBackoff at a time, logging each pause and calling `on_pause`.
 class GrpcUnixListener {
  public:
   /// Listens at `path` with `mode` (ListenUnix) for `server`, which must have been built
   /// without a listening port of its own and outlive this.
   static absl::StatusOr<std::unique_ptr<GrpcUnixListener>> Start(const std::string& path,
-                                                                 mode_t mode, grpc::Server* server);
+                                                                 mode_t mode, grpc::Server* server,
+                                                                 std::function<void()> on_pause);
   /// Stops accepting and closes the socket; the connections accepted stay the server's.
   ~GrpcUnixListener();
 
  private:
-  GrpcUnixListener(std::string path, int listen_fd, int wake_fd, grpc::Server* server);
+  GrpcUnixListener(std::string path, int listen_fd, int wake_fd, grpc::Server* server,
+                   std::function<void()> on_pause);
   void Run();
 
   const std::string path_;
   const int listen_fd_;
   const int wake_fd_;  ///< an eventfd the destructor writes to end Run
   grpc::Server* const server_;
+  const std::function<void()> on_pause_;
   std::thread thread_;  ///< runs Run once Start started it; joined by the destructor
 };
 

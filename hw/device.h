@@ -64,6 +64,7 @@ struct DeviceStats {
   /// communicators still exist (a broken communicator's sessions stop counting above).
   uint64_t sessions_lost_total = 0;
   uint64_t wire_errors = 0;          ///< invalid segments or handshakes rejected
+  uint64_t accept_pauses = 0;        ///< times the data port paused accepting (Engine)
   uint64_t eager_messages = 0;       ///< messages sent eagerly (no receive needed first)
   uint64_t rendezvous_messages = 0;  ///< messages sent once their receive was posted
   /// Of those, small enough for eager but short of credit (to a rank on this engine: of a

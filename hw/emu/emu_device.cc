@@ -239,6 +239,7 @@ DeviceStats EmuDevice::Stats() const {
   stats.sessions_lost = links(LinkState::kLost);
   stats.sessions_lost_total = counters_.links_lost.load();
   stats.wire_errors = counters_.wire_errors.load() + engine_->wire_errors();
+  stats.accept_pauses = engine_->accept_pauses();
   return stats;
 }
 

@@ -122,6 +122,10 @@ class Engine {
   /// Segments and handshakes this engine rejected (bad headers, failed proofs, timeouts).
   virtual uint64_t wire_errors() const = 0;
 
+  /// Times accepting data sessions paused for kAcceptBackoff after an accept failed
+  /// (PausesAccepting: out of descriptors or memory, say).
+  virtual uint64_t accept_pauses() const = 0;
+
   /// Engine thread: payload bytes each session reads, and bytes it writes, per turn of
   /// the loop from now on (> 0; kTurnBytes until set). A turn also takes whatever payload
   /// came with a header in its read-ahead (up to 4 KiB), even past a smaller setting.

@@ -102,12 +102,12 @@ int Ccloctl(std::vector<std::string> args, std::string& out, std::string& err) {
 TEST(FormatTest, StatusTableListsEveryFieldInOrder) {
   const std::string table = StatusTable(SampleStatus());
   EXPECT_EQ(table.substr(0, table.find('\n', table.find('\n') + 1) + 1),
-            "key                  value\n"
-            "version              0.1.0\n");
-  EXPECT_NE(table.find("\nuptime_seconds       3600\n"), std::string::npos) << table;
-  EXPECT_NE(table.find("\ndata_address         -\n"), std::string::npos) << table;
-  EXPECT_NE(table.find("\nops_completed        12345678901234\n"), std::string::npos) << table;
-  EXPECT_NE(table.find("\nwire_errors          0\n"), std::string::npos) << table;
+            "key                   value\n"
+            "version               0.1.0\n");
+  EXPECT_NE(table.find("\nuptime_seconds        3600\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("\ndata_address          -\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("\nops_completed         12345678901234\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("\nwire_errors           0\n"), std::string::npos) << table;
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'),
             1 + v1::StatusResponse::descriptor()->field_count());
 }

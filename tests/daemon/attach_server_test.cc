@@ -60,7 +60,8 @@ class AttachServerTest : public ::testing::Test {
           if (!ring.ok()) return ring.status();
           rings_.push_back(*std::move(ring));
           return rings_.back()->ClientFds();
-        });
+        },
+        [] {});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }

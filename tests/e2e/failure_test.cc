@@ -632,6 +632,32 @@ TEST(FailureTest, RaisesItsDescriptorLimitToTheHardOne) {
       << Tail(a.process().Output());
 }
 
+// How many times `text` occurs in `output`.
+size_t Occurrences(const std::string& output, const std::string& text) {
+  size_t count = 0;
+  for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+/// Whether the daemon's status counts as many pauses in accepting on each socket as its log
+/// has lines for them (status read first: the log line comes before the count).
+void ExpectPausesAsLogged(Daemon& daemon) {
+  const cclo::v1::StatusResponse status = AdminJson<cclo::v1::StatusResponse>(daemon, {"status"});
+  const std::pair<uint64_t, const char*> sockets[] = {
+      {status.accept_pauses_data(), "not accepting data sessions for"},
+      {status.accept_pauses_attach(), "not accepting clients for"},
+      {status.accept_pauses_client(), "client.sock: accept failed"},
+      {status.accept_pauses_admin(), "admin.sock: accept failed"}};
+  for (const auto& [counted, line] : sockets) {
+    EXPECT_TRUE(WaitUntil([&] { return Occurrences(daemon.process().Output(), line) == counted; },
+                          absl::Seconds(10)))
+        << counted << " counted, " << Occurrences(daemon.process().Output(), line) << " '" << line
+        << "' lines";
+  }
+}
+
 // Whether process `pid` holds more than 60 descriptors, or they cannot be counted: a daemon
 // under --nofile=80 before the connections that took its descriptors are closed.
 bool HoldsMostDescriptors(pid_t pid) {
@@ -682,18 +708,10 @@ TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
   ASSERT_EQ(UnreadAt(a.data_port()), 0) << "a's data port: flood queued, or no listener";
   ASSERT_FALSE(held()) << hw::OpenDescriptors(a.process().pid()).value_or(0)
                        << " descriptors held by a";
+  ExpectPausesAsLogged(a);
   RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
   auto [h0, h1] = JoinPair(rank0, rank1);
   ExpectPairAllreduce(rank0, h0, rank1, h1);
-}
-
-// How many times `text` occurs in `output`.
-size_t Occurrences(const std::string& output, const std::string& text) {
-  size_t count = 0;
-  for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
-    ++count;
-  }
-  return count;
 }
 
 // client.sock and admin.sock serve again once the connections that took all of the daemon's
@@ -728,6 +746,7 @@ TEST(FailureTest, LocalGrpcSocketsServeAgainAfterRunningOutOfDescriptors) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
   const ProcessResult status = Ccloctl(a, {"status"});
   EXPECT_EQ(status.exit_code, 0) << status.output;
+  ExpectPausesAsLogged(a);
 }
 
 // The limit operations.md states: the peer port is gRPC 1.51's own listener, which stops

@@ -414,6 +414,7 @@ void TcpEngine::Accept() {
       if (PausesAccepting(errno)) {
         spdlog::warn("{}; not accepting data sessions for {}", Errno("accept"),
                      absl::FormatDuration(kAcceptBackoff));
+        accept_pauses_.fetch_add(1);
         accept_paused_until_ = SteadyNow() + kAcceptBackoff;
         WatchListener(false);
       }

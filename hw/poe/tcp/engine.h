@@ -106,6 +106,7 @@ class TcpEngine final : public Engine {
   absl::StatusOr<Session*> Connect(const CommId& comm, const CommSecret& secret,
                                    const std::string& peer_address) override;
   uint64_t wire_errors() const override { return wire_errors_.load(); }
+  uint64_t accept_pauses() const override { return accept_pauses_.load(); }
   void SetTurnBytes(uint64_t bytes) override { turn_bytes_ = std::max<uint64_t>(bytes, 1); }
 
   // For TcpSession (engine thread).
@@ -167,6 +168,7 @@ class TcpEngine final : public Engine {
   std::thread thread_;
   std::atomic<std::thread::id> loop_thread_{};  ///< set when the loop starts
   std::atomic<uint64_t> wire_errors_{0};
+  std::atomic<uint64_t> accept_pauses_{0};
 
   // std::mutex rather than absl::Mutex: ThreadSanitizer sees through it (Debian's abseil
   // is not instrumented).
