@@ -104,10 +104,14 @@ void AttachServer::Run() {
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       const int error = errno;
       if (error == EINTR) continue;
-      spdlog::error("attach server poll failed: {}", std::strerror(error));
-      if (error != ENOMEM) return;
+      if (error != ENOMEM) {
+        spdlog::error("attach server poll failed: {}", std::strerror(error));
+        return;
+      }
       // Out of kernel memory for the whole set for now: wait on the wake fd alone (one
       // entry needs none), then try again.
+      spdlog::error("attach server poll failed: {}; not accepting clients for {}",
+                    std::strerror(error), absl::FormatDuration(hw::kAcceptBackoff));
       on_pause_();
       if (poll(fds.data(), 1, static_cast<int>(absl::ToInt64Milliseconds(hw::kAcceptBackoff))) >
           0) {

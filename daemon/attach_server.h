@@ -36,7 +36,8 @@ class AttachServer {
   /// `on_end` runs on the server thread after a client's connection closed. `admit` is
   /// asked before each new session; an error refuses the caller with it (code and text).
   /// `open_rings` makes each new session's rings, whose fds go with its WELCOME. `on_pause`
-  /// runs each time accepting pauses after an accept failed (hw::PausesAccepting).
+  /// runs each time accepting pauses after an accept (hw::PausesAccepting) or the wait for
+  /// one failed.
   static absl::StatusOr<std::unique_ptr<AttachServer>> Start(
       const std::string& path, const TenantStore* tenants, SessionRegistry* sessions,
       SessionEndFn on_end, AdmitFn admit, OpenRingsFn open_rings, std::function<void()> on_pause);

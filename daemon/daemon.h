@@ -58,7 +58,7 @@ class Daemon {
   void ApplyScheduling();
 
   const Config config_;
-  /// The last config taken, the start's or a reload's: what the next start reads.
+  /// The last config applied, the start's or a reload's: its host names were looked up then.
   Config taken_;
   const RuntimeLock lock_;  ///< held until every other member is gone
   hw::DevicePtr device_;

@@ -111,7 +111,8 @@ class AdminService final : public cclo::v1::Admin::Service {
   /// The local sockets whose pauses in accepting Status reports (the data port's are the
   /// engine's).
   enum class LocalSocket { kAttach, kClient, kAdmin };
-  /// Counts a pause in accepting on `socket` after an accept failed (hw::PausesAccepting).
+  /// Counts a pause in accepting on `socket` after an accept (hw::PausesAccepting) or the
+  /// wait for one failed.
   void CountAcceptPause(LocalSocket socket) {
     accept_pauses_[static_cast<size_t>(socket)].fetch_add(1, std::memory_order_relaxed);
   }

@@ -279,8 +279,9 @@ class StatusCollectable : public prometheus::Collectable {
         Family("cclod_wire_errors_total", "Invalid segments or handshakes rejected.",
                MetricType::Counter, static_cast<double>(s.wire_errors())),
         {"cclod_accept_pauses_total",
-         "Times accepting paused for 100 ms after an accept failed (out of descriptors or "
-         "memory, say), by socket: data (the data port), attach, client or admin.",
+         "Times accepting paused for 100 ms after an accept (or the wait for one) failed, out "
+         "of descriptors or memory, say, by socket: data (the data port), attach, client or "
+         "admin.",
          MetricType::Counter,
          {Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_data()),
                  {{"socket", "data"}}),

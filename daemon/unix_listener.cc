@@ -87,7 +87,8 @@ void GrpcUnixListener::Run() {
   for (;;) {
     if (poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
-      spdlog::error("{}: poll failed: {}", path_, std::strerror(errno));
+      spdlog::error("{}: poll failed: {}; not accepting for {}", path_, std::strerror(errno),
+                    absl::FormatDuration(hw::kAcceptBackoff));
       on_pause_();
       if (poll(fds.data(), 1, backoff_ms) > 0) return;  // one entry needs no memory
       continue;

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <set>
@@ -641,20 +642,40 @@ size_t Occurrences(const std::string& output, const std::string& text) {
   return count;
 }
 
+/// How many lines of `output` hold both `where` and `what`.
+size_t LinesWith(const std::string& output, const std::string& where, const std::string& what) {
+  size_t count = 0;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    count += absl::StrContains(line, where) && absl::StrContains(line, what);
+  }
+  return count;
+}
+
 /// Whether the daemon's status counts as many pauses in accepting on each socket as its log
-/// has lines for them (status read first: the log line comes before the count).
+/// has lines for them, once they agree (a line is logged before its pause is counted).
 void ExpectPausesAsLogged(Daemon& daemon) {
-  const cclo::v1::StatusResponse status = AdminJson<cclo::v1::StatusResponse>(daemon, {"status"});
-  const std::pair<uint64_t, const char*> sockets[] = {
-      {status.accept_pauses_data(), "not accepting data sessions for"},
-      {status.accept_pauses_attach(), "not accepting clients for"},
-      {status.accept_pauses_client(), "client.sock: accept failed"},
-      {status.accept_pauses_admin(), "admin.sock: accept failed"}};
-  for (const auto& [counted, line] : sockets) {
-    EXPECT_TRUE(WaitUntil([&] { return Occurrences(daemon.process().Output(), line) == counted; },
-                          absl::Seconds(10)))
-        << counted << " counted, " << Occurrences(daemon.process().Output(), line) << " '" << line
-        << "' lines";
+  cclo::v1::StatusResponse status;
+  std::map<std::string, std::pair<uint64_t, size_t>> counts;  // socket: counted, logged
+  auto agree = [&] {
+    status = AdminJson<cclo::v1::StatusResponse>(daemon, {"status"});
+    const std::string output = daemon.process().Output();
+    counts = {
+        {"data",
+         {status.accept_pauses_data(), LinesWith(output, "", "not accepting data sessions for")}},
+        {"attach",
+         {status.accept_pauses_attach(), LinesWith(output, "", "not accepting clients for")}},
+        {"client",
+         {status.accept_pauses_client(),
+          LinesWith(output, "client.sock: ", "; not accepting for")}},
+        {"admin",
+         {status.accept_pauses_admin(), LinesWith(output, "admin.sock: ", "; not accepting for")}}};
+    return std::all_of(counts.begin(), counts.end(), [](const auto& socket) {
+      return socket.second.first == socket.second.second;
+    });
+  };
+  EXPECT_TRUE(WaitUntil(agree, absl::Seconds(10)));
+  for (const auto& [socket, count] : counts) {
+    EXPECT_EQ(count.first, count.second) << socket << ": counted, and logged";
   }
 }
 
