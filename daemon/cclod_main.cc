@@ -120,8 +120,7 @@ int main(int argc, char** argv) {
   siginfo_t received{};
   while ((received = cclo::daemon::WaitForSignal(signals, watchdog_ping)).si_signo == SIGHUP) {
     cclo::daemon::NotifyReloading();
-    cclo::daemon::NotifyWatchdog();
-    Reload(**daemon, config_path);
+    cclo::daemon::FeedingWatchdog(watchdog_ping, [&] { Reload(**daemon, config_path); });
     cclo::daemon::NotifyReady();
   }
   // The daemon signals itself only once a drain finished.

@@ -216,7 +216,7 @@ const std::string& MetricsHost(const Config& config) {
 /// too, so that it does not take a file the next start refuses; a host or metrics_host name
 /// only where it differs from that of `taken`, the last config the start or a reload took,
 /// which was looked up then (a resolver that fails or is slow for now then neither refuses
-/// a reload of other keys nor holds up the main thread, which feeds the watchdog).
+/// nor holds up a reload of other keys).
 absl::Status CheckStartable(const Config& config, const Config& taken) {
   absl::Status refused = RuntimeLock::CheckDir(config.runtime_dir);
   if (refused.ok()) refused = CheckAdminGroup(config.admin_group);

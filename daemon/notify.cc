@@ -3,6 +3,11 @@
 #include <systemd/sd-daemon.h>
 
 #include <cstdint>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "hw/types.h"
+#include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 
@@ -13,6 +18,28 @@ void NotifyReloading() { sd_notify(0, "RELOADING=1"); }
 void NotifyStopping() { sd_notify(0, "STOPPING=1"); }
 
 void NotifyWatchdog() { sd_notify(0, "WATCHDOG=1"); }
+
+void FeedingWatchdog(absl::Duration watchdog_ping, absl::FunctionRef<void()> work) {
+  if (watchdog_ping > absl::ZeroDuration()) {
+    absl::Notification done;
+    std::thread thread;
+    const absl::Status started = hw::StartThread(thread, "a reload", [&] {
+      work();
+      done.Notify();
+    });
+    if (started.ok()) {
+      do {
+        NotifyWatchdog();
+      } while (!done.WaitForNotificationWithTimeout(watchdog_ping));
+      thread.join();
+      return;
+    }
+    spdlog::warn("{}; reloading without feeding the watchdog meanwhile",
+                 std::string(started.message()));
+    NotifyWatchdog();
+  }
+  work();
+}
 
 absl::Duration WatchdogPingInterval() {
   uint64_t watchdog_usec = 0;

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 
 namespace cclo::daemon {
@@ -18,9 +19,14 @@ void NotifyReloading();
 /// Tells systemd the daemon is shutting down (STOPPING=1).
 void NotifyStopping();
 
-/// Tells systemd's watchdog the daemon lives (WATCHDOG=1): also before a reload, whose name
-/// lookups take as long as the resolver does.
+/// Tells systemd's watchdog the daemon lives (WATCHDOG=1).
 void NotifyWatchdog();
+
+/// Runs `work` on a thread of its own while this thread sends WATCHDOG=1 at once and then
+/// every `watchdog_ping` until it ends: a reload's name lookups take as long as the resolver
+/// does, which may be longer than WatchdogSec. With the watchdog off (zero), or where no
+/// thread can start, runs it here.
+void FeedingWatchdog(absl::Duration watchdog_ping, absl::FunctionRef<void()> work);
 
 /// Half the interval of systemd's watchdog (WatchdogSec=, seen as $WATCHDOG_USEC), or
 /// zero when the watchdog is off.

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,25 @@ class NotifySocket {
     return false;
   }
 
+  /// Reads messages until one contains `until` or 30 s pass; returns how many of those
+  /// before it contain `line`, or -1 if `until` did not come.
+  int CountUntil(const std::string& line, const std::string& until) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    char message[4096];
+    pollfd ready{fd_, POLLIN, 0};
+    int count = 0;
+    while (absl::Now() < deadline &&
+           poll(&ready, 1, static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()))) >
+               0) {
+      const ssize_t got = recv(fd_, message, sizeof(message), 0);
+      if (got <= 0) continue;
+      const std::string text(message, static_cast<size_t>(got));
+      if (text.find(until) != std::string::npos) return count;
+      count += text.find(line) != std::string::npos;
+    }
+    return -1;
+  }
+
  private:
   std::string dir_;
   std::string path_;
@@ -77,12 +97,53 @@ TEST(NotifyTest, ReadyWatchdogReloadingAndStopping) {
       << daemon->process().Output();
   daemon->process().Signal(SIGHUP);
   EXPECT_TRUE(systemd.WaitFor("RELOADING=1"));
-  // Fed before the reload, whose name lookups may take the resolver's time: READY=1 comes
-  // after that WATCHDOG=1, not before the next ping's.
+  // Fed as the reload starts (TheWatchdogIsFedWhileAReloadWaitsForTheResolver: and while it
+  // runs): READY=1 comes after that WATCHDOG=1, not before the next ping's.
   EXPECT_TRUE(systemd.WaitFor("WATCHDOG=1"));
   EXPECT_TRUE(systemd.WaitFor("READY=1"));
   daemon.reset();  // SIGTERM
   EXPECT_TRUE(systemd.WaitFor("STOPPING=1"));
+}
+
+// A reload that looks up a new host name waits for the resolver, which may take longer than
+// WatchdogSec: the watchdog is fed meanwhile, or systemd would abort the daemon and end every
+// session. The daemon runs in a network and mount namespace of its own whose only name
+// server is an address nothing answers at (a veth pair without a peer host), each lookup
+// taking its 2 s timeout.
+TEST(NotifyTest, TheWatchdogIsFedWhileAReloadWaitsForTheResolver) {
+  const std::string dir = ::testing::TempDir();
+  const std::string resolv_conf = dir + "/resolv.conf";
+  std::ofstream(resolv_conf) << "nameserver 10.99.0.2\noptions timeout:2 attempts:1\n";
+  const std::string namespaces =
+      "ip link set lo up && ip link add v0 type veth peer name v1 && "
+      "ip addr add 10.99.0.1/24 dev v0 && ip link set v0 up && ip link set v1 up && "
+      "mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"";
+  NotifySocket systemd;
+  setenv("NOTIFY_SOCKET", systemd.path().c_str(), 1);
+  setenv("WATCHDOG_USEC", "1000000", 1);
+  auto daemon = std::make_unique<Daemon>(
+      "", std::vector<std::string>{"/usr/bin/unshare", "--net", "--mount", "/bin/sh", "-c",
+                                   namespaces, resolv_conf});
+  unsetenv("NOTIFY_SOCKET");
+  unsetenv("WATCHDOG_USEC");
+  ASSERT_TRUE(systemd.WaitFor("READY=1"));
+
+  const std::string config_path =
+      std::filesystem::path(daemon->runtime_dir()).parent_path() / "cclod.yaml";
+  std::ifstream in(config_path);
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string started = "host: '127.0.0.1'\npeer_port: 0\n";
+  ASSERT_NE(config.find(started), std::string::npos) << config;
+  config.replace(config.find(started), started.size(), "host: slow.example\npeer_port: 7470\n");
+  std::ofstream(config_path) << config;
+  daemon->process().Signal(SIGHUP);
+  ASSERT_TRUE(systemd.WaitFor("RELOADING=1"));
+  // Every 500 ms while the lookup takes its 2 s; one, before it, where the main thread made
+  // it.
+  EXPECT_GE(systemd.CountUntil("WATCHDOG=1", "READY=1"), 3);
+  EXPECT_TRUE(daemon->process().WaitForOutput("config key 'host': cannot resolve 'slow.example'",
+                                              absl::Seconds(10)))
+      << daemon->process().Output();
 }
 
 TEST(NotifyTest, BadCommandLineOrConfigPathExitsTwoWhichSystemdDoesNotRetry) {
