@@ -366,6 +366,15 @@ std::string Communicators::Destroyed(uint32_t rank) {
   return absl::StrCat("rank ", rank, " destroyed the communicator");
 }
 
+absl::Status Communicators::Forgotten(const hw::CommId& id, uint32_t rank) const {
+  absl::MutexLock lock(&mu_);
+  auto found = comms_.find(id);
+  if (found != comms_.end() && found->second.state == State::kBroken) {
+    return Broken(id, found->second.error);
+  }
+  return absl::UnavailableError(Destroyed(rank));
+}
+
 void Communicators::EndSession(const SessionPtr& session) {
   absl::MutexLock lock(&mu_);
   // Its joins waiting for their root's answer end now, not at their deadline: each holds a

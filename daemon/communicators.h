@@ -80,6 +80,10 @@ class Communicators {
   /// Why the ops of `rank` end once its client destroyed the communicator, those that had
   /// not started then too: "rank R destroyed the communicator".
   static std::string Destroyed(uint32_t rank);
+  /// Why an op of `rank` that the engine ended NOT_FOUND ends: the daemon took communicator
+  /// `comm` out of the engine after the op found its handle, breaking it (UNAVAILABLE with
+  /// the reason, as Resolve's) or as its last rank here destroyed it (UNAVAILABLE Destroyed).
+  absl::Status Forgotten(const hw::CommId& comm, uint32_t rank) const;
 
   /// The session's client is gone: its joins waiting for their root daemon's answer end
   /// (UNAVAILABLE), and its ranks leave. The engine tells the other daemons

@@ -351,10 +351,9 @@ absl::Status Ops::Start(const std::shared_ptr<Launch>& launch, uint64_t op_id) {
   device_->Call(
       call, std::move(buffers), launch->deadline,
       [this, owner, op_id, launch](hw::Completion completion) {
-        // The engine forgot the communicator: its last rank here destroyed it after the
-        // handle was found above.
+        // The engine forgot the communicator after the handle was found above.
         if (absl::IsNotFound(completion.status)) {
-          completion.status = absl::UnavailableError(Communicators::Destroyed(launch->call.rank));
+          completion.status = communicators_->Forgotten(launch->call.comm, launch->call.rank);
         }
         const absl::Duration elapsed = hw::Since(launch->submitted);
         launch->inflight.Release();

@@ -163,6 +163,36 @@ TEST(ThreadsTest, OpsRacingADestroyFailAsDestroyed) {
   }
 }
 
+// Threads submitting ops on one rank while the client of the other rank on the same daemon
+// exits: each op succeeds or fails as the communicator's break for that rank, never as a
+// destruction by its own rank (an op the daemon passed to the engine as the break took the
+// communicator out of it ended 'rank 1 destroyed the communicator').
+TEST(ThreadsTest, OpsRacingAnotherRanksExitFailAsItsExit) {
+  testing::Daemon daemon;
+  constexpr int kThreads = 3;
+  for (int round = 0; round < 500; ++round) {
+    Pair pair = JoinPair(daemon.runtime_dir());
+    std::latch start(kThreads + 1);
+    std::vector<absl::Status> last(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        while (last[i].ok()) last[i] = pair.comms[1]->Nop();
+      });
+    }
+    start.arrive_and_wait();
+    pair.comms[0].reset();
+    pair.clients[0].reset();
+    for (std::thread& thread : threads) thread.join();
+    for (const absl::Status& status : last) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << round << ": " << status;
+      EXPECT_TRUE(absl::StrContains(status.message(), "rank 0 left: its client"))
+          << round << ": " << status;
+    }
+  }
+}
+
 void Ignore(int) {}
 
 // Signals arriving at a thread waiting on a Request (EINTR in its sleeps) do not end the
