@@ -28,9 +28,18 @@ void FeedingWatchdog(absl::Duration watchdog_ping, absl::FunctionRef<void()> wor
       done.Notify();
     });
     if (started.ok()) {
-      do {
+      int sent = 0;
+      while (sent < kReloadPings) {
         NotifyWatchdog();
-      } while (!done.WaitForNotificationWithTimeout(watchdog_ping));
+        ++sent;
+        if (done.WaitForNotificationWithTimeout(watchdog_ping)) break;
+      }
+      if (!done.HasBeenNotified()) {
+        spdlog::warn(
+            "the reload still runs after {}: no longer feeding systemd's watchdog, "
+            "which ends cclod if the reload does not finish",
+            absl::FormatDuration(watchdog_ping * sent));
+      }
       thread.join();
       return;
     }
