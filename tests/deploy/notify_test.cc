@@ -102,6 +102,7 @@ TEST(NotifyTest, TheWatchdogIsFedWhileAReloadWaitsForALookupForAWhile) {
   const std::string dir = ::testing::TempDir();
   const std::string hosts = dir + "/hosts";
   const std::string nsswitch = dir + "/nsswitch.conf";
+  unlink(hosts.c_str());  // a run before in this dir
   ASSERT_EQ(mkfifo(hosts.c_str(), 0600), 0) << std::strerror(errno);
   std::ofstream(nsswitch) << "hosts: files\n";
   // nscd, where it runs, would answer instead of the files.
