@@ -41,10 +41,9 @@ class Daemon {
   /// another user may write, an admin group, peer TLS file or congestion control this host
   /// lacks, a host that is no address where peer_port is 0, a host or metrics_host name
   /// that differs from the last config taken and does not resolve now, or one the metrics
-  /// server cannot serve), or whose tenants cannot be
-  /// applied (INVALID_ARGUMENT), changes nothing. Other keys that differ keep their running
-  /// value until a restart; they are named in the returned list. Status and the metrics
-  /// count the reload.
+  /// server cannot serve), or whose tenants cannot be applied (INVALID_ARGUMENT), changes
+  /// nothing. Other keys that differ keep their running value until a restart; they are
+  /// named in the returned list. Status and the metrics count the reload.
   absl::StatusOr<std::vector<std::string>> Reload(const absl::StatusOr<Config>& loaded);
 
   /// "host:port" of the Peer service, as other daemons reach it.

@@ -3,6 +3,7 @@
 #include <systemd/sd-daemon.h>
 
 #include <cstdint>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
