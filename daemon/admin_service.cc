@@ -53,12 +53,13 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_data_sessions_up(stats.sessions_up);
   response->set_wire_errors(stats.wire_errors);
   response->set_accept_pauses_data(stats.accept_pauses);
-  auto pauses = [this](LocalSocket socket) {
+  auto pauses = [this](Listener socket) {
     return accept_pauses_[static_cast<size_t>(socket)].load(std::memory_order_relaxed);
   };
-  response->set_accept_pauses_attach(pauses(LocalSocket::kAttach));
-  response->set_accept_pauses_client(pauses(LocalSocket::kClient));
-  response->set_accept_pauses_admin(pauses(LocalSocket::kAdmin));
+  response->set_accept_pauses_attach(pauses(Listener::kAttach));
+  response->set_accept_pauses_client(pauses(Listener::kClient));
+  response->set_accept_pauses_admin(pauses(Listener::kAdmin));
+  response->set_accept_pauses_peer(pauses(Listener::kPeer));
   response->set_engine_turn_bytes(stats.turn_bytes);
   response->set_scratch_bytes_limit(stats.scratch_bytes_limit);
   response->set_scratch_bytes_used(stats.scratch_bytes_used);

@@ -104,17 +104,20 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   return server;
 }
 
-/// Threads a start takes to serve: 6 of cclod's own (the data port, the peer client, op
-/// deadlines, client.sock, admin.sock, attach.sock), 5 of civetweb's (its master and
-/// num_threads 4 workers) and gRPC 1.51's: 2 executors, 2 timer threads, its event engine's
-/// timer and pool, the pool one per configured CPU from 2 to 32 (as gRPC counts them), and
-/// per server (3) a polling thread and the one that polls while it handles a call (without
-/// it a first call may be 'Server Threadpool Exhausted', gRPC logging 'Could not create
-/// grpc_sync_server worker-thread'). 24 on 2 CPUs; failure_test checks that a daemon with
-/// just those and the main thread starts and answers.
+/// Threads a gRPC 1.51 server takes: a polling thread and the one that polls while it
+/// handles a call (without it a first call may be 'Server Threadpool Exhausted', gRPC logging
+/// 'Could not create grpc_sync_server worker-thread').
+constexpr int kThreadsPerServer = 2;
+
+/// Threads a start takes to serve: 7 of cclod's own (the data port, the peer client, op
+/// deadlines, the peer port's restarts, client.sock, admin.sock, attach.sock), 5 of
+/// civetweb's (its master and num_threads 4 workers) and gRPC 1.51's: 2 executors, 2 timer
+/// threads, its event engine's timer and pool, the pool one per configured CPU from 2 to 32
+/// (as gRPC counts them), and kThreadsPerServer per server (3). 25 on 2 CPUs; failure_test
+/// checks that a daemon with just those and the main thread starts and answers.
 int StartThreads() {
   const long cpus = sysconf(_SC_NPROCESSORS_CONF);
-  return 6 + 5 + 2 + 2 + 1 + static_cast<int>(std::clamp(cpus, 2L, 32L)) + 3 * 2;
+  return 7 + 5 + 2 + 2 + 1 + static_cast<int>(std::clamp(cpus, 2L, 32L)) + 3 * kThreadsPerServer;
 }
 
 /// Whether `count` threads can be had at once, held until all started and then ended: checked
@@ -344,12 +347,18 @@ Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;
   // gRPC's servers first, before any socket file: gRPC may still end the process.
-  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      StartServer(hw::HostPort(config_.host, peer_port), &peer_service_, peer_server_credentials_,
-                  /*keepalive=*/true);
-  if (!server.ok()) return server.status();
-  peer_server_ = *std::move(server);
-  server = StartServer("", &client_service_);
+  const std::string peer = hw::HostPort(config_.host, peer_port);
+  absl::StatusOr<std::unique_ptr<PeerServer>> peer_server = PeerServer::Start(
+      peer,
+      [this, peer]() -> absl::StatusOr<std::unique_ptr<grpc::Server>> {
+        if (absl::Status free = CheckThreadsFree(kThreadsPerServer); !free.ok()) return free;
+        return StartServer(peer, &peer_service_, peer_server_credentials_, /*keepalive=*/true);
+      },
+      config_.join_timeout,
+      [this] { admin_service_.CountAcceptPause(AdminService::Listener::kPeer); });
+  if (!peer_server.ok()) return peer_server.status();
+  peer_server_ = *std::move(peer_server);
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server = StartServer("", &client_service_);
   if (!server.ok()) return server.status();
   client_server_ = *std::move(server);
   server = StartServer("", &admin_service_);
@@ -358,12 +367,12 @@ absl::Status Daemon::StartServers(int peer_port) {
 
   absl::StatusOr<std::unique_ptr<GrpcUnixListener>> listener = GrpcUnixListener::Start(
       dir + "/client.sock", 0666, client_server_.get(),
-      [this] { admin_service_.CountAcceptPause(AdminService::LocalSocket::kClient); });
+      [this] { admin_service_.CountAcceptPause(AdminService::Listener::kClient); });
   if (!listener.ok()) return listener.status();
   client_listener_ = *std::move(listener);
   // Its user's alone until SetAdminMode gives it to the admin group.
   listener = GrpcUnixListener::Start(dir + "/admin.sock", 0600, admin_server_.get(), [this] {
-    admin_service_.CountAcceptPause(AdminService::LocalSocket::kAdmin);
+    admin_service_.CountAcceptPause(AdminService::Listener::kAdmin);
   });
   if (!listener.ok()) return listener.status();
   admin_listener_ = *std::move(listener);
@@ -386,7 +395,7 @@ absl::Status Daemon::StartServers(int peer_port) {
       },
       [this] { return drain_.Admit("new sessions"); },
       [this](const SessionPtr& session) { return rings_->Open(session); },
-      [this] { admin_service_.CountAcceptPause(AdminService::LocalSocket::kAttach); });
+      [this] { admin_service_.CountAcceptPause(AdminService::Listener::kAttach); });
   if (!attach.ok()) return attach.status();
   attach_server_ = *std::move(attach);
 
@@ -475,7 +484,8 @@ Daemon::~Daemon() {
   client_listener_.reset();
   admin_listener_.reset();
   const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(2);
-  for (grpc::Server* server : {peer_server_.get(), client_server_.get(), admin_server_.get()}) {
+  if (peer_server_) peer_server_->Shutdown(deadline);
+  for (grpc::Server* server : {client_server_.get(), admin_server_.get()}) {
     if (server) server->Shutdown(hw::ToWallDeadline(deadline));
   }
   device_.reset();

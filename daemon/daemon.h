@@ -13,6 +13,7 @@
 #include "daemon/drain.h"
 #include "daemon/ops.h"
 #include "daemon/peer_client.h"
+#include "daemon/peer_server.h"
 #include "daemon/peer_tls.h"
 #include "daemon/policy.h"
 #include "daemon/rings.h"
@@ -79,7 +80,7 @@ class Daemon {
   AdminService admin_service_;
   std::unique_ptr<grpc::Server> client_server_;
   std::unique_ptr<grpc::Server> admin_server_;
-  std::unique_ptr<grpc::Server> peer_server_;
+  std::unique_ptr<PeerServer> peer_server_;
   /// Accept client.sock's and admin.sock's connections for their servers; stopped first.
   std::unique_ptr<GrpcUnixListener> client_listener_;
   std::unique_ptr<GrpcUnixListener> admin_listener_;

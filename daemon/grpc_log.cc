@@ -4,11 +4,21 @@
 #include <grpc/support/log.h>
 
 #include <string>
+#include <utility>
 
+#include "absl/base/const_init.h"
+#include "absl/synchronization/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 namespace {
+
+ABSL_CONST_INIT absl::Mutex listener_mu(absl::kConstInit);
+/// OnListenerStopped's; never destroyed, as gRPC may log while the process exits.
+std::function<void(const std::string&)>& ListenerStoppedCall() {
+  static auto* stopped = new std::function<void(const std::string&)>;
+  return *stopped;
+}
 
 /// The file name in a source path, for the log.
 std::string BaseName(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
@@ -31,6 +41,11 @@ void Forward(gpr_log_func_args* args) {
       : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::debug
                                                 : spdlog::level::trace;
   spdlog::log(level, "grpc: {}:{}: {}", BaseName(file), args->line, message);
+  const std::string accept_failed = "Failed accept4: ";
+  if (message.rfind(accept_failed, 0) == 0) {
+    absl::MutexLock lock(&listener_mu);
+    if (ListenerStoppedCall()) ListenerStoppedCall()(message.substr(accept_failed.size()));
+  }
 }
 
 /// Protobuf logs what it refuses to parse, e.g. a string field that is not UTF-8 in a
@@ -52,6 +67,11 @@ void ForwardGrpcLogs() {
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_DEBUG);
   gpr_set_log_function(Forward);
   protobuf_handler = google::protobuf::SetLogHandler(ForwardProtobuf);
+}
+
+void OnListenerStopped(std::function<void(const std::string& reason)> stopped) {
+  absl::MutexLock lock(&listener_mu);
+  ListenerStoppedCall() = std::move(stopped);
 }
 
 void StopForwardingGrpcLogs() {

@@ -108,12 +108,12 @@ class AdminService final : public cclo::v1::Admin::Service {
   /// Counts a config reload: applied (OK), or rejected for `outcome`, which Status reports
   /// until a reload is applied.
   void CountReload(const absl::Status& outcome);
-  /// The local sockets whose pauses in accepting Status reports (the data port's are the
+  /// The sockets whose pauses in accepting Status reports, besides the data port's (the
   /// engine's).
-  enum class LocalSocket { kAttach, kClient, kAdmin };
+  enum class Listener { kAttach, kClient, kAdmin, kPeer };
   /// Counts a pause in accepting on `socket` after an accept (hw::PausesAccepting) or the
   /// wait for one failed.
-  void CountAcceptPause(LocalSocket socket) {
+  void CountAcceptPause(Listener socket) {
     accept_pauses_[static_cast<size_t>(socket)].fetch_add(1, std::memory_order_relaxed);
   }
   grpc::Status ListCommunicators(grpc::ServerContext* context,
@@ -172,7 +172,7 @@ class AdminService final : public cclo::v1::Admin::Service {
   uint64_t reloads_applied_ ABSL_GUARDED_BY(reload_mu_) = 0;
   uint64_t reloads_rejected_ ABSL_GUARDED_BY(reload_mu_) = 0;
   std::string reload_error_ ABSL_GUARDED_BY(reload_mu_);  ///< of the last reload
-  std::array<std::atomic<uint64_t>, 3> accept_pauses_{};  ///< by LocalSocket
+  std::array<std::atomic<uint64_t>, 4> accept_pauses_{};  ///< by Listener
 };
 
 }  // namespace cclo::daemon

@@ -280,8 +280,8 @@ class StatusCollectable : public prometheus::Collectable {
                MetricType::Counter, static_cast<double>(s.wire_errors())),
         {"cclod_accept_pauses_total",
          "Times accepting paused for 100 ms after an accept (or the wait for one) failed, out "
-         "of descriptors or memory, say, by socket: data (the data port), attach, client or "
-         "admin.",
+         "of descriptors or memory, say, by socket: data (the data port), attach, client, admin "
+         "or peer (the peer port).",
          MetricType::Counter,
          {Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_data()),
                  {{"socket", "data"}}),
@@ -290,7 +290,9 @@ class StatusCollectable : public prometheus::Collectable {
           Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_client()),
                  {{"socket", "client"}}),
           Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_admin()),
-                 {{"socket", "admin"}})}},
+                 {{"socket", "admin"}}),
+          Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_peer()),
+                 {{"socket", "peer"}})}},
         Family("cclod_engine_turn_bytes",
                "Bytes each data session reads and writes per engine turn: 1 MiB, or 64 KiB "
                "while two or more tenants have had engine work within the last 50 ms.",

@@ -1,0 +1,117 @@
+#include "daemon/peer_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/grpc_log.h"
+#include "hw/types.h"
+#include "spdlog/spdlog.h"
+
+namespace cclo::daemon {
+
+namespace {
+
+/// UNAVAILABLE "cannot open a socket: <reason>" while this process can open none (out of
+/// descriptors, say), when a server would fail to listen: gRPC logs that at length.
+absl::Status SocketFree() {
+  const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe < 0)
+    return absl::UnavailableError(absl::StrCat("cannot open a socket: ", std::strerror(errno)));
+  close(probe);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(const std::string& address,
+                                                              Build build,
+                                                              absl::Duration longest_call,
+                                                              std::function<void()> on_pause) {
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server = build();
+  if (!server.ok()) return server.status();
+  std::unique_ptr<PeerServer> peer(new PeerServer(address, std::move(build), longest_call,
+                                                  std::move(on_pause), *std::move(server)));
+  PeerServer* started = peer.get();
+  if (absl::Status thread =
+          hw::StartThread(peer->thread_, "the peer port's restarts", [started] { started->Run(); });
+      !thread.ok()) {
+    return thread;
+  }
+  OnListenerStopped([started](const std::string& reason) { started->ListenerStopped(reason); });
+  return peer;
+}
+
+PeerServer::PeerServer(std::string address, Build build, absl::Duration longest_call,
+                       std::function<void()> on_pause, std::unique_ptr<grpc::Server> server)
+    : address_(std::move(address)),
+      build_(std::move(build)),
+      longest_call_(longest_call),
+      on_pause_(std::move(on_pause)),
+      server_(std::move(server)) {}
+
+PeerServer::~PeerServer() { Shutdown(hw::SteadyNow()); }
+
+void PeerServer::Shutdown(hw::SteadyTime deadline) {
+  OnListenerStopped(nullptr);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  std::unique_ptr<grpc::Server> server;
+  {
+    absl::MutexLock lock(&mu_);
+    server = std::move(server_);
+  }
+  server->Shutdown(hw::ToWallDeadline(deadline));
+}
+
+void PeerServer::ListenerStopped(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_reason_.empty()) stopped_reason_ = reason.empty() ? "unknown error" : reason;
+}
+
+void PeerServer::Run() {
+  absl::MutexLock lock(&mu_);
+  auto stopped_or_stopping = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return stopping_ || !stopped_reason_.empty();
+  };
+  while (true) {
+    mu_.Await(absl::Condition(&stopped_or_stopping));
+    if (stopping_) return;
+    // Taken now: a reason given later is the next server's.
+    std::string why = absl::StrCat("accept failed: ", std::exchange(stopped_reason_, ""));
+    std::unique_ptr<grpc::Server> next;
+    while (next == nullptr) {
+      spdlog::warn("peer port {}: {}; not accepting for {}", address_, why,
+                   absl::FormatDuration(hw::kAcceptBackoff));
+      on_pause_();
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), hw::kAcceptBackoff)) return;
+      mu_.Unlock();
+      const absl::Status free = SocketFree();
+      absl::StatusOr<std::unique_ptr<grpc::Server>> built = free.ok() ? build_() : free;
+      mu_.Lock();
+      if (built.ok()) {
+        next = *std::move(built);
+      } else {
+        why = absl::StrCat("cannot serve it again: ", built.status().message());
+      }
+    }
+    std::unique_ptr<grpc::Server> stopped = std::exchange(server_, std::move(next));
+    spdlog::info("peer port {}: serving again", address_);
+    mu_.Unlock();
+    // Stops listening at once; the calls it serves (joins waiting for their gather) end
+    // within longest_call_, and a stop (~Daemon) refuses them first.
+    stopped->Shutdown(hw::ToWallDeadline(hw::SteadyNow() + longest_call_));
+    stopped.reset();
+    mu_.Lock();
+  }
+}
+
+}  // namespace cclo::daemon
