@@ -104,12 +104,9 @@ void AttachServer::Run() {
     if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       const int error = errno;
       if (error == EINTR) continue;
-      if (error != ENOMEM) {
-        spdlog::error("attach server poll failed: {}", std::strerror(error));
-        return;
-      }
-      // Out of kernel memory for the whole set for now: wait on the wake fd alone (one
-      // entry needs none), then try again.
+      // Out of kernel memory for the whole set (ENOMEM), or more entries than the descriptor
+      // limit lowered at run time allows (EINVAL), for now: wait on the wake fd alone (one
+      // entry needs no memory), then try again.
       spdlog::error("attach server poll failed: {}; not accepting clients for {}",
                     std::strerror(error), absl::FormatDuration(hw::kAcceptBackoff));
       on_pause_();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -742,6 +743,33 @@ TEST(FailureTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
   RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
   auto [h0, h1] = JoinPair(rank0, rank1);
   ExpectPairAllreduce(rank0, h0, rank1, h1);
+}
+
+// The attach server goes on when polling fails for a while: with the descriptor limit lowered
+// at run time (prlimit --pid) below the entries it polls, poll fails (EINVAL), which ended its
+// thread, so no client attached again until cclod restarted. It pauses as for a failed
+// accept, and a client that connected meanwhile attaches once the limit is back.
+TEST(FailureTest, AttachServerPollsAgainAfterTheLimitWasLoweredBelowItsEntries) {
+  Daemon a;
+  std::vector<std::unique_ptr<RawSession>> sessions;
+  for (int i = 0; i < 3; ++i) sessions.push_back(std::make_unique<RawSession>(a.runtime_dir()));
+  rlimit limit{};
+  ASSERT_EQ(prlimit(a.process().pid(), RLIMIT_NOFILE, nullptr, &limit), 0) << std::strerror(errno);
+  const rlimit lowered{.rlim_cur = 4, .rlim_max = limit.rlim_max};
+  ASSERT_EQ(prlimit(a.process().pid(), RLIMIT_NOFILE, &lowered, nullptr), 0)
+      << std::strerror(errno);
+  // Its connection wakes the attach server, whose accept fails (the daemon holds more than 4
+  // descriptors); then the poll of 5 entries does.
+  std::unique_ptr<RawSession> late;
+  std::thread attach([&] { late = std::make_unique<RawSession>(a.runtime_dir()); });
+  const bool failed = a.process().WaitForOutput(
+      "attach server poll failed: Invalid argument; not accepting clients for 100ms",
+      absl::Seconds(5));
+  ASSERT_EQ(prlimit(a.process().pid(), RLIMIT_NOFILE, &limit, nullptr), 0) << std::strerror(errno);
+  attach.join();
+  ASSERT_TRUE(failed) << Tail(a.process().Output());
+  EXPECT_GT(late->Alloc(4096), 0u);
+  ExpectPausesAsLogged(a);
 }
 
 // client.sock and admin.sock serve again once the connections that took all of the daemon's
