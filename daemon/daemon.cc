@@ -216,13 +216,15 @@ const std::string& MetricsHost(const Config& config) {
 /// What a start checks of the keys that this host may refuse and that apply only at a
 /// start: the runtime dir, the admin group, the peer TLS files, the addresses it listens on
 /// (host and metrics_host) and the data sessions' congestion control. A reload checks them
-/// too, so that it does not take a file the next start refuses; a host or metrics_host name
-/// only where it differs from that of `taken`, the last config the start or a reload took,
-/// which was looked up then (a resolver that fails or is slow for now then neither refuses
-/// nor holds up a reload of other keys).
+/// too, so that it does not take a file the next start refuses; the admin group and a host
+/// or metrics_host name only where they differ from those of `taken`, the last config the
+/// start or a reload took, which were looked up then (a group database or resolver that
+/// fails or is slow for now then neither refuses nor holds up a reload of other keys).
 absl::Status CheckStartable(const Config& config, const Config& taken) {
   absl::Status refused = RuntimeLock::CheckDir(config.runtime_dir);
-  if (refused.ok()) refused = CheckAdminGroup(config.admin_group);
+  if (refused.ok() && config.admin_group != taken.admin_group) {
+    refused = CheckAdminGroup(config.admin_group);
+  }
   if (refused.ok()) refused = LoadPeerTls(config).status();
   if (refused.ok() && config.peer_port == 0) refused = PeerPortAddress(config.host).status();
   if (refused.ok() && config.host != taken.host) {

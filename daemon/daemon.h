@@ -39,8 +39,8 @@ class Daemon {
   /// Applies what may change at run time: the log level, the policy (for communicators
   /// created afterwards) and the tenants' identities, weights and quotas. A config that did
   /// not load (its error is returned), that the next start would refuse (a runtime dir
-  /// another user may write, an admin group, peer TLS file or congestion control this host
-  /// lacks, a host that is no address where peer_port is 0, a host or metrics_host name
+  /// another user may write, a peer TLS file or congestion control this host lacks, a host
+  /// that is no address where peer_port is 0, an admin group or a host or metrics_host name
   /// that differs from the last config taken and does not resolve now, or one the metrics
   /// server cannot serve), or whose tenants cannot be applied (INVALID_ARGUMENT), changes
   /// nothing. Other keys that differ keep their running value until a restart; they are

@@ -232,6 +232,29 @@ ProcessResult RunCclod(const std::string& extra_config, const std::vector<std::s
   return result;
 }
 
+absl::StatusOr<std::vector<std::string>> WithOwnFiles(const std::string& nsswitch,
+                                                      const std::string& file,
+                                                      const std::string& covered) {
+  if (geteuid() != 0) return absl::FailedPreconditionError("needs root for a mount namespace");
+  const std::vector<std::string> launcher = {
+      "/usr/bin/unshare",
+      "--mount",
+      "/bin/sh",
+      "-c",
+      "mount --bind \"$0\" /etc/nsswitch.conf && mount --bind \"$1\" \"$2\" && "
+      "{ [ ! -d /run/nscd ] || mount -t tmpfs none /run/nscd; } && shift 2 && exec \"$@\"",
+      nsswitch,
+      file,
+      covered};
+  std::vector<std::string> probe = launcher;
+  probe.push_back("/bin/true");
+  const ProcessResult probed = Process(probe).Wait(absl::Seconds(10));
+  if (probed.exit_code != 0) {
+    return absl::FailedPreconditionError("no mount namespace here: " + probed.output);
+  }
+  return launcher;
+}
+
 ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args) {
   std::vector<std::string> command = {Runfile("client/ccloctl"), "--runtime-dir",
                                       daemon.runtime_dir()};

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -98,6 +99,14 @@ class Daemon {
 /// refuse to start with.
 ProcessResult RunCclod(const std::string& extra_config,
                        const std::vector<std::string>& launcher = {});
+
+/// A launcher (as Daemon takes it) that runs cclod in a mount namespace of its own, with
+/// `nsswitch` (a file of the test's) bound over /etc/nsswitch.conf, `file` over `covered`
+/// (/etc/hosts, say) and nscd's socket dir hidden, so that the files alone answer lookups;
+/// an error saying why where this host gives no mount namespace (not root, say).
+absl::StatusOr<std::vector<std::string>> WithOwnFiles(const std::string& nsswitch,
+                                                      const std::string& file,
+                                                      const std::string& covered);
 
 /// Runs `ccloctl --runtime-dir <daemon's> args...` and returns what it left behind.
 ProcessResult Ccloctl(const Daemon& daemon, const std::vector<std::string>& args);

@@ -283,5 +283,57 @@ TEST_F(ReloadTest, KeysThatApplyAtRestartAreNamed) {
   EXPECT_EQ(Tenant().quotas(3).limit(), 3u);
 }
 
+// A reload looks up an admin group only where it differs from the last config taken, as it
+// does host names: a group database that fails for now (a directory service down) refused
+// every reload before, of tenants' quotas say, for a key that had not changed and applies
+// only at a start. cclod runs in a mount namespace of its own whose /etc/group is a file the
+// test empties (the only source of groups its nsswitch.conf gives; nscd's socket hidden).
+TEST(ReloadGroupTest, AnUnchangedAdminGroupIsNotLookedUpAgain) {
+  const std::string dir = ::testing::TempDir();
+  const std::string groups = dir + "/group";
+  const std::string nsswitch = dir + "/nsswitch.conf";
+  {
+    std::ifstream system_groups("/etc/group");
+    std::ofstream(groups) << system_groups.rdbuf();
+  }
+  std::ofstream(nsswitch) << "passwd: files\ngroup: files\nhosts: files\n";
+  const absl::StatusOr<std::vector<std::string>> launcher =
+      WithOwnFiles(nsswitch, groups, "/etc/group");
+  if (!launcher.ok()) GTEST_SKIP() << launcher.status();
+  Daemon daemon(absl::StrCat(kQuota, "admin_group: root\n"), *launcher);
+  const std::string path = daemon.runtime_dir() + "/../cclod.yaml";
+  std::stringstream original;
+  original << std::ifstream(path).rdbuf();
+  auto count = [&daemon](const std::string& text) {
+    const std::string output = daemon.process().Output();
+    size_t found = 0;
+    for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
+      ++found;
+    }
+    return found;
+  };
+  auto reload = [&](const std::string& group, const std::string& outcome) {
+    std::ofstream(path) << absl::StrReplaceAll(
+        original.str(),
+        {{"quotas: {sessions: 1}", "quotas: {sessions: 3}"}, {"admin_group: root", group}});
+    const size_t before = count(outcome);
+    daemon.process().Signal(SIGHUP);
+    return WaitUntil([&] { return count(outcome) > before; }, absl::Seconds(10));
+  };
+  std::ofstream(groups, std::ios::trunc).close();  // the same file: the bind mount shows it
+  EXPECT_TRUE(reload("admin_group: root", "reloaded ")) << daemon.process().Output();
+  v1::ListTenantsResponse tenants;
+  const ProcessResult listed = Ccloctl(daemon, {"tenants", "--json"});
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(listed.output, &tenants).ok())
+      << listed.output;
+  ASSERT_EQ(tenants.tenants_size(), 1) << listed.output;
+  EXPECT_EQ(tenants.tenants(0).quotas(3).limit(), 3u) << listed.output;
+  // A changed one is looked up, and refused here.
+  EXPECT_TRUE(reload("admin_group: daemon",
+                     "the next start would refuse it: config key 'admin_group': no group named "
+                     "'daemon'"))
+      << daemon.process().Output();
+}
+
 }  // namespace
 }  // namespace cclo::testing
