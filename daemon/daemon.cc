@@ -120,25 +120,24 @@ int StartThreads() {
   return 7 + 5 + 2 + 2 + 1 + static_cast<int>(std::clamp(cpus, 2L, 32L)) + 3 * kThreadsPerServer;
 }
 
-/// Whether `count` threads can be had at once, held until all started and then ended: checked
-/// before a start takes any (gRPC's library's first included), as gRPC and civetweb do not
-/// fail cleanly without theirs. gRPC ends the process when a server cannot start its first
-/// polling thread ('assertion failed: worker->created()', SIGABRT) and goes on short of any
-/// other (an executor short runs nothing queued on it); civetweb fails without two, saying
-/// only 'null context'.
-absl::Status CheckThreadsFree(int count) {
+/// Whether `count` threads can be had at once for `what`, held until all started and then
+/// ended: checked before a start takes any (gRPC's library's first included), and before a
+/// new peer port server, as gRPC and civetweb do not fail cleanly without theirs. gRPC ends the
+/// process when a server cannot start its first polling thread ('assertion failed:
+/// worker->created()', SIGABRT) and goes on short of any other (an executor short runs nothing
+/// queued on it); civetweb fails without two, saying only 'null context'.
+absl::Status CheckThreadsFree(int count, const std::string& what) {
   absl::Notification release;
   std::vector<std::thread> held(count);
   std::vector<std::atomic<pid_t>> tids(count);
   absl::Status started;
   for (int i = 0; i < count && started.ok(); ++i) {
-    started = hw::StartThread(held[i],
-                              absl::StrCat("the start, which takes ", count,
-                                           " (gRPC's and civetweb's included); ", i, " started"),
-                              [&release, &tid = tids[i]] {
-                                tid = gettid();
-                                release.WaitForNotification();
-                              });
+    started =
+        hw::StartThread(held[i], absl::StrCat(what, ", which takes ", count, "; ", i, " started"),
+                        [&release, &tid = tids[i]] {
+                          tid = gettid();
+                          release.WaitForNotification();
+                        });
   }
   release.Notify();
   for (std::thread& thread : held) {
@@ -257,7 +256,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   if (absl::Status usable = RuntimeLock::CheckDir(config.runtime_dir); !usable.ok()) {
     return usable;
   }
-  if (absl::Status free = CheckThreadsFree(StartThreads()); !free.ok()) return free;
+  if (absl::Status free =
+          CheckThreadsFree(StartThreads(), "the start (gRPC's and civetweb's threads included)");
+      !free.ok())
+    return free;
   // gRPC's library, whose first threads start here, stays initialised until the process
   // ends: its shutdown, run as the last server or channel goes, waits for every thread gRPC
   // counted, and gRPC 1.51 counts a timer thread it failed to start (its user at the
@@ -353,10 +355,13 @@ absl::Status Daemon::StartServers(int peer_port) {
   absl::StatusOr<std::unique_ptr<PeerServer>> peer_server = PeerServer::Start(
       peer,
       [this, peer]() -> absl::StatusOr<std::unique_ptr<grpc::Server>> {
-        if (absl::Status free = CheckThreadsFree(kThreadsPerServer); !free.ok()) return free;
+        if (absl::Status free = CheckThreadsFree(kThreadsPerServer, "a new peer port server");
+            !free.ok())
+          return free;
         return StartServer(peer, &peer_service_, peer_server_credentials_, /*keepalive=*/true);
       },
-      config_.join_timeout,
+      // A root answers a join by its deadline: the grace lets the answer out.
+      config_.join_timeout + PeerClient::kRootAnswerGrace,
       [this] { admin_service_.CountAcceptPause(AdminService::Listener::kPeer); });
   if (!peer_server.ok()) return peer_server.status();
   peer_server_ = *std::move(peer_server);

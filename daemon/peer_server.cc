@@ -32,44 +32,49 @@ absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(const std::string&
                                                               Build build,
                                                               absl::Duration longest_call,
                                                               std::function<void()> on_pause) {
-  absl::StatusOr<std::unique_ptr<grpc::Server>> server = build();
-  if (!server.ok()) return server.status();
-  std::unique_ptr<PeerServer> peer(new PeerServer(address, std::move(build), longest_call,
-                                                  std::move(on_pause), *std::move(server)));
+  std::unique_ptr<PeerServer> peer(
+      new PeerServer(address, std::move(build), longest_call, std::move(on_pause)));
   PeerServer* started = peer.get();
+  // Before the first server listens: a stop from then on is seen.
+  OnListenerStopped([started](const std::string& reason) { started->ListenerStopped(reason); });
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server = peer->build_();
+  if (!server.ok()) return server.status();
+  {
+    absl::MutexLock lock(&peer->mu_);
+    peer->server_ = *std::move(server);
+  }
   if (absl::Status thread =
           hw::StartThread(peer->thread_, "the peer port's restarts", [started] { started->Run(); });
       !thread.ok()) {
     return thread;
   }
-  OnListenerStopped([started](const std::string& reason) { started->ListenerStopped(reason); });
   return peer;
 }
 
 PeerServer::PeerServer(std::string address, Build build, absl::Duration longest_call,
-                       std::function<void()> on_pause, std::unique_ptr<grpc::Server> server)
+                       std::function<void()> on_pause)
     : address_(std::move(address)),
       build_(std::move(build)),
       longest_call_(longest_call),
-      on_pause_(std::move(on_pause)),
-      server_(std::move(server)) {}
+      on_pause_(std::move(on_pause)) {}
 
 PeerServer::~PeerServer() { Shutdown(hw::SteadyNow()); }
 
 void PeerServer::Shutdown(hw::SteadyTime deadline) {
   OnListenerStopped(nullptr);
+  std::unique_ptr<grpc::Server> server;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
-  std::unique_ptr<grpc::Server> server;
   {
     absl::MutexLock lock(&mu_);
     server = std::move(server_);
   }
-  server->Shutdown(hw::ToWallDeadline(deadline));
+  if (server) server->Shutdown(hw::ToWallDeadline(deadline));
+  for (Retiring& retiring : retiring_) retiring.thread.join();
 }
 
 void PeerServer::ListenerStopped(const std::string& reason) {
@@ -103,14 +108,38 @@ void PeerServer::Run() {
         why = absl::StrCat("cannot serve it again: ", built.status().message());
       }
     }
+    if (stopping_) {
+      mu_.Unlock();
+      next.reset();  // shuts it down
+      mu_.Lock();
+      return;
+    }
     std::unique_ptr<grpc::Server> stopped = std::exchange(server_, std::move(next));
     spdlog::info("peer port {}: serving again", address_);
     mu_.Unlock();
-    // Stops listening at once; the calls it serves (joins waiting for their gather) end
-    // within longest_call_, and a stop (~Daemon) refuses them first.
-    stopped->Shutdown(hw::ToWallDeadline(hw::SteadyNow() + longest_call_));
-    stopped.reset();
+    Retire(std::move(stopped));
     mu_.Lock();
+  }
+}
+
+void PeerServer::Retire(std::unique_ptr<grpc::Server> stopped) {
+  std::erase_if(retiring_, [](Retiring& retiring) {
+    if (!*retiring.done) return false;
+    retiring.thread.join();
+    return true;
+  });
+  const hw::SteadyTime deadline = hw::SteadyNow() + longest_call_;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<grpc::Server> server(std::move(stopped));
+  std::function<void()> shut_down = [server, deadline, done] {
+    server->Shutdown(hw::ToWallDeadline(deadline));
+    *done = true;
+  };
+  Retiring retiring{.thread = {}, .done = done};
+  if (hw::StartThread(retiring.thread, "a stopped peer port server's shutdown", shut_down).ok()) {
+    retiring_.push_back(std::move(retiring));
+  } else {
+    shut_down();
   }
 }
 

@@ -7,10 +7,12 @@
 
 #include <grpcpp/server.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -22,9 +24,14 @@ namespace cclo::daemon {
 /// The Peer service's server. When gRPC logs that its listener stopped ('Failed accept4:
 /// <reason>', passed on by ForwardGrpcLogs), a thread of its own logs the pause and, every
 /// hw::kAcceptBackoff until one starts, starts another server on the same port (gRPC binds it
-/// with SO_REUSEPORT), then shuts the stopped one down, which ends the calls it still serves
-/// within `longest_call`; each failed accept and each failed start is a pause, logged and
-/// counted by `on_pause`. One at a time in a process: gRPC's log names no server.
+/// with SO_REUSEPORT); each failed accept and each failed start is a pause, logged and
+/// counted by `on_pause`. The stopped server is shut down on a thread of its own (inline where
+/// none can be had): the calls it serves (joins waiting for their gather) end within
+/// `longest_call`, and its listening socket closes once gRPC let go of it, which
+/// resets the connections queued on it meanwhile (their joins fail UNAVAILABLE at once).
+/// One at a time in a process: gRPC's log names no server, so a stop logged by a stopped
+/// server's second listener (a host name with several addresses) also restarts its
+/// successor.
 class PeerServer {
  public:
   using Build = std::function<absl::StatusOr<std::unique_ptr<grpc::Server>>()>;
@@ -33,18 +40,26 @@ class PeerServer {
   static absl::StatusOr<std::unique_ptr<PeerServer>> Start(const std::string& address, Build build,
                                                            absl::Duration longest_call,
                                                            std::function<void()> on_pause);
-  /// Starts no other server and shuts the one serving down by `deadline`, after a stopped
-  /// one that still ends its calls.
+  /// Starts no other server, shuts the one serving down by `deadline` and waits for the
+  /// stopped ones to end their calls.
   void Shutdown(hw::SteadyTime deadline);
   /// Shutdown now, if not called yet.
   ~PeerServer();
 
  private:
+  /// A stopped server's shutdown, on a thread of its own.
+  struct Retiring {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
   PeerServer(std::string address, Build build, absl::Duration longest_call,
-             std::function<void()> on_pause, std::unique_ptr<grpc::Server> server);
+             std::function<void()> on_pause);
   /// gRPC's log said a listener stopped: `reason` is what its accept failed with.
   void ListenerStopped(const std::string& reason);
   void Run();
+  /// Shuts `stopped` down on a thread of its own, after joining those that ended.
+  void Retire(std::unique_ptr<grpc::Server> stopped);
 
   const std::string address_;
   const Build build_;
@@ -54,7 +69,8 @@ class PeerServer {
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   std::string stopped_reason_ ABSL_GUARDED_BY(mu_);  ///< empty while the listener serves
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  ///< runs Run; joined by Shutdown
+  std::thread thread_;              ///< runs Run; joined by Shutdown
+  std::vector<Retiring> retiring_;  ///< Run's, then Shutdown's
 };
 
 }  // namespace cclo::daemon

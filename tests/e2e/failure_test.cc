@@ -824,8 +824,9 @@ bool GrpcServerAnswers(const std::string& address) {
 // descriptors (it logs 'Failed accept4: Too many open files' once), which left the daemon
 // unable to root a communicator until it restarted. cclod starts another server on the port,
 // each try while still out of descriptors a pause logged and counted, and then every
-// connection reaches a server (none the stopped listener, which shares the port). A join the
-// stopped server took before goes on and ends once its gather does.
+// connection reaches a server (none the stopped listener, which shared the port). A join the
+// stopped server took before goes on and ends once its gather does; one that connected while
+// none accepted fails (UNAVAILABLE, reset), as operations.md says.
 TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
   Daemon b;
@@ -848,15 +849,30 @@ TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   // Tries to serve again while the flood holds the descriptors fail, each a pause.
   const std::string again = absl::StrCat("peer port ", a.peer_address(), ": cannot serve it again");
   EXPECT_TRUE(a.process().WaitForOutput(again, absl::Seconds(20))) << Tail(a.process().Output());
+  // A join that connects meanwhile waits in the stopped listener's queue, which its close
+  // resets once another server serves.
+  const uint16_t port = static_cast<uint16_t>(
+      std::atoi(a.peer_address().substr(a.peer_address().rfind(':') + 1).c_str()));
+  const int64_t queued = UnreadAt(port);
+  grpc::Status reset;
+  std::thread join_reset([&] { reset = ForeignPeerJoin(a.peer_address(), "10.0.0.9:1"); });
+  EXPECT_TRUE(WaitUntil([&] { return UnreadAt(port) > queued; }, absl::Seconds(20)));
   for (int fd : flood) close(fd);
   EXPECT_TRUE(a.process().WaitForOutput(
       absl::StrCat("peer port ", a.peer_address(), ": serving again"), absl::Seconds(20)))
       << Tail(a.process().Output());
+  join_reset.join();
+  EXPECT_EQ(reset.error_code(), grpc::StatusCode::UNAVAILABLE) << reset.error_message();
+  EXPECT_TRUE(absl::StrContains(reset.error_message(), "Connection reset by peer"))
+      << reset.error_message();
   auto held = [&a] { return HoldsMostDescriptors(a.process().pid()); };
   const absl::Time closed = absl::Now() + absl::Seconds(20);
   while (held() && absl::Now() < closed) absl::SleepFor(absl::Milliseconds(20));
   ASSERT_FALSE(held()) << hw::OpenDescriptors(a.process().pid()).value_or(0)
                        << " descriptors held by a";
+  // The stopped listener is gone once gRPC let go of it (its shutdown runs meanwhile).
+  ASSERT_TRUE(WaitUntil([&] { return ListeningAt(port) == 1; }, absl::Seconds(20)))
+      << ListeningAt(port) << " sockets listen at " << a.peer_address();
   for (int i = 0; i < 20; ++i) {
     EXPECT_TRUE(GrpcServerAnswers(a.peer_address())) << "connection " << i;
   }
@@ -1013,7 +1029,7 @@ TEST(FailureTest, AStartWithoutThreadsFailsCleanlyAndALaterOnePasses) {
           << "--nproc=" << limit << " left " << socket;
     }
     std::smatch said;
-    const std::regex kTakes("which takes ([0-9]+) ");
+    const std::regex kTakes("which takes ([0-9]+);");
     if (std::regex_search(refused.output, said, kTakes)) takes = std::stoi(said[1]);
   }
   ASSERT_GT(takes, 17);

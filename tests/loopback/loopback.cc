@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -45,9 +46,14 @@ int ConnectLoopback(const std::string& address) {
   return fd;
 }
 
-int64_t UnreadAt(uint16_t local, uint16_t remote) {
-  // Lines read "sl local rem st tx_queue:rx_queue ...", addresses in hex, host order; a
-  // dual-stack socket (gRPC's) is in tcp6, at 127.0.0.1 mapped to IPv6.
+namespace {
+
+/// Calls `found` with the fields of each line of /proc/net/tcp and tcp6 whose socket is at
+/// 127.0.0.1:`local` (mapped to IPv6 in tcp6, as a dual-stack socket like gRPC's is) with
+/// remote 127.0.0.1:`remote`, or with none where `remote` is 0 (a listener). Lines read "sl
+/// local rem st tx_queue:rx_queue ...", addresses in hex, host order.
+void ForEachSocket(uint16_t local, uint16_t remote,
+                   const std::function<void(const std::vector<std::string>&)>& found) {
   for (const auto& [path, loopback, any] :
        {std::tuple{"/proc/net/tcp", "0100007F", "00000000"},
         std::tuple{"/proc/net/tcp6", "0000000000000000FFFF00000100007F",
@@ -58,13 +64,33 @@ int64_t UnreadAt(uint16_t local, uint16_t remote) {
     std::ifstream table(path);
     for (std::string line; std::getline(table, line);) {
       std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-      if (fields.size() < 5 || fields[1] != local_address || fields[2] != remote_address) continue;
-      const std::vector<std::string> queues = absl::StrSplit(fields[4], ':');
-      uint32_t unread = 0;
-      if (queues.size() == 2 && absl::SimpleHexAtoi(queues[1], &unread)) return unread;
+      if (fields.size() >= 5 && fields[1] == local_address && fields[2] == remote_address) {
+        found(fields);
+      }
     }
   }
-  return -1;
+}
+
+}  // namespace
+
+int64_t UnreadAt(uint16_t local, uint16_t remote) {
+  int64_t unread = -1;
+  ForEachSocket(local, remote, [&unread](const std::vector<std::string>& fields) {
+    const std::vector<std::string> queues = absl::StrSplit(fields[4], ':');
+    uint32_t queued = 0;
+    if (unread < 0 && queues.size() == 2 && absl::SimpleHexAtoi(queues[1], &queued)) {
+      unread = queued;
+    }
+  });
+  return unread;
+}
+
+int ListeningAt(uint16_t port) {
+  int listening = 0;
+  ForEachSocket(port, 0, [&listening](const std::vector<std::string>& fields) {
+    listening += fields[3] == "0A";  // TCP_LISTEN
+  });
+  return listening;
 }
 
 }  // namespace cclo::testing

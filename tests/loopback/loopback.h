@@ -1,5 +1,5 @@
 // Loopback TCP sockets for tests: a listener on an ephemeral port, a blocking connection,
-// and what the kernel still holds unread at a socket (/proc/net/tcp).
+// what the kernel still holds unread at a socket, and who listens at a port (/proc/net/tcp).
 #pragma once
 
 #include <cstdint>
@@ -19,5 +19,9 @@ int ConnectLoopback(const std::string& address);
 /// `remote` 0, the listener's connections waiting to be accepted. -1 if there is no such
 /// socket.
 int64_t UnreadAt(uint16_t local, uint16_t remote = 0);
+
+/// How many sockets listen at 127.0.0.1:`port` (/proc/net/tcp and tcp6): more than one
+/// where several bound it with SO_REUSEPORT.
+int ListeningAt(uint16_t port);
 
 }  // namespace cclo::testing
