@@ -258,8 +258,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   }
   if (absl::Status free =
           CheckThreadsFree(StartThreads(), "the start (gRPC's and civetweb's threads included)");
-      !free.ok())
+      !free.ok()) {
     return free;
+  }
   // gRPC's library, whose first threads start here, stays initialised until the process
   // ends: its shutdown, run as the last server or channel goes, waits for every thread gRPC
   // counted, and gRPC 1.51 counts a timer thread it failed to start (its user at the
@@ -356,8 +357,9 @@ absl::Status Daemon::StartServers(int peer_port) {
       peer,
       [this, peer]() -> absl::StatusOr<std::unique_ptr<grpc::Server>> {
         if (absl::Status free = CheckThreadsFree(kThreadsPerServer, "a new peer port server");
-            !free.ok())
+            !free.ok()) {
           return free;
+        }
         return StartServer(peer, &peer_service_, peer_server_credentials_, /*keepalive=*/true);
       },
       // A root answers a join by its deadline: the grace lets the answer out.

@@ -67,6 +67,7 @@ void PeerServer::Shutdown(hw::SteadyTime deadline) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
+    stop_deadline_ = deadline;
   }
   if (thread_.joinable()) thread_.join();
   {
@@ -102,17 +103,18 @@ void PeerServer::Run() {
       const absl::Status free = SocketFree();
       absl::StatusOr<std::unique_ptr<grpc::Server>> built = free.ok() ? build_() : free;
       mu_.Lock();
+      if (stopping_ && built.ok()) {
+        const hw::SteadyTime deadline = stop_deadline_;
+        mu_.Unlock();
+        (*built)->Shutdown(hw::ToWallDeadline(deadline));
+        mu_.Lock();
+      }
+      if (stopping_) return;
       if (built.ok()) {
         next = *std::move(built);
       } else {
         why = absl::StrCat("cannot serve it again: ", built.status().message());
       }
-    }
-    if (stopping_) {
-      mu_.Unlock();
-      next.reset();  // shuts it down
-      mu_.Lock();
-      return;
     }
     std::unique_ptr<grpc::Server> stopped = std::exchange(server_, std::move(next));
     spdlog::info("peer port {}: serving again", address_);
@@ -136,11 +138,15 @@ void PeerServer::Retire(std::unique_ptr<grpc::Server> stopped) {
     *done = true;
   };
   Retiring retiring{.thread = {}, .done = done};
-  if (hw::StartThread(retiring.thread, "a stopped peer port server's shutdown", shut_down).ok()) {
+  const absl::Status started =
+      hw::StartThread(retiring.thread, "a stopped peer port server's shutdown", shut_down);
+  if (started.ok()) {
     retiring_.push_back(std::move(retiring));
-  } else {
-    shut_down();
+    return;
   }
+  spdlog::warn("peer port {}: {}; shutting the stopped server down meanwhile", address_,
+               std::string(started.message()));
+  shut_down();
 }
 
 }  // namespace cclo::daemon

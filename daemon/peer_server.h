@@ -28,7 +28,9 @@ namespace cclo::daemon {
 /// counted by `on_pause`. The stopped server is shut down on a thread of its own (inline where
 /// none can be had): the calls it serves (joins waiting for their gather) end within
 /// `longest_call`, and its listening socket closes once gRPC let go of it, which
-/// resets the connections queued on it meanwhile (their joins fail UNAVAILABLE at once).
+/// resets the connections queued on it meanwhile, and those the kernel gave it since while
+/// it still shared the port (their joins fail UNAVAILABLE at once; with the sysctl
+/// net.ipv4.tcp_migrate_req they would move to the new listener).
 /// One at a time in a process: gRPC's log names no server, so a stop logged by a stopped
 /// server's second listener (a host name with several addresses) also restarts its
 /// successor.
@@ -41,7 +43,7 @@ class PeerServer {
                                                            absl::Duration longest_call,
                                                            std::function<void()> on_pause);
   /// Starts no other server, shuts the one serving down by `deadline` and waits for the
-  /// stopped ones to end their calls.
+  /// stopped ones to end their calls (up to `longest_call` from their stop).
   void Shutdown(hw::SteadyTime deadline);
   /// Shutdown now, if not called yet.
   ~PeerServer();
@@ -69,8 +71,9 @@ class PeerServer {
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
   std::string stopped_reason_ ABSL_GUARDED_BY(mu_);  ///< empty while the listener serves
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;              ///< runs Run; joined by Shutdown
-  std::vector<Retiring> retiring_;  ///< Run's, then Shutdown's
+  hw::SteadyTime stop_deadline_ ABSL_GUARDED_BY(mu_);  ///< Shutdown's, once stopping_
+  std::thread thread_;                                 ///< runs Run; joined by Shutdown
+  std::vector<Retiring> retiring_;                     ///< Run's, then Shutdown's
 };
 
 }  // namespace cclo::daemon

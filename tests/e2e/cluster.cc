@@ -232,6 +232,14 @@ ProcessResult RunCclod(const std::string& extra_config, const std::vector<std::s
   return result;
 }
 
+size_t Occurrences(const std::string& output, const std::string& text) {
+  size_t count = 0;
+  for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 absl::StatusOr<std::vector<std::string>> WithOwnFiles(const std::string& nsswitch,
                                                       const std::string& file,
                                                       const std::string& covered) {

@@ -118,6 +118,9 @@ std::string HttpGet(const std::string& address, const std::string& path);
 /// within 10 s).
 std::string Scrape(const Daemon& daemon);
 
+/// How many times `text` occurs in `output`.
+size_t Occurrences(const std::string& output, const std::string& text);
+
 /// Calls `condition` until it holds or `timeout` passes (checking every 20 ms); returns
 /// whether it held. For states only visible by asking (e.g. through ccloctl).
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);

@@ -635,15 +635,6 @@ TEST(FailureTest, RaisesItsDescriptorLimitToTheHardOne) {
       << Tail(a.process().Output());
 }
 
-// How many times `text` occurs in `output`.
-size_t Occurrences(const std::string& output, const std::string& text) {
-  size_t count = 0;
-  for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
-    ++count;
-  }
-  return count;
-}
-
 /// How many lines of `output` hold both `where` and `what`.
 size_t LinesWith(const std::string& output, const std::string& where, const std::string& what) {
   size_t count = 0;
@@ -836,7 +827,9 @@ TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   const std::string token = rank0.NewToken();
   uint64_t h1 = 0;
   grpc::Status joined1;
-  std::thread join1([&] { joined1 = rank1.Join(token, 1, 2, &h1); });
+  // Joined at any exit (an ASSERT's too), within its join timeout, which leaves room for
+  // the flood and the recovery on a loaded machine.
+  std::jthread join1([&] { joined1 = rank1.Join(token, 1, 2, &h1, 60'000); });
   ASSERT_TRUE(a.process().WaitForOutput("joining at this root", absl::Seconds(20)));
   std::vector<int> flood;
   for (int i = 0; i < 80; ++i) {
@@ -855,7 +848,7 @@ TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
       std::atoi(a.peer_address().substr(a.peer_address().rfind(':') + 1).c_str()));
   const int64_t queued = UnreadAt(port);
   grpc::Status reset;
-  std::thread join_reset([&] { reset = ForeignPeerJoin(a.peer_address(), "10.0.0.9:1"); });
+  std::jthread join_reset([&] { reset = ForeignPeerJoin(a.peer_address(), "10.0.0.9:1"); });
   EXPECT_TRUE(WaitUntil([&] { return UnreadAt(port) > queued; }, absl::Seconds(20)));
   for (int fd : flood) close(fd);
   EXPECT_TRUE(a.process().WaitForOutput(

@@ -48,14 +48,7 @@ class ReloadTest : public ::testing::Test {
         << daemon_.process().Output();
   }
 
-  size_t Count(const std::string& text) {
-    const std::string output = daemon_.process().Output();
-    size_t count = 0;
-    for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
-      ++count;
-    }
-    return count;
-  }
+  size_t Count(const std::string& text) { return Occurrences(daemon_.process().Output(), text); }
 
   v1::TenantInfo Tenant() {
     ProcessResult result = Ccloctl(daemon_, {"tenants", "--json"});
@@ -304,21 +297,14 @@ TEST(ReloadGroupTest, AnUnchangedAdminGroupIsNotLookedUpAgain) {
   const std::string path = daemon.runtime_dir() + "/../cclod.yaml";
   std::stringstream original;
   original << std::ifstream(path).rdbuf();
-  auto count = [&daemon](const std::string& text) {
-    const std::string output = daemon.process().Output();
-    size_t found = 0;
-    for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) {
-      ++found;
-    }
-    return found;
-  };
   auto reload = [&](const std::string& group, const std::string& outcome) {
     std::ofstream(path) << absl::StrReplaceAll(
         original.str(),
         {{"quotas: {sessions: 1}", "quotas: {sessions: 3}"}, {"admin_group: root", group}});
-    const size_t before = count(outcome);
+    const size_t before = Occurrences(daemon.process().Output(), outcome);
     daemon.process().Signal(SIGHUP);
-    return WaitUntil([&] { return count(outcome) > before; }, absl::Seconds(10));
+    return WaitUntil([&] { return Occurrences(daemon.process().Output(), outcome) > before; },
+                     absl::Seconds(10));
   };
   std::ofstream(groups, std::ios::trunc).close();  // the same file: the bind mount shows it
   EXPECT_TRUE(reload("admin_group: root", "reloaded ")) << daemon.process().Output();
