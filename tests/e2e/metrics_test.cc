@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -516,6 +518,96 @@ TEST(MetricsTest, ProcessMetricsAreTheDaemonsOwn) {
   EXPECT_GT(got.at("process_threads"), 2);
   EXPECT_GT(got.at("process_resident_memory_bytes"), 0);
   EXPECT_GE(got.at("process_virtual_memory_bytes"), got.at("process_resident_memory_bytes"));
+}
+
+/// The sum of the samples of `name` whose series holds `labels`.
+double Sum(const Samples& samples, const std::string& name, const std::string& labels) {
+  double sum = 0;
+  for (const auto& [series, value] : Named(samples, name)) {
+    if (absl::StrContains(series, labels)) sum += value;
+  }
+  return sum;
+}
+
+// civetweb's workers collect side by side (more scrapers than its 4 workers) while clients
+// attach, join, run a barrier and detach: every scrape is whole, each scraper sees the
+// counters only grow, and at the end the metrics count every barrier and no session left.
+// Under --config=tsan it checks the collection against the daemon's own threads.
+TEST(MetricsTest, ConcurrentScrapesWhileSessionsComeAndGo) {
+  Daemon daemon;
+  constexpr int kScrapers = 6, kClients = 2, kRounds = 10;
+  const std::vector<std::string> kWhole = {"cclod_uptime_seconds", "cclod_sessions",
+                                           "cclod_ops_in_flight",  "process_cpu_seconds_total",
+                                           "process_threads",      "process_start_time_seconds",
+                                           "process_open_fds",     "process_max_fds"};
+  std::atomic<bool> clients_done = false;
+  std::atomic<int> rounds_done = 0;
+  std::vector<std::string> problems[kScrapers];
+  int scrapes[kScrapers] = {};
+  auto scrape = [&](int scraper) {
+    Samples last;
+    // At least 3 scrapes each, and on while the clients come and go.
+    while (scrapes[scraper] < 3 || !clients_done) {
+      const std::string exposition = Scrape(daemon);
+      ++scrapes[scraper];
+      const Samples got = Parse(exposition);
+      for (const std::string& name : kWhole) {
+        if (!got.contains(name)) problems[scraper].push_back("no " + name + " in:\n" + exposition);
+      }
+      if (got.contains("cclod_sessions") &&
+          (got.at("cclod_sessions") < 0 || got.at("cclod_sessions") > kClients)) {
+        problems[scraper].push_back(absl::StrCat("cclod_sessions ", got.at("cclod_sessions")));
+      }
+      for (const char* counter : {"cclod_ops_completed_total", "process_cpu_seconds_total"}) {
+        if (last.contains(counter) && got.contains(counter) && got.at(counter) < last.at(counter)) {
+          problems[scraper].push_back(
+              absl::StrCat(counter, " went from ", last.at(counter), " down to ", got.at(counter)));
+        }
+      }
+      last = got;
+    }
+  };
+  auto attach_and_detach = [&] {
+    for (int round = 0; round < kRounds; ++round) {
+      absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
+      ASSERT_TRUE(client.ok()) << client.status();
+      absl::StatusOr<std::string> token = (*client)->CreateCommunicatorId();
+      ASSERT_TRUE(token.ok()) << token.status();
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = (*client)->Join(*token, 0, 1);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      ASSERT_TRUE((*comm)->Barrier().ok());
+      ++rounds_done;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int scraper = 0; scraper < kScrapers; ++scraper) threads.emplace_back(scrape, scraper);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) clients.emplace_back(attach_and_detach);
+  for (std::thread& thread : clients) thread.join();
+  clients_done = true;
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_EQ(rounds_done, kClients * kRounds);
+  for (int scraper = 0; scraper < kScrapers; ++scraper) {
+    EXPECT_GE(scrapes[scraper], 3);
+    EXPECT_TRUE(problems[scraper].empty())
+        << "scraper " << scraper << ": " << problems[scraper].size() << " problems, the first "
+        << problems[scraper].front();
+  }
+  // A session ends once the daemon sees its attach connection close.
+  std::string exposition;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        exposition = Scrape(daemon);
+        const Samples got = Parse(exposition);
+        return got.contains("cclod_sessions") && got.at("cclod_sessions") == 0 &&
+               got.contains("cclod_communicators") && got.at("cclod_communicators") == 0;
+      },
+      absl::Seconds(30)))
+      << exposition;
+  const Samples got = Parse(exposition);
+  EXPECT_EQ(Sum(got, "cclod_ops_total", "collective=\"barrier\""), kClients * kRounds)
+      << exposition;
+  EXPECT_EQ(Sum(got, "cclod_ops_total", "result=\"error\""), 0) << exposition;
 }
 
 TEST(MetricsTest, OnlyTheMetricsPathServesTheExposition) {
