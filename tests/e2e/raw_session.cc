@@ -270,7 +270,12 @@ grpc::Status RawSession::Join(const std::string& token, uint32_t rank, uint32_t 
   request.set_size(size);
   request.set_timeout_ms(timeout_ms);
   cclo::v1::JoinCommunicatorResponse response;
-  grpc::Status status = stub_->JoinCommunicator(Context().get(), request, &response);
+  std::unique_ptr<grpc::ClientContext> context = Context();
+  // Room for the daemon's answer after the join's own timeout.
+  const auto answered = std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms) +
+                        std::chrono::seconds(10);
+  if (answered > context->deadline()) context->set_deadline(answered);
+  grpc::Status status = stub_->JoinCommunicator(context.get(), request, &response);
   if (handle) *handle = response.comm_handle();
   return status;
 }

@@ -49,8 +49,8 @@ class RawSession {
   /// CreateCommunicatorId; aborts on failure.
   std::string NewToken();
 
-  /// JoinCommunicator with a timeout of `timeout_ms` (the call's deadline is Context()'s);
-  /// the handle lands in `*handle` when given.
+  /// JoinCommunicator with a timeout of `timeout_ms` (the call's deadline is Context()'s, or
+  /// 10 s past the timeout where that is later); the handle lands in `*handle` when given.
   grpc::Status Join(const std::string& token, uint32_t rank, uint32_t size,
                     uint64_t* handle = nullptr, uint32_t timeout_ms = kJoinTimeoutMs);
 
