@@ -20,8 +20,9 @@ namespace {
 /// descriptors, say), when a server would fail to listen: gRPC logs that at length.
 absl::Status SocketFree() {
   const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (probe < 0)
+  if (probe < 0) {
     return absl::UnavailableError(absl::StrCat("cannot open a socket: ", std::strerror(errno)));
+  }
   close(probe);
   return absl::OkStatus();
 }
@@ -62,7 +63,6 @@ PeerServer::~PeerServer() { Shutdown(hw::SteadyNow()); }
 
 void PeerServer::Shutdown(hw::SteadyTime deadline) {
   OnListenerStopped(nullptr);
-  std::unique_ptr<grpc::Server> server;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
@@ -70,6 +70,7 @@ void PeerServer::Shutdown(hw::SteadyTime deadline) {
     stop_deadline_ = deadline;
   }
   if (thread_.joinable()) thread_.join();
+  std::unique_ptr<grpc::Server> server;
   {
     absl::MutexLock lock(&mu_);
     server = std::move(server_);

@@ -39,6 +39,7 @@
 #include "hw/poe/wire.h"
 #include "hw/process.h"
 #include "hw/types.h"
+#include "tests/e2e/alone.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/pairs.h"
 
@@ -569,13 +570,10 @@ TEST(MetricsTest, ConcurrentScrapesWhileSessionsComeAndGo) {
   };
   auto attach_and_detach = [&] {
     for (int round = 0; round < kRounds; ++round) {
-      absl::StatusOr<std::unique_ptr<Client>> client = Client::Attach(daemon.runtime_dir());
-      ASSERT_TRUE(client.ok()) << client.status();
-      absl::StatusOr<std::string> token = (*client)->CreateCommunicatorId();
-      ASSERT_TRUE(token.ok()) << token.status();
-      absl::StatusOr<std::unique_ptr<Communicator>> comm = (*client)->Join(*token, 0, 1);
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      ASSERT_TRUE((*comm)->Barrier().ok());
+      std::unique_ptr<Client> client;
+      std::unique_ptr<Communicator> comm;
+      ASSERT_NO_FATAL_FAILURE(AttachAlone(daemon, &client, &comm));
+      ASSERT_TRUE(comm->Barrier().ok());
       ++rounds_done;
     }
   };

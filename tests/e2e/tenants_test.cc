@@ -28,6 +28,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "hw/process.h"
+#include "tests/e2e/alone.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/raw_session.h"
 #include "tests/loopback/loopback.h"
@@ -722,19 +723,6 @@ TEST(TenantsTest, TheBuffersQuotaCountsBuffersAndTheDaemonKeepsNoFdForThem) {
   EXPECT_EQ(Used(daemon, "default", "buffer_bytes"), 40u);
   ASSERT_TRUE((*client)->FreeBuffer(std::move(buffers.back())).ok());
   EXPECT_TRUE((*client)->AllocBuffer(1).ok());
-}
-
-/// Attaches a client to `daemon` and joins it alone to a new communicator.
-void AttachAlone(const Daemon& daemon, std::unique_ptr<Client>* client,
-                 std::unique_ptr<Communicator>* comm) {
-  absl::StatusOr<std::unique_ptr<Client>> attached = Client::Attach(daemon.runtime_dir());
-  ASSERT_TRUE(attached.ok()) << attached.status();
-  absl::StatusOr<std::string> token = (*attached)->CreateCommunicatorId();
-  ASSERT_TRUE(token.ok()) << token.status();
-  absl::StatusOr<std::unique_ptr<Communicator>> joined = (*attached)->Join(*token, 0, 1);
-  ASSERT_TRUE(joined.ok()) << joined.status();
-  *client = *std::move(attached);
-  *comm = *std::move(joined);
 }
 
 // A buffer freed while an op still uses it stays on the tenant's buffer quota until the
