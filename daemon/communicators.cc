@@ -175,20 +175,20 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   request.set_proof(Proof(token->secret, JoinMessage(request)));
   // The rank waits at the root for the others; a break meanwhile (the operator destroyed
   // the communicator) cancels the wait, and the join fails with its reason.
-  grpc::ClientContext context;
+  PeerClient::Call call;
   {
     absl::MutexLock lock(&mu_);
     Comm& comm = *FindLocked(id, tenant);
-    if (comm.state == State::kBroken || session->closed()) context.TryCancel();
-    comm.joins.emplace(&context, session->id());
+    if (comm.state == State::kBroken || session->closed()) call.Cancel();
+    comm.joins.emplace(&call, session->id());
   }
   absl::StatusOr<cclo::v1::PeerJoinResponse> response =
-      peers_->Join(token->root_address, request, deadline, context);
+      peers_->Join(token->root_address, request, deadline, call);
   std::optional<std::string> broke;
   {
     absl::MutexLock lock(&mu_);
     Comm& comm = *FindLocked(id, tenant);
-    comm.joins.erase(&context);
+    comm.joins.erase(&call);
     if (!response.ok() && comm.state == State::kBroken) broke = comm.error;
   }
   if (broke.has_value()) return fail(Broken(id, *broke));
@@ -381,7 +381,7 @@ void Communicators::EndSession(const SessionPtr& session) {
   // thread and the tenant's quotas.
   auto cancel_joins = [&session](const Comm& comm) {
     for (const auto& [join, session_id] : comm.joins) {
-      if (session_id == session->id()) join->TryCancel();
+      if (session_id == session->id()) join->Cancel();
     }
   };
   for (const auto& [id, comm] : comms_) cancel_joins(comm);
@@ -553,7 +553,7 @@ void Communicators::BreakLocked(const hw::CommId& id, Comm& comm, const std::str
   comm.state = State::kBroken;
   comm.error = reason;
   spdlog::warn("communicator {} broken: {}", hw::CommIdHex(id), reason);
-  for (const auto& [join, session_id] : comm.joins) join->TryCancel();
+  for (const auto& [join, session_id] : comm.joins) join->Cancel();
   if (!comm.device_removed) {
     comm.device_removed = true;
     device_->BreakCommunicator(id, absl::UnavailableError(reason));

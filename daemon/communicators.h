@@ -2,7 +2,6 @@
 // handles naming a local rank, leaving, breaking, and the view for ccloctl.
 #pragma once
 
-#include <grpcpp/client_context.h>
 #include <sys/types.h>
 
 #include <map>
@@ -155,9 +154,9 @@ class Communicators {
     uint64_t ops_failed = 0;
     uint64_t ops_in_flight = 0;
     uint64_t bytes_sent = 0;
-    /// The joins of local ranks waiting for the root daemon's answer (Join's own
-    /// contexts, with their session's id), which a break, or their session's end, cancels.
-    std::map<grpc::ClientContext*, uint64_t> joins;
+    /// The joins of local ranks waiting for the root daemon's answer (Join's own calls,
+    /// with their session's id), which a break, or their session's end, cancels.
+    std::map<PeerClient::Call*, uint64_t> joins;
   };
   struct Handle {
     uint64_t session_id = 0;

@@ -2,11 +2,29 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/status.h"
 #include "hw/types.h"
 
 namespace cclo::daemon {
+namespace {
+
+/// gRPC's words for a connection the root reset before it was made (the root took it, or
+/// queued it, and closed it unread).
+bool ResetWhileConnecting(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+         absl::StartsWith(status.error_message(), "failed to connect to all addresses") &&
+         absl::EndsWith(status.error_message(), "Connection reset by peer");
+}
+
+std::string Rounded(absl::Duration timeout) {
+  return absl::FormatDuration(absl::Ceil(timeout, absl::Milliseconds(100)));
+}
+
+}  // namespace
 
 PeerClient::PeerClient(std::shared_ptr<grpc::ChannelCredentials> credentials)
     : credentials_(std::move(credentials)) {}
@@ -17,27 +35,63 @@ PeerClient::~PeerClient() {
   if (closer_.joinable()) closer_.join();
 }
 
+void PeerClient::Call::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (context_ != nullptr) context_->TryCancel();
+}
+
+bool PeerClient::Call::Begin(grpc::ClientContext* context) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return false;
+  context_ = context;
+  return true;
+}
+
+void PeerClient::Call::End() {
+  absl::MutexLock lock(&mu_);
+  context_ = nullptr;
+}
+
+void PeerClient::Call::Pause(hw::SteadyTime until) {
+  absl::MutexLock lock(&mu_);
+  hw::AwaitUntil(mu_, absl::Condition(&cancelled_), until);
+}
+
 absl::Status PeerClient::Start() {
   return hw::StartThread(closer_, "the peer client", [this] { CloseSettled(); });
 }
 
 absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     const std::string& root_address, const cclo::v1::PeerJoinRequest& request,
-    hw::SteadyTime deadline, grpc::ClientContext& context) {
+    hw::SteadyTime deadline, Call& call) {
   const absl::Duration timeout = deadline - hw::SteadyNow();
-  context.set_deadline(hw::ToWallDeadline(deadline + kRootAnswerGrace));
   const ChannelKey key(root_address, request.comm_id(), request.tenant());
   std::shared_ptr<cclo::v1::Peer::Stub> stub;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return ShuttingDown();
-    calls_.insert(&context);
+    calls_.insert(&call);
     stub = StubFor(key);
   }
   cclo::v1::PeerJoinResponse response;
-  grpc::Status status = stub->Join(&context, request, &response);
+  grpc::Status status;
+  int resets = 0;
+  for (absl::Duration pause = kRetryPause;; pause = std::min(2 * pause, kMaxRetryPause)) {
+    grpc::ClientContext context;
+    context.set_deadline(hw::ToWallDeadline(deadline + kRootAnswerGrace));
+    if (!call.Begin(&context)) {
+      status = grpc::Status(grpc::StatusCode::CANCELLED, "Cancelled");
+      break;
+    }
+    status = stub->Join(&context, request, &response);
+    call.End();
+    if (!ResetWhileConnecting(status) || hw::SteadyNow() >= deadline) break;
+    ++resets;
+    call.Pause(std::min(hw::SteadyNow() + pause, deadline));  // a Cancel: Begin says so
+  }
   absl::MutexLock lock(&mu_);
-  calls_.erase(&context);
+  calls_.erase(&call);
   EndJoin(key);
   if (status.ok()) return response;
   if (stopped_) return ShuttingDown();
@@ -45,10 +99,14 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
   // deadline and its grace passing is gRPC's, the root never answered.
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
       hw::SteadyNow() >= deadline + kRootAnswerGrace) {
-    return absl::UnavailableError(
-        absl::StrCat("no answer within the join timeout of ",
-                     absl::FormatDuration(absl::Ceil(timeout, absl::Milliseconds(100))),
-                     ": unreachable, or not serving (", status.error_message(), ")"));
+    return absl::UnavailableError(absl::StrCat("no answer within the join timeout of ",
+                                               Rounded(timeout), ": unreachable, or not serving (",
+                                               status.error_message(), ")"));
+  }
+  if (resets > 0 && ResetWhileConnecting(status)) {
+    return absl::UnavailableError(absl::StrCat("the root reset the connection; tried ", resets + 1,
+                                               " times within the join timeout of ",
+                                               Rounded(timeout), ": ", status.error_message()));
   }
   return FromGrpc(status);
 }
@@ -57,7 +115,7 @@ void PeerClient::Stop() {
   std::map<void*, std::shared_ptr<grpc::Channel>> closing;  // closed here, outside the lock
   absl::MutexLock lock(&mu_);
   stopped_ = true;
-  for (grpc::ClientContext* call : calls_) call->TryCancel();
+  for (Call* call : calls_) call->Cancel();
   // Closing one ends the wait for its state's change (CloseSettled finds it gone).
   closing.swap(closing_);
 }
@@ -75,6 +133,9 @@ std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const ChannelKey& key)
     // backoff.
     grpc::ChannelArguments arguments;
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // Reconnects as soon as a join tries again (gRPC's own backoff grows to two minutes).
+    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, absl::ToInt64Milliseconds(kRetryPause));
+    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, absl::ToInt64Milliseconds(kMaxRetryPause));
     channel.channel = grpc::CreateCustomChannel(std::get<0>(key), credentials_, arguments);
     channel.stub = cclo::v1::Peer::NewStub(channel.channel);
   }

@@ -45,10 +45,36 @@ class PeerClient {
   /// (UNAVAILABLE if no thread can be had). Call once.
   absl::Status Start();
 
-  /// Joins a rank at the root daemon through `context` (blocks until the root answers,
-  /// kRootAnswerGrace past `deadline`, Stop, or the caller's context.TryCancel(), which fails
-  /// it with CANCELLED, also when called before the join began). A root that did not answer
-  /// by then fails it with UNAVAILABLE, as one it cannot connect to. The join dials the root
+  /// How long a join waits before its first try again after the root reset its
+  /// connection; each wait after is twice the one before, up to kMaxRetryPause.
+  static constexpr absl::Duration kRetryPause = absl::Milliseconds(100);
+  static constexpr absl::Duration kMaxRetryPause = absl::Seconds(1);
+
+  /// A join in progress, for whoever may end it: Cancel() fails it with CANCELLED, whichever
+  /// try it is in, also when called before the join began.
+  class Call {
+   public:
+    void Cancel();
+
+   private:
+    friend class PeerClient;
+    /// Makes `context` the try in progress; false (and no try) once cancelled.
+    bool Begin(grpc::ClientContext* context);
+    void End();
+    /// Waits until `until` or Cancel().
+    void Pause(hw::SteadyTime until);
+
+    absl::Mutex mu_;
+    bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+    grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;  ///< the try in progress
+  };
+
+  /// Joins a rank at the root daemon as `call` (blocks until the root answers,
+  /// kRootAnswerGrace past `deadline`, Stop, or call.Cancel()). A root that did not answer
+  /// by then fails it with UNAVAILABLE, as one it cannot connect to. A connection the root
+  /// resets before it is made (the root's peer port pausing for want of descriptors resets
+  /// the joins that queued meanwhile) is tried again, after kRetryPause and longer, until
+  /// `deadline`. The join dials the root
   /// on a channel that only the joins of its communicator (request.comm_id()) and tenant
   /// (request.tenant(); one tenant's joins wait on no connection another's holds) in
   /// progress here share, made by the first of them and closed when the last ends (a
@@ -58,14 +84,13 @@ class PeerClient {
   /// while cut off, so a channel kept after its joins or shared with another communicator's
   /// join in progress (one waiting at the root throughout) could send the join on the
   /// dropped connection, where it fails at once with the reset; and one that failed to
-  /// connect backs off its reconnects (up to two minutes), so a root restarted meanwhile
-  /// would see the join fail at once with the old error. A dropped connection that the
-  /// joins of one communicator share fails nothing that could have formed: the rank
-  /// waiting on it would never get the root's answer.
+  /// connect backs off its reconnects, so a root restarted meanwhile would see the join
+  /// fail at once with the old error (the channel backs off for kMaxRetryPause at most). A
+  /// dropped connection that the joins of one communicator share fails nothing that could
+  /// have formed: the rank waiting on it would never get the root's answer.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
-                                                  hw::SteadyTime deadline,
-                                                  grpc::ClientContext& context);
+                                                  hw::SteadyTime deadline, Call& call);
 
   /// Ends the joins in progress and refuses later ones with ShuttingDown(): the daemon stops.
   /// Closes the channels kept for their connection to settle, and those of the joins it
@@ -102,7 +127,7 @@ class PeerClient {
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   mutable absl::Mutex mu_;
   std::map<ChannelKey, Channel> channels_ ABSL_GUARDED_BY(mu_);
-  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
+  std::set<Call*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   /// Channels whose joins ended while they connected, by their address (the tag of their
   /// state change on closing_queue_).

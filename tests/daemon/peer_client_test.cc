@@ -1,9 +1,14 @@
 #include "daemon/peer_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <climits>
 #include <functional>
 #include <map>
 #include <set>
@@ -11,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -25,19 +31,24 @@ namespace {
 // given), and remembers where each came from.
 class AnsweringRoot final : public cclo::v1::Peer::Service {
  public:
-  /// Serves on 127.0.0.1:`port` (0: a free one, then port() says which).
+  /// Serves on 127.0.0.1:`port` (0: a free one, then port() says which; -1: none, the
+  /// connections Serve gives it only).
   explicit AnsweringRoot(
       int port = 0, std::function<grpc::Status()> answer = [] { return grpc::Status::OK; })
       : answer_(std::move(answer)) {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
-                             &port_);
+    if (port >= 0) {
+      builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(),
+                               &port_);
+    }
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
   }
   ~AnsweringRoot() override { server_->Shutdown(hw::ToWallDeadline(hw::SteadyNow())); }
   int port() const { return port_; }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  /// Serves the connection `fd`, which it takes.
+  void Serve(int fd) { grpc::AddInsecureChannelFromFd(server_.get(), fd); }
 
   grpc::Status Join(grpc::ServerContext* context, const cclo::v1::PeerJoinRequest* request,
                     cclo::v1::PeerJoinResponse*) override {
@@ -63,46 +74,129 @@ class AnsweringRoot final : public cclo::v1::Peer::Service {
   std::unique_ptr<grpc::Server> server_;
 };
 
-/// A join of communicator `comm_id` (no other field) at `root` through a context of its own.
+/// A join of communicator `comm_id` (no other field) at `root` as a call of its own.
 absl::StatusOr<cclo::v1::PeerJoinResponse> JoinAt(PeerClient& client, const std::string& root,
                                                   absl::Duration timeout,
                                                   const std::string& comm_id = "") {
   cclo::v1::PeerJoinRequest request;
   request.set_comm_id(comm_id);
-  grpc::ClientContext context;
-  return client.Join(root, request, hw::SteadyNow() + timeout, context);
+  PeerClient::Call call;
+  return client.Join(root, request, hw::SteadyNow() + timeout, call);
 }
 
-// A root daemon restarted on its address while another communicator's join there still
-// waits on its channel (here one that waits for the channel to be ready), which failed to
-// connect and backs off its reconnects (gRPC's backoff grows to two minutes): a join after
-// the root came back must dial it anew instead of failing at once with the old error, and
-// the waiting join keeps its channel.
+// A root daemon's peer port that resets the first `resets` connections it takes (as a
+// listener that paused for want of descriptors does to those queued when it closes), and
+// has `root` serve the later ones.
+class ResettingPort {
+ public:
+  ResettingPort(AnsweringRoot* root, int resets) {
+    listener_ = cclo::testing::ListenLoopback(&address_);
+    thread_ = std::jthread([this, root, resets](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        pollfd readable{.fd = listener_, .events = POLLIN, .revents = 0};
+        if (poll(&readable, 1, 20) != 1) continue;
+        const int fd = accept(listener_, nullptr, nullptr);
+        if (fd < 0) continue;
+        if (taken_.fetch_add(1) >= resets) {
+          root->Serve(fd);
+          continue;
+        }
+        const linger reset{.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+        close(fd);
+      }
+    });
+  }
+  ~ResettingPort() {
+    thread_.request_stop();
+    thread_.join();
+    close(listener_);
+  }
+  bool listening() const { return listener_ >= 0; }
+  const std::string& address() const { return address_; }
+  /// The connections taken so far.
+  int taken() const { return taken_.load(); }
+
+ private:
+  std::string address_;
+  int listener_ = -1;
+  std::atomic<int> taken_ = 0;
+  std::jthread thread_;
+};
+
+// A root daemon restarted on its address: a join after the root came back dials it anew
+// instead of failing at once with the old error.
 TEST(PeerClientTest, AJoinAfterTheRootCameBackReachesIt) {
   PeerClient client(grpc::InsecureChannelCredentials());
   ASSERT_TRUE(client.Start().ok());
   auto root = std::make_unique<AnsweringRoot>();
   const int port = root->port();
   const std::string address = root->address();
-  root.reset();  // the root dies: joins at it are refused
-  grpc::ClientContext holding_context;
-  holding_context.set_wait_for_ready(true);
-  absl::StatusOr<cclo::v1::PeerJoinResponse> held;
-  std::thread holding([&] {
-    cclo::v1::PeerJoinRequest request;
-    request.set_comm_id("held");
-    held = client.Join(address, request, hw::SteadyNow() + absl::Seconds(60), holding_context);
-  });
-  while (client.channels() == 0) absl::SleepFor(absl::Milliseconds(1));
+  root.reset();  // the root dies: joins at it are refused, at once
   absl::Status refused = JoinAt(client, address, absl::Seconds(30)).status();
   EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
-  EXPECT_EQ(client.channels(), 1u);  // the channel that failed stays while its join waits
+  EXPECT_TRUE(absl::EndsWith(refused.message(), "Connection refused")) << refused;
+  EXPECT_EQ(client.channels(), 0u);
   root = std::make_unique<AnsweringRoot>(port);  // back on the same address
   ASSERT_EQ(root->port(), port);
   absl::Status joined = JoinAt(client, address, absl::Seconds(30)).status();
   EXPECT_TRUE(joined.ok()) << joined;
-  holding.join();
-  EXPECT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(client.channels(), 0u);
+}
+
+// A root whose peer port reset the join's connection before it was made tries again,
+// and the join reaches the root on a later connection.
+TEST(PeerClientTest, AJoinWhoseConnectionTheRootResetTriesAgain) {
+  AnsweringRoot root(-1);
+  ResettingPort port(&root, 2);
+  ASSERT_TRUE(port.listening());
+  PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
+  absl::Status joined = JoinAt(client, port.address(), absl::Seconds(60)).status();
+  EXPECT_TRUE(joined.ok()) << joined;
+  EXPECT_EQ(port.taken(), 3);
+  EXPECT_EQ(root.peers().size(), 1u);
+}
+
+// A root that resets every connection: the join fails at its deadline, with how often it
+// tried and gRPC's words for the reset.
+TEST(PeerClientTest, AJoinWhoseConnectionsAreAllResetFailsAtItsDeadline) {
+  AnsweringRoot root(-1);
+  ResettingPort port(&root, INT_MAX);
+  ASSERT_TRUE(port.listening());
+  PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
+  absl::Status joined = JoinAt(client, port.address(), absl::Seconds(1)).status();
+  EXPECT_TRUE(absl::IsUnavailable(joined)) << joined;
+  EXPECT_TRUE(absl::StartsWith(joined.message(), "the root reset the connection; tried "))
+      << joined;
+  EXPECT_TRUE(absl::StrContains(joined.message(),
+                                " times within the join timeout of 1s: failed to connect to all "
+                                "addresses"))
+      << joined;
+  EXPECT_TRUE(absl::EndsWith(joined.message(), "Connection reset by peer")) << joined;
+  EXPECT_GE(port.taken(), 2);
+  EXPECT_TRUE(root.peers().empty());
+  EXPECT_EQ(client.channels(), 0u);
+}
+
+// A join cancelled while it waits to try again ends then, with CANCELLED.
+TEST(PeerClientTest, ACancelWhileAJoinWaitsToTryAgainEndsIt) {
+  AnsweringRoot root(-1);
+  ResettingPort port(&root, INT_MAX);
+  ASSERT_TRUE(port.listening());
+  PeerClient client(grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(client.Start().ok());
+  PeerClient::Call call;
+  absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
+  std::jthread joining([&] {
+    joined = client.Join(port.address(), cclo::v1::PeerJoinRequest(),
+                         hw::SteadyNow() + absl::Seconds(120), call);
+  });
+  while (port.taken() < 1) absl::SleepFor(absl::Milliseconds(1));
+  call.Cancel();
+  joining.join();
+  EXPECT_TRUE(absl::IsCancelled(joined.status())) << joined.status();
   EXPECT_EQ(client.channels(), 0u);
 }
 
@@ -213,23 +307,23 @@ TEST(PeerClientTest, ARootsAnswerThatComesJustAfterTheDeadlineIsHeard) {
   });
   PeerClient client(grpc::InsecureChannelCredentials());
   ASSERT_TRUE(client.Start().ok());
-  grpc::ClientContext context;
-  EXPECT_EQ(client.Join(root.address(), cclo::v1::PeerJoinRequest(), deadline, context).status(),
+  PeerClient::Call call;
+  EXPECT_EQ(client.Join(root.address(), cclo::v1::PeerJoinRequest(), deadline, call).status(),
             absl::DeadlineExceededError("missing ranks 1"));
 }
 
-// A join whose caller cancelled its context ends with CANCELLED, also when the cancel came
-// before the join began (the operator destroyed the communicator meanwhile).
-TEST(PeerClientTest, ACancelledContextEndsTheJoin) {
+// A join whose call was cancelled ends with CANCELLED, also when the cancel came before
+// the join began (the operator destroyed the communicator meanwhile).
+TEST(PeerClientTest, ACancelledCallEndsTheJoin) {
   std::string root;
   const int listener = cclo::testing::ListenLoopback(&root);
   ASSERT_GE(listener, 0);
   PeerClient client(grpc::InsecureChannelCredentials());
   ASSERT_TRUE(client.Start().ok());
-  grpc::ClientContext context;
-  context.TryCancel();
+  PeerClient::Call call;
+  call.Cancel();
   EXPECT_TRUE(absl::IsCancelled(
-      client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120), context)
+      client.Join(root, cclo::v1::PeerJoinRequest(), hw::SteadyNow() + absl::Seconds(120), call)
           .status()));
   close(listener);
 }

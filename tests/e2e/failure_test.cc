@@ -816,15 +816,18 @@ bool GrpcServerAnswers(const std::string& address) {
 // unable to root a communicator until it restarted. cclod starts another server on the port,
 // each try while still out of descriptors a pause logged and counted, and then every
 // connection reaches a server (none the stopped listener, which shared the port). A join the
-// stopped server took before goes on and ends once its gather does; one that connected while
-// none accepted fails (UNAVAILABLE, reset), as operations.md says.
+// stopped server took before goes on and ends once its gather does. A connection made while
+// none accepted waited in the stopped listener's queue, which its close resets: a daemon's
+// join tries again and joins (it failed with the reset before), while a bare gRPC client's
+// call fails (UNAVAILABLE, reset), as operations.md says.
 TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
   Daemon b;
   EXPECT_EQ(ForeignPeerJoin(a.peer_address(), "10.0.0.9:1").error_code(),
             grpc::StatusCode::NOT_FOUND);
-  RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir());
+  RawSession rank0(a.runtime_dir()), rank1(b.runtime_dir()), queued1(b.runtime_dir());
   const std::string token = rank0.NewToken();
+  const std::string queued_token = rank0.NewToken();
   uint64_t h1 = 0;
   grpc::Status joined1;
   // Joined at any exit (an ASSERT's too), within its join timeout, which leaves room for
@@ -849,7 +852,12 @@ TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   const int64_t queued = UnreadAt(port);
   grpc::Status reset;
   std::jthread join_reset([&] { reset = ForeignPeerJoin(a.peer_address(), "10.0.0.9:1"); });
-  EXPECT_TRUE(WaitUntil([&] { return UnreadAt(port) > queued; }, absl::Seconds(20)));
+  uint64_t queued_h1 = 0;
+  grpc::Status queued_joined1;
+  std::jthread join_queued(
+      [&] { queued_joined1 = queued1.Join(queued_token, 1, 2, &queued_h1, 60'000); });
+  EXPECT_TRUE(WaitUntil([&] { return UnreadAt(port) >= queued + 2; }, absl::Seconds(20)))
+      << UnreadAt(port) << " connections queued, " << queued << " before the joins";
   for (int fd : flood) close(fd);
   EXPECT_TRUE(a.process().WaitForOutput(
       absl::StrCat("peer port ", a.peer_address(), ": serving again"), absl::Seconds(20)))
@@ -877,6 +885,12 @@ TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   ASSERT_TRUE(joined0.ok()) << joined0.error_message();
   ASSERT_TRUE(joined1.ok()) << joined1.error_message();
   ExpectPairAllreduce(rank0, h0, rank1, h1);
+  uint64_t queued_h0 = 0;
+  const grpc::Status queued_joined0 = rank0.Join(queued_token, 0, 2, &queued_h0);
+  join_queued.join();
+  ASSERT_TRUE(queued_joined0.ok()) << queued_joined0.error_message();
+  ASSERT_TRUE(queued_joined1.ok()) << queued_joined1.error_message();
+  ExpectPairAllreduce(rank0, queued_h0, queued1, queued_h1);
   ExpectPausesAsLogged(a);
   EXPECT_GE(AdminJson<cclo::v1::StatusResponse>(a, {"status"}).accept_pauses_peer(), 2u);
 }
