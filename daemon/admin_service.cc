@@ -60,6 +60,7 @@ cclo::v1::StatusResponse AdminService::Snapshot() const {
   response->set_accept_pauses_client(pauses(Listener::kClient));
   response->set_accept_pauses_admin(pauses(Listener::kAdmin));
   response->set_accept_pauses_peer(pauses(Listener::kPeer));
+  response->set_join_retries(peers_->retries());
   response->set_engine_turn_bytes(stats.turn_bytes);
   response->set_scratch_bytes_limit(stats.scratch_bytes_limit);
   response->set_scratch_bytes_used(stats.scratch_bytes_used);

@@ -171,7 +171,6 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   request.set_daemon_address(self_address_);
   request.set_data_address(device_->DataAddress());
   request.set_tenant(session->tenant()->name());
-  request.set_timeout_ms(JoinTimeoutMs(deadline - hw::SteadyNow()));
   request.set_proof(Proof(token->secret, JoinMessage(request)));
   // The rank waits at the root for the others; a break meanwhile (the operator destroyed
   // the communicator) cancels the wait, and the join fails with its reason.

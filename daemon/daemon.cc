@@ -347,7 +347,7 @@ Daemon::Daemon(const Config& config, RuntimeLock lock, hw::DevicePtr device,
       client_service_(&config_, &sessions_, &communicators_, &ops_, &drain_),
       peer_service_(&root_gather_),
       admin_service_(peer_address_, &tenants_, &sessions_, &communicators_, &policies_,
-                     device_.get(), &drain_, &op_stats_) {}
+                     device_.get(), &drain_, &op_stats_, &peer_client_) {}
 
 absl::Status Daemon::StartServers(int peer_port) {
   const std::string dir = config_.runtime_dir;

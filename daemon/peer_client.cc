@@ -6,18 +6,23 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/root_gather.h"
 #include "daemon/status.h"
 #include "hw/types.h"
+#include "spdlog/spdlog.h"
 
 namespace cclo::daemon {
 namespace {
 
-/// gRPC's words for a connection the root reset before it was made (the root took it, or
-/// queued it, and closed it unread).
-bool ResetWhileConnecting(const grpc::Status& status) {
+/// gRPC's words for a connection the root took and did not serve: reset unread (its
+/// listener closed with the connection queued), or without HTTP/2's first frame within
+/// gRPC's connect timeout (the root hanging).
+bool NotServed(const grpc::Status& status) {
+  const std::string& message = status.error_message();
   return status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-         absl::StartsWith(status.error_message(), "failed to connect to all addresses") &&
-         absl::EndsWith(status.error_message(), "Connection reset by peer");
+         absl::StartsWith(message, "failed to connect to all addresses") &&
+         (absl::EndsWith(message, "Connection reset by peer") ||
+          absl::EndsWith(message, "timed out before receiving SETTINGS frame"));
 }
 
 std::string Rounded(absl::Duration timeout) {
@@ -74,9 +79,10 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     calls_.insert(&call);
     stub = StubFor(key);
   }
+  cclo::v1::PeerJoinRequest attempt = request;
   cclo::v1::PeerJoinResponse response;
   grpc::Status status;
-  int resets = 0;
+  int tries = 0;
   for (absl::Duration pause = kRetryPause;; pause = std::min(2 * pause, kMaxRetryPause)) {
     grpc::ClientContext context;
     context.set_deadline(hw::ToWallDeadline(deadline + kRootAnswerGrace));
@@ -84,11 +90,15 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
       status = grpc::Status(grpc::StatusCode::CANCELLED, "Cancelled");
       break;
     }
-    status = stub->Join(&context, request, &response);
+    attempt.set_timeout_ms(JoinTimeoutMs(deadline - hw::SteadyNow()));
+    status = stub->Join(&context, attempt, &response);
     call.End();
-    if (!ResetWhileConnecting(status) || hw::SteadyNow() >= deadline) break;
-    ++resets;
-    call.Pause(std::min(hw::SteadyNow() + pause, deadline));  // a Cancel: Begin says so
+    ++tries;
+    if (!NotServed(status) || hw::SteadyNow() + pause >= deadline) break;
+    retries_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("join at root daemon {}: it did not serve the connection ({}); trying again in {}",
+                 root_address, status.error_message(), absl::FormatDuration(pause));
+    call.Pause(hw::SteadyNow() + pause);  // a Cancel: Begin says so
   }
   absl::MutexLock lock(&mu_);
   calls_.erase(&call);
@@ -103,9 +113,9 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
                                                Rounded(timeout), ": unreachable, or not serving (",
                                                status.error_message(), ")"));
   }
-  if (resets > 0 && ResetWhileConnecting(status)) {
-    return absl::UnavailableError(absl::StrCat("the root reset the connection; tried ", resets + 1,
-                                               " times within the join timeout of ",
+  if (tries > 1 && NotServed(status)) {
+    return absl::UnavailableError(absl::StrCat("the root did not serve the connection; tried ",
+                                               tries, " times within the join timeout of ",
                                                Rounded(timeout), ": ", status.error_message()));
   }
   return FromGrpc(status);

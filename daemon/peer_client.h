@@ -9,6 +9,7 @@
 #include <grpcpp/completion_queue.h>
 #include <grpcpp/security/credentials.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -45,21 +46,27 @@ class PeerClient {
   /// (UNAVAILABLE if no thread can be had). Call once.
   absl::Status Start();
 
-  /// How long a join waits before its first try again after the root reset its
-  /// connection; each wait after is twice the one before, up to kMaxRetryPause.
+  /// How long a join waits before it tries again at a root that took its connection and
+  /// did not serve it; each wait after is twice the one before, up to kMaxRetryPause.
   static constexpr absl::Duration kRetryPause = absl::Milliseconds(100);
+  /// The longest wait between two tries, and the longest a channel backs off its
+  /// reconnects (gRPC's own backoff grows to two minutes).
   static constexpr absl::Duration kMaxRetryPause = absl::Seconds(1);
 
-  /// A join in progress, for whoever may end it: Cancel() fails it with CANCELLED, whichever
-  /// try it is in, also when called before the join began.
+  /// A join in progress, for whoever may end it. It must outlive the join and every
+  /// reference its holders keep: Communicators and Stop drop theirs under the locks they
+  /// cancel under.
   class Call {
    public:
+    /// Fails the join with CANCELLED, whichever try it is in or waits for, also when called
+    /// before the join began.
     void Cancel();
 
    private:
     friend class PeerClient;
     /// Makes `context` the try in progress; false (and no try) once cancelled.
     bool Begin(grpc::ClientContext* context);
+    /// The try of Begin ended: its context is no longer cancelled.
     void End();
     /// Waits until `until` or Cancel().
     void Pause(hw::SteadyTime until);
@@ -70,24 +77,27 @@ class PeerClient {
   };
 
   /// Joins a rank at the root daemon as `call` (blocks until the root answers,
-  /// kRootAnswerGrace past `deadline`, Stop, or call.Cancel()). A root that did not answer
-  /// by then fails it with UNAVAILABLE, as one it cannot connect to. A connection the root
-  /// resets before it is made (the root's peer port pausing for want of descriptors resets
-  /// the joins that queued meanwhile) is tried again, after kRetryPause and longer, until
-  /// `deadline`. The join dials the root
-  /// on a channel that only the joins of its communicator (request.comm_id()) and tenant
-  /// (request.tenant(); one tenant's joins wait on no connection another's holds) in
-  /// progress here share, made by the first of them and closed when the last ends (a
-  /// daemon's ranks joining together open one connection, and TLS handshake, between
-  /// them): a root drops
-  /// a connection whose pings a partition cut off, which the joining daemon cannot learn
-  /// while cut off, so a channel kept after its joins or shared with another communicator's
-  /// join in progress (one waiting at the root throughout) could send the join on the
-  /// dropped connection, where it fails at once with the reset; and one that failed to
-  /// connect backs off its reconnects, so a root restarted meanwhile would see the join
-  /// fail at once with the old error (the channel backs off for kMaxRetryPause at most). A
-  /// dropped connection that the joins of one communicator share fails nothing that could
-  /// have formed: the rank waiting on it would never get the root's answer.
+  /// kRootAnswerGrace past `deadline`, Stop, or call.Cancel()), each try giving the root
+  /// 9/10 of the time it has left (request.timeout_ms, JoinTimeoutMs). A root that did not
+  /// answer by then fails it with UNAVAILABLE, as one it cannot connect to. A connection the
+  /// root took and did not serve is tried again, kRetryPause and longer after, until
+  /// `deadline`, each try logged and counted (retries()): one the root reset unread (its peer
+  /// port, paused for want of descriptors, resets the connections queued meanwhile once it
+  /// serves again), or one left without an answer for gRPC's connect timeout of 20 s (the
+  /// root hanging, or paused that long). A refused connection, or a TLS handshake that
+  /// failed, fails the join at once. The join dials the root on a channel that only the
+  /// joins of its communicator (request.comm_id()) and tenant (request.tenant(); one
+  /// tenant's joins wait on no connection another's holds) in progress here share, made by
+  /// the first of them and closed when the last ends (a daemon's ranks joining together
+  /// open one connection, and TLS handshake, between them): a root drops a connection whose
+  /// pings a partition cut off, which the joining daemon cannot learn while cut off, so a
+  /// channel kept after its joins or shared with another communicator's join in progress
+  /// (one waiting at the root throughout) could send the join on the dropped connection,
+  /// where it fails at once with the reset; and one that failed to connect backs off its
+  /// reconnects (up to kMaxRetryPause), so a root restarted meanwhile would see the join
+  /// fail at once with the old error. A dropped connection that the joins of one
+  /// communicator share fails nothing that could have formed: the rank waiting on it would
+  /// never get the root's answer.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
                                                   hw::SteadyTime deadline, Call& call);
@@ -101,6 +111,9 @@ class PeerClient {
   /// How many channels are open: one per root, communicator and tenant that joins are in
   /// progress at, and those kept until their connection settles.
   size_t channels() const;
+
+  /// How many times joins tried again since the start.
+  uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
 
  private:
   /// The root's address, the communicator's id and the joining ranks' tenant.
@@ -128,6 +141,7 @@ class PeerClient {
   mutable absl::Mutex mu_;
   std::map<ChannelKey, Channel> channels_ ABSL_GUARDED_BY(mu_);
   std::set<Call*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
+  std::atomic<uint64_t> retries_ = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   /// Channels whose joins ended while they connected, by their address (the tag of their
   /// state change on closing_queue_).

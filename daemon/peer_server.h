@@ -29,8 +29,9 @@ namespace cclo::daemon {
 /// none can be had): the calls it serves (joins waiting for their gather) end within
 /// `longest_call`, and its listening socket closes once gRPC let go of it, which
 /// resets the connections queued on it meanwhile, and those the kernel gave it since while
-/// it still shared the port (their joins fail UNAVAILABLE at once; with the sysctl
-/// net.ipv4.tcp_migrate_req they would move to the new listener).
+/// it still shared the port (a daemon's join tries again, see PeerClient::Join; a bare gRPC
+/// client's call fails UNAVAILABLE; with the sysctl net.ipv4.tcp_migrate_req they would
+/// move to the new listener).
 /// One at a time in a process: gRPC's log names no server, so a stop logged by a stopped
 /// server's second listener (a host name with several addresses) also restarts its
 /// successor.

@@ -18,6 +18,7 @@
 #include "daemon/drain.h"
 #include "daemon/op_stats.h"
 #include "daemon/ops.h"
+#include "daemon/peer_client.h"
 #include "daemon/root_gather.h"
 #include "daemon/sessions.h"
 #include "daemon/tenants.h"
@@ -88,7 +89,7 @@ class AdminService final : public cclo::v1::Admin::Service {
  public:
   AdminService(std::string peer_address, const TenantStore* tenants, SessionRegistry* sessions,
                Communicators* communicators, PolicyStore* policies, hw::Device* device,
-               daemon::Drain* drain, const OpStats* op_stats)
+               daemon::Drain* drain, const OpStats* op_stats, const PeerClient* peers)
       : peer_address_(std::move(peer_address)),
         tenants_(tenants),
         sessions_(sessions),
@@ -96,7 +97,8 @@ class AdminService final : public cclo::v1::Admin::Service {
         policies_(policies),
         device_(device),
         drain_(drain),
-        op_stats_(op_stats) {}
+        op_stats_(op_stats),
+        peers_(peers) {}
 
   grpc::Status Status(grpc::ServerContext* context, const cclo::v1::StatusRequest* request,
                       cclo::v1::StatusResponse* response) override;
@@ -168,6 +170,7 @@ class AdminService final : public cclo::v1::Admin::Service {
   hw::Device* const device_;
   daemon::Drain* const drain_;
   const OpStats* const op_stats_;
+  const PeerClient* const peers_;
   mutable absl::Mutex reload_mu_;
   uint64_t reloads_applied_ ABSL_GUARDED_BY(reload_mu_) = 0;
   uint64_t reloads_rejected_ ABSL_GUARDED_BY(reload_mu_) = 0;

@@ -293,6 +293,10 @@ class StatusCollectable : public prometheus::Collectable {
                  {{"socket", "admin"}}),
           Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_peer()),
                  {{"socket", "peer"}})}},
+        Family("cclod_join_retries_total",
+               "Times a join of this daemon's ranks tried again: its root daemon took the "
+               "connection and did not serve it.",
+               MetricType::Counter, static_cast<double>(s.join_retries())),
         Family("cclod_engine_turn_bytes",
                "Bytes each data session reads and writes per engine turn: 1 MiB, or 64 KiB "
                "while two or more tenants have had engine work within the last 50 ms.",

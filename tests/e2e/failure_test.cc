@@ -818,8 +818,8 @@ bool GrpcServerAnswers(const std::string& address) {
 // connection reaches a server (none the stopped listener, which shared the port). A join the
 // stopped server took before goes on and ends once its gather does. A connection made while
 // none accepted waited in the stopped listener's queue, which its close resets: a daemon's
-// join tries again and joins (it failed with the reset before), while a bare gRPC client's
-// call fails (UNAVAILABLE, reset), as operations.md says.
+// join tries again, logged and counted, and joins (it failed with the reset before), while
+// a bare gRPC client's call fails (UNAVAILABLE, reset).
 TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   Daemon a("", {"/usr/bin/prlimit", "--nofile=80"});
   Daemon b;
@@ -893,6 +893,17 @@ TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   ExpectPairAllreduce(rank0, queued_h0, queued1, queued_h1);
   ExpectPausesAsLogged(a);
   EXPECT_GE(AdminJson<cclo::v1::StatusResponse>(a, {"status"}).accept_pauses_peer(), 2u);
+  // b's tries again, each logged and counted (the log line comes before the next try).
+  const uint64_t retries = AdminJson<cclo::v1::StatusResponse>(b, {"status"}).join_retries();
+  EXPECT_GE(retries, 1u);
+  EXPECT_EQ(retries, LinesWith(b.process().Output(),
+                               absl::StrCat("join at root daemon ", a.peer_address(),
+                                            ": it did not serve the connection ("),
+                               "Connection reset by peer); trying again in "));
+  const std::string exposition = Scrape(b);
+  EXPECT_TRUE(
+      absl::StrContains(exposition, absl::StrCat("cclod_join_retries_total ", retries, "\n")))
+      << exposition;
 }
 
 // How many tasks (threads of every process) user `uid` has: what RLIMIT_NPROC counts.
