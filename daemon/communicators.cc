@@ -11,9 +11,6 @@
 namespace cclo::daemon {
 namespace {
 
-/// How much of a root daemon's error a failed join keeps.
-constexpr size_t kMaxRootErrorBytes = 1024;
-
 /// How long past a join's deadline its configuration waits for the engine's answer: the
 /// engine fails it at the same deadline, naming the peer daemons whose data sessions were
 /// not up, and takes a turn of its loop to say so.
@@ -196,13 +193,10 @@ absl::StatusOr<Communicators::Joined> Communicators::Join(const SessionPtr& sess
   if (response.status() == ShuttingDown()) return fail(response.status());
   if (!response.ok() && session->closed()) return fail(SessionEndedWhileJoining());
   if (!response.ok()) {
-    // The root's own words (or gRPC's), whatever the daemon the token names sends: a whole
-    // message, which gets more room than one name (gRPC's TLS errors run to 200 bytes).
-    return fail(absl::Status(
-        response.status().code(),
-        absl::StrCat(
-            "join at root daemon ", token->root_address, " failed: ",
-            hw::EscapeControl(std::string(response.status().message()), kMaxRootErrorBytes))));
+    // The root's own words (or gRPC's), escaped and cut by PeerClient.
+    return fail(absl::Status(response.status().code(),
+                             absl::StrCat("join at root daemon ", token->root_address,
+                                          " failed: ", response.status().message())));
   }
   if (response->ranks_size() != static_cast<int>(size)) {
     return fail(absl::InternalError(

@@ -14,19 +14,27 @@
 namespace cclo::daemon {
 namespace {
 
-/// gRPC's words for a connection the root took and did not serve: reset unread (its
-/// listener closed with the connection queued), or without HTTP/2's first frame within
-/// gRPC's connect timeout (the root hanging).
-bool NotServed(const grpc::Status& status) {
-  const std::string& message = status.error_message();
+/// Whether the try failed to connect (gRPC's words for a pick that found no connection).
+bool NotConnected(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-         absl::StartsWith(message, "failed to connect to all addresses") &&
-         (absl::EndsWith(message, "Connection reset by peer") ||
-          absl::EndsWith(message, "timed out before receiving SETTINGS frame"));
+         absl::StartsWith(status.error_message(), "failed to connect to all addresses");
 }
 
+/// Whether a try failed to connect because the root reset the connection unread (its
+/// listener closed with the connection queued).
+bool ResetUnread(const grpc::Status& status) {
+  return NotConnected(status) && absl::EndsWith(status.error_message(), "Connection reset by peer");
+}
+
+/// A join's timeout as its errors give it.
 std::string Rounded(absl::Duration timeout) {
   return absl::FormatDuration(absl::Ceil(timeout, absl::Milliseconds(100)));
+}
+
+/// The root's own words (or gRPC's), whatever the daemon the token names sends: escaped,
+/// and cut after a whole message's room (gRPC's TLS errors run to 200 bytes).
+std::string RootSays(const grpc::Status& status) {
+  return hw::EscapeControl(status.error_message(), PeerClient::kMaxRootErrorBytes);
 }
 
 }  // namespace
@@ -94,10 +102,17 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     status = stub->Join(&context, attempt, &response);
     call.End();
     ++tries;
-    if (!NotServed(status) || hw::SteadyNow() + pause >= deadline) break;
+    if (!NotConnected(status)) break;
+    std::shared_ptr<grpc::Channel> failed;  // closed here, outside the lock
+    {
+      absl::MutexLock lock(&mu_);
+      failed = Redial(key, stub);
+    }
+    // A try needs a pause's time and a second for the root to gather in.
+    if (!ResetUnread(status) || hw::SteadyNow() + pause + kMaxRetryPause > deadline) break;
     retries_.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("join at root daemon {}: it did not serve the connection ({}); trying again in {}",
-                 root_address, status.error_message(), absl::FormatDuration(pause));
+    spdlog::warn("join at root daemon {}: the root reset the connection ({}); trying again in {}",
+                 root_address, RootSays(status), absl::FormatDuration(pause));
     call.Pause(hw::SteadyNow() + pause);  // a Cancel: Begin says so
   }
   absl::MutexLock lock(&mu_);
@@ -111,14 +126,14 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
       hw::SteadyNow() >= deadline + kRootAnswerGrace) {
     return absl::UnavailableError(absl::StrCat("no answer within the join timeout of ",
                                                Rounded(timeout), ": unreachable, or not serving (",
-                                               status.error_message(), ")"));
+                                               RootSays(status), ")"));
   }
-  if (tries > 1 && NotServed(status)) {
-    return absl::UnavailableError(absl::StrCat("the root did not serve the connection; tried ",
-                                               tries, " times within the join timeout of ",
-                                               Rounded(timeout), ": ", status.error_message()));
+  std::string said = RootSays(status);
+  if (tries > 1 && NotConnected(status)) {
+    said = absl::StrCat("tried ", tries, " times within the join timeout of ", Rounded(timeout),
+                        ": ", said);
   }
-  return FromGrpc(status);
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), said);
 }
 
 void PeerClient::Stop() {
@@ -138,18 +153,29 @@ size_t PeerClient::channels() const {
 std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const ChannelKey& key) {
   Channel& channel = channels_[key];
   ++channel.joins;
-  if (!channel.stub) {
-    // Subchannels of its own too: a new channel must not share another's connection or
-    // backoff.
-    grpc::ChannelArguments arguments;
-    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    // Reconnects as soon as a join tries again (gRPC's own backoff grows to two minutes).
-    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, absl::ToInt64Milliseconds(kRetryPause));
-    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, absl::ToInt64Milliseconds(kMaxRetryPause));
-    channel.channel = grpc::CreateCustomChannel(std::get<0>(key), credentials_, arguments);
-    channel.stub = cclo::v1::Peer::NewStub(channel.channel);
-  }
+  if (!channel.stub) Dial(key, channel);
   return channel.stub;
+}
+
+std::shared_ptr<grpc::Channel> PeerClient::Redial(const ChannelKey& key,
+                                                  std::shared_ptr<cclo::v1::Peer::Stub>& stub) {
+  Channel& channel = channels_.at(key);
+  std::shared_ptr<grpc::Channel> failed;
+  if (channel.stub == stub) {
+    failed = std::move(channel.channel);
+    Dial(key, channel);
+  }
+  stub = channel.stub;
+  return failed;
+}
+
+void PeerClient::Dial(const ChannelKey& key, Channel& channel) {
+  // Subchannels of its own too: a new channel must not share another's connection or
+  // backoff.
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  channel.channel = grpc::CreateCustomChannel(std::get<0>(key), credentials_, arguments);
+  channel.stub = cclo::v1::Peer::NewStub(channel.channel);
 }
 
 void PeerClient::EndJoin(const ChannelKey& key) {

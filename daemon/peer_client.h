@@ -46,12 +46,16 @@ class PeerClient {
   /// (UNAVAILABLE if no thread can be had). Call once.
   absl::Status Start();
 
-  /// How long a join waits before it tries again at a root that took its connection and
-  /// did not serve it; each wait after is twice the one before, up to kMaxRetryPause.
+  /// How long a join waits before it tries again at a root that reset its connection
+  /// unread; each wait after is twice the one before, up to kMaxRetryPause.
   static constexpr absl::Duration kRetryPause = absl::Milliseconds(100);
-  /// The longest wait between two tries, and the longest a channel backs off its
-  /// reconnects (gRPC's own backoff grows to two minutes).
+  /// The longest wait between two tries; a try again also needs as long left after its
+  /// wait, for the root to gather in.
   static constexpr absl::Duration kMaxRetryPause = absl::Seconds(1);
+
+  /// How much of a root daemon's error its joins' errors and the log keep (escaped): a
+  /// whole message's room (gRPC's TLS errors run to 200 bytes), not a flood's.
+  static constexpr size_t kMaxRootErrorBytes = 1024;
 
   /// A join in progress, for whoever may end it. It must outlive the join and every
   /// reference its holders keep: Communicators and Stop drop theirs under the locks they
@@ -79,25 +83,25 @@ class PeerClient {
   /// Joins a rank at the root daemon as `call` (blocks until the root answers,
   /// kRootAnswerGrace past `deadline`, Stop, or call.Cancel()), each try giving the root
   /// 9/10 of the time it has left (request.timeout_ms, JoinTimeoutMs). A root that did not
-  /// answer by then fails it with UNAVAILABLE, as one it cannot connect to. A connection the
-  /// root took and did not serve is tried again, kRetryPause and longer after, until
-  /// `deadline`, each try logged and counted (retries()): one the root reset unread (its peer
+  /// answer by then fails it with UNAVAILABLE, as one it cannot connect to; its errors come
+  /// escaped and cut (kMaxRootErrorBytes). A connection the root reset unread (its peer
   /// port, paused for want of descriptors, resets the connections queued meanwhile once it
-  /// serves again), or one left without an answer for gRPC's connect timeout of 20 s (the
-  /// root hanging, or paused that long). A refused connection, or a TLS handshake that
-  /// failed, fails the join at once. The join dials the root on a channel that only the
-  /// joins of its communicator (request.comm_id()) and tenant (request.tenant(); one
-  /// tenant's joins wait on no connection another's holds) in progress here share, made by
-  /// the first of them and closed when the last ends (a daemon's ranks joining together
-  /// open one connection, and TLS handshake, between them): a root drops a connection whose
-  /// pings a partition cut off, which the joining daemon cannot learn while cut off, so a
-  /// channel kept after its joins or shared with another communicator's join in progress
-  /// (one waiting at the root throughout) could send the join on the dropped connection,
-  /// where it fails at once with the reset; and one that failed to connect backs off its
-  /// reconnects (up to kMaxRetryPause), so a root restarted meanwhile would see the join
-  /// fail at once with the old error. A dropped connection that the joins of one
-  /// communicator share fails nothing that could have formed: the rank waiting on it would
-  /// never get the root's answer.
+  /// serves again) is tried again, kRetryPause and longer after, while the deadline leaves
+  /// room, each try again logged and counted (retries()); any other failure to connect (a
+  /// refused connection, a TLS handshake that failed, none made within gRPC's connect
+  /// timeout of 20 s) fails the join at once. The join dials the root on a channel that
+  /// only the joins of its communicator (request.comm_id()) and tenant (request.tenant();
+  /// one tenant's joins wait on no connection another's holds) in progress here share,
+  /// made by the first of them and closed when the last ends (a daemon's ranks joining
+  /// together open one connection, and TLS handshake, between them), and made anew once it
+  /// failed to connect: a root drops a connection whose pings a partition cut off, which
+  /// the joining daemon cannot learn while cut off, so a channel kept after its joins or
+  /// shared with another communicator's join in progress (one waiting at the root
+  /// throughout) could send the join on the dropped connection, where it fails at once with
+  /// the reset; and one that failed to connect backs off its reconnects (up to two
+  /// minutes), so a root restarted meanwhile would see the join fail at once with the old
+  /// error. A dropped connection that the joins of one communicator share fails nothing
+  /// that could have formed: the rank waiting on it would never get the root's answer.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
                                                   hw::SteadyTime deadline, Call& call);
@@ -112,7 +116,7 @@ class PeerClient {
   /// progress at, and those kept until their connection settles.
   size_t channels() const;
 
-  /// How many times joins tried again since the start.
+  /// How many times joins tried again since the start (each a connection the root reset).
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
 
  private:
@@ -128,6 +132,16 @@ class PeerClient {
   /// that root, or on a new channel when there are none. Release it with EndJoin.
   std::shared_ptr<cclo::v1::Peer::Stub> StubFor(const ChannelKey& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// A try of `key` on `stub` failed to connect: the channel is made anew for the joins of
+  /// `key` (unless another's failed try did so already), and `stub` becomes its stub.
+  /// Returns the failed channel, for the caller to close outside the lock: it has not yet
+  /// begun to connect again (gRPC backs off for a second first), so closing it leaks
+  /// nothing (EndJoin).
+  std::shared_ptr<grpc::Channel> Redial(const ChannelKey& key,
+                                        std::shared_ptr<cclo::v1::Peer::Stub>& stub)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Makes `channel`'s channel and stub, to the root of `key`.
+  void Dial(const ChannelKey& key, Channel& channel);
   /// A join of `key` ended; the last one closes its channel, or, while the channel still
   /// connects (the root has not finished its handshake: stopped, hung, or slow), has it
   /// closed once it is connected or failed: gRPC (1.51) leaks the connection of a channel
@@ -141,7 +155,7 @@ class PeerClient {
   mutable absl::Mutex mu_;
   std::map<ChannelKey, Channel> channels_ ABSL_GUARDED_BY(mu_);
   std::set<Call*> calls_ ABSL_GUARDED_BY(mu_);  ///< joins in progress
-  std::atomic<uint64_t> retries_ = 0;
+  std::atomic<uint64_t> retries_ = 0;           ///< retries()
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   /// Channels whose joins ended while they connected, by their address (the tag of their
   /// state change on closing_queue_).

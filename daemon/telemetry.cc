@@ -294,8 +294,8 @@ class StatusCollectable : public prometheus::Collectable {
           Metric(MetricType::Counter, static_cast<double>(s.accept_pauses_peer()),
                  {{"socket", "peer"}})}},
         Family("cclod_join_retries_total",
-               "Times a join of this daemon's ranks tried again: its root daemon took the "
-               "connection and did not serve it.",
+               "Times a join of this daemon's ranks tried again: its root daemon reset the "
+               "connection unread.",
                MetricType::Counter, static_cast<double>(s.join_retries())),
         Family("cclod_engine_turn_bytes",
                "Bytes each data session reads and writes per engine turn: 1 MiB, or 64 KiB "

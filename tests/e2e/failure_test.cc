@@ -898,8 +898,8 @@ TEST(FailureTest, PeerPortServesAgainAfterRunningOutOfDescriptors) {
   EXPECT_GE(retries, 1u);
   EXPECT_EQ(retries, LinesWith(b.process().Output(),
                                absl::StrCat("join at root daemon ", a.peer_address(),
-                                            ": it did not serve the connection ("),
-                               "Connection reset by peer); trying again in "));
+                                            ": the root reset the connection ("),
+                               "; trying again in "));
   const std::string exposition = Scrape(b);
   EXPECT_TRUE(
       absl::StrContains(exposition, absl::StrCat("cclod_join_retries_total ", retries, "\n")))
