@@ -103,11 +103,12 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     call.End();
     ++tries;
     if (!NotConnected(status)) break;
-    std::shared_ptr<grpc::Channel> failed;  // closed here, outside the lock
+    std::shared_ptr<cclo::v1::Peer::Stub> failed;
     {
       absl::MutexLock lock(&mu_);
       failed = Redial(key, stub);
     }
+    failed.reset();  // outside the lock, and at once (Redial)
     // A try needs a pause's time and a second for the root to gather in.
     if (!ResetUnread(status) || hw::SteadyNow() + pause + kMaxRetryPause > deadline) break;
     retries_.fetch_add(1, std::memory_order_relaxed);
@@ -157,14 +158,11 @@ std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::StubFor(const ChannelKey& key)
   return channel.stub;
 }
 
-std::shared_ptr<grpc::Channel> PeerClient::Redial(const ChannelKey& key,
-                                                  std::shared_ptr<cclo::v1::Peer::Stub>& stub) {
+std::shared_ptr<cclo::v1::Peer::Stub> PeerClient::Redial(
+    const ChannelKey& key, std::shared_ptr<cclo::v1::Peer::Stub>& stub) {
   Channel& channel = channels_.at(key);
-  std::shared_ptr<grpc::Channel> failed;
-  if (channel.stub == stub) {
-    failed = std::move(channel.channel);
-    Dial(key, channel);
-  }
+  if (channel.stub == stub) Dial(key, channel);  // the failed channel lives on in `stub`
+  std::shared_ptr<cclo::v1::Peer::Stub> failed = std::move(stub);
   stub = channel.stub;
   return failed;
 }
@@ -174,6 +172,13 @@ void PeerClient::Dial(const ChannelKey& key, Channel& channel) {
   // backoff.
   grpc::ChannelArguments arguments;
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // gRPC connects again by itself its first backoff (no jitter) after a failed attempt
+  // began, and gives an attempt the larger of that and its connect timeout: both
+  // kConnectTimeout, so a channel whose connection failed sooner does not connect again
+  // before Redial closes it.
+  const int connect_ms = static_cast<int>(absl::ToInt64Milliseconds(kConnectTimeout));
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, connect_ms);
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, connect_ms);
   channel.channel = grpc::CreateCustomChannel(std::get<0>(key), credentials_, arguments);
   channel.stub = cclo::v1::Peer::NewStub(channel.channel);
 }

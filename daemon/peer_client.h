@@ -33,8 +33,23 @@ class PeerClient {
   static constexpr absl::Duration kRootAnswerGrace = absl::Seconds(1);
 
   /// How long a channel whose joins ended while it was still connecting is kept for its
-  /// connection to settle (gRPC's own connect timeout, 20 s, ends it sooner).
+  /// connection to settle (kConnectTimeout ends it sooner).
   static constexpr absl::Duration kConnectingGrace = absl::Minutes(1);
+
+  /// How long a join waits before it tries again at a root that reset its connection
+  /// unread; each wait after is twice the one before, up to kMaxRetryPause.
+  static constexpr absl::Duration kRetryPause = absl::Milliseconds(100);
+  /// The longest wait between two tries; a try again also needs as long left after its
+  /// wait, for the root to gather in.
+  static constexpr absl::Duration kMaxRetryPause = absl::Seconds(1);
+
+  /// How long a connection to a root may take to be made, TLS and HTTP/2 handshakes
+  /// included (gRPC's connect timeout, set on every channel).
+  static constexpr absl::Duration kConnectTimeout = absl::Seconds(20);
+
+  /// How much of a root daemon's error its joins' errors and the log keep (escaped): a
+  /// whole message's room (gRPC's TLS errors run to 200 bytes), not a flood's.
+  static constexpr size_t kMaxRootErrorBytes = 1024;
 
   /// Dials every peer with `credentials` (TLS or plaintext, see peer_tls.h). Start() before
   /// the first join.
@@ -45,17 +60,6 @@ class PeerClient {
   /// Starts the thread that closes the channels kept for their connection to settle
   /// (UNAVAILABLE if no thread can be had). Call once.
   absl::Status Start();
-
-  /// How long a join waits before it tries again at a root that reset its connection
-  /// unread; each wait after is twice the one before, up to kMaxRetryPause.
-  static constexpr absl::Duration kRetryPause = absl::Milliseconds(100);
-  /// The longest wait between two tries; a try again also needs as long left after its
-  /// wait, for the root to gather in.
-  static constexpr absl::Duration kMaxRetryPause = absl::Seconds(1);
-
-  /// How much of a root daemon's error its joins' errors and the log keep (escaped): a
-  /// whole message's room (gRPC's TLS errors run to 200 bytes), not a flood's.
-  static constexpr size_t kMaxRootErrorBytes = 1024;
 
   /// A join in progress, for whoever may end it. It must outlive the join and every
   /// reference its holders keep: Communicators and Stop drop theirs under the locks they
@@ -116,7 +120,8 @@ class PeerClient {
   /// progress at, and those kept until their connection settles.
   size_t channels() const;
 
-  /// How many times joins tried again since the start (each a connection the root reset).
+  /// How many times joins tried again since the start, each after a try whose connection
+  /// the root reset (ranks of one communicator sharing one such connection count one each).
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
 
  private:
@@ -134,11 +139,14 @@ class PeerClient {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// A try of `key` on `stub` failed to connect: the channel is made anew for the joins of
   /// `key` (unless another's failed try did so already), and `stub` becomes its stub.
-  /// Returns the failed channel, for the caller to close outside the lock: it has not yet
-  /// begun to connect again (gRPC backs off for a second first), so closing it leaks
-  /// nothing (EndJoin).
-  std::shared_ptr<grpc::Channel> Redial(const ChannelKey& key,
-                                        std::shared_ptr<cclo::v1::Peer::Stub>& stub)
+  /// Returns the failed try's stub, which holds the failed channel, for the caller to close
+  /// at once outside the lock: a channel whose connection failed before kConnectTimeout
+  /// does not connect again until kConnectTimeout after it began (Dial), so closing it
+  /// leaks nothing. One that timed out is connecting again already (gRPC 1.51 dials at once
+  /// then); closing it leaks the connection if the root serves it later, as EndJoin's
+  /// closing of such a channel did before joins were tried again.
+  std::shared_ptr<cclo::v1::Peer::Stub> Redial(const ChannelKey& key,
+                                               std::shared_ptr<cclo::v1::Peer::Stub>& stub)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Makes `channel`'s channel and stub, to the root of `key`.
   void Dial(const ChannelKey& key, Channel& channel);
