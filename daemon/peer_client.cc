@@ -134,7 +134,7 @@ absl::StatusOr<cclo::v1::PeerJoinResponse> PeerClient::Join(
     said = absl::StrCat("tried ", tries, " times within the join timeout of ", Rounded(timeout),
                         ": ", said);
   }
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), said);
+  return FromGrpc(grpc::Status(status.error_code(), said));
 }
 
 void PeerClient::Stop() {

@@ -62,8 +62,8 @@ class PeerClient {
   absl::Status Start();
 
   /// A join in progress, for whoever may end it. It must outlive the join and every
-  /// reference its holders keep: Communicators and Stop drop theirs under the locks they
-  /// cancel under.
+  /// reference its holders keep: Communicators and PeerClient (calls_) drop theirs under the
+  /// locks they cancel under.
   class Call {
    public:
     /// Fails the join with CANCELLED, whichever try it is in or waits for, also when called
@@ -92,20 +92,20 @@ class PeerClient {
   /// port, paused for want of descriptors, resets the connections queued meanwhile once it
   /// serves again) is tried again, kRetryPause and longer after, while the deadline leaves
   /// room, each try again logged and counted (retries()); any other failure to connect (a
-  /// refused connection, a TLS handshake that failed, none made within gRPC's connect
-  /// timeout of 20 s) fails the join at once. The join dials the root on a channel that
-  /// only the joins of its communicator (request.comm_id()) and tenant (request.tenant();
-  /// one tenant's joins wait on no connection another's holds) in progress here share,
-  /// made by the first of them and closed when the last ends (a daemon's ranks joining
-  /// together open one connection, and TLS handshake, between them), and made anew once it
-  /// failed to connect: a root drops a connection whose pings a partition cut off, which
-  /// the joining daemon cannot learn while cut off, so a channel kept after its joins or
-  /// shared with another communicator's join in progress (one waiting at the root
-  /// throughout) could send the join on the dropped connection, where it fails at once with
-  /// the reset; and one that failed to connect backs off its reconnects (up to two
-  /// minutes), so a root restarted meanwhile would see the join fail at once with the old
-  /// error. A dropped connection that the joins of one communicator share fails nothing
-  /// that could have formed: the rank waiting on it would never get the root's answer.
+  /// refused connection, a TLS handshake that failed, none made within kConnectTimeout)
+  /// fails the join at once. The join dials the root on a channel that only the joins of
+  /// its communicator (request.comm_id()) and tenant (request.tenant(); one tenant's joins
+  /// wait on no connection another's holds) in progress here share, made by the first of
+  /// them and closed when the last ends (a daemon's ranks joining together open one
+  /// connection, and TLS handshake, between them), and made anew once it failed to connect:
+  /// a root drops a connection whose pings a partition cut off, which the joining daemon
+  /// cannot learn while cut off, so a channel kept after its joins or shared with another
+  /// communicator's join in progress (one waiting at the root throughout) could send the
+  /// join on the dropped connection, where it fails at once with the reset; and one that
+  /// failed to connect backs off its reconnects (20 s and longer), so a root restarted
+  /// meanwhile would see the join fail at once with the old error. A dropped connection
+  /// that the joins of one communicator share fails nothing that could have formed: the
+  /// rank waiting on it would never get the root's answer.
   absl::StatusOr<cclo::v1::PeerJoinResponse> Join(const std::string& root_address,
                                                   const cclo::v1::PeerJoinRequest& request,
                                                   hw::SteadyTime deadline, Call& call);
@@ -113,7 +113,7 @@ class PeerClient {
   /// Ends the joins in progress and refuses later ones with ShuttingDown(): the daemon stops.
   /// Closes the channels kept for their connection to settle, and those of the joins it
   /// ends, at once: their connections end with the process, whose stop must not wait for
-  /// a root that hangs (up to gRPC's connect timeout of 20 s, or kConnectingGrace).
+  /// a root that hangs (up to kConnectTimeout, or kConnectingGrace).
   void Stop();
 
   /// How many channels are open: one per root, communicator and tenant that joins are in

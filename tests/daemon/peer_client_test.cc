@@ -213,6 +213,20 @@ TEST(PeerClientTest, AJoinWhoseConnectionsAreAllResetFailsByItsDeadline) {
   EXPECT_EQ(client.channels(), 0u);
 }
 
+// The same with TLS, whose handshake the reset ends: the join tries again as well.
+TEST(PeerClientTest, AJoinOverTlsWhoseConnectionsAreAllResetTriesAgain) {
+  AnsweringRoot root(-1);
+  ResettingPort port(&root, INT_MAX);
+  ASSERT_TRUE(port.listening());
+  PeerClient client(grpc::SslCredentials(grpc::SslCredentialsOptions()));
+  ASSERT_TRUE(client.Start().ok());
+  absl::Status joined = JoinAt(client, port.address(), absl::Seconds(3)).status();
+  EXPECT_TRUE(absl::IsUnavailable(joined)) << joined;
+  EXPECT_TRUE(absl::EndsWith(joined.message(), "Connection reset by peer")) << joined;
+  EXPECT_GE(port.taken(), 2);
+  EXPECT_EQ(client.retries(), static_cast<uint64_t>(port.taken() - 1));
+}
+
 // A join cancelled while it waits to try again ends then, with CANCELLED.
 TEST(PeerClientTest, ACancelWhileAJoinWaitsToTryAgainEndsIt) {
   AnsweringRoot root(-1);
