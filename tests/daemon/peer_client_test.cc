@@ -83,6 +83,13 @@ class AnsweringRoot final : public cclo::v1::Peer::Service {
   std::unique_ptr<grpc::Server> server_;
 };
 
+/// Whether `done()` holds within 20 s (checked every millisecond).
+bool Within20s(const std::function<bool()>& done) {
+  const hw::SteadyTime deadline = hw::SteadyNow() + absl::Seconds(20);
+  while (!done() && hw::SteadyNow() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  return done();
+}
+
 /// A join of communicator `comm_id` (no other field) at `root` as a call of its own.
 absl::StatusOr<cclo::v1::PeerJoinResponse> JoinAt(PeerClient& client, const std::string& root,
                                                   absl::Duration timeout,
@@ -242,14 +249,12 @@ TEST(PeerClientTest, ACancelWhileAJoinWaitsToTryAgainEndsIt) {
   });
   // Counted just before the wait (if the machine is slow, the next try may have begun: the
   // cancel ends that as well).
-  while (client.retries() < 1) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(Within20s([&] { return client.retries() >= 1; }));
   call.Cancel();
   joining.join();
   EXPECT_TRUE(absl::IsCancelled(joined.status())) << joined.status();
   // A channel still connecting is kept until it settles, which the reset makes quick.
-  const hw::SteadyTime settled = hw::SteadyNow() + absl::Seconds(20);
-  while (client.channels() > 0 && hw::SteadyNow() < settled) absl::SleepFor(absl::Milliseconds(1));
-  EXPECT_EQ(client.channels(), 0u);
+  EXPECT_TRUE(Within20s([&] { return client.channels() == 0; })) << client.channels();
 }
 
 // A daemon's ranks of one communicator join together: they share one connection to the
@@ -271,7 +276,7 @@ TEST(PeerClientTest, JoinsOfOneCommunicatorShareAConnectionMadeForThem) {
       joined[i] = JoinAt(client, root.address(), absl::Seconds(30), i < 3 ? "x" : "y").status();
     });
   }
-  while (root.peers().size() < joined.size()) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(Within20s([&] { return root.peers().size() == joined.size(); }));
   EXPECT_EQ(client.channels(), 2u);
   std::map<std::string, std::set<std::string>> connections;  // of each communicator
   std::set<std::string> all;
@@ -322,7 +327,7 @@ TEST(PeerClientTest, StopClosesTheChannelsStillConnecting) {
   EXPECT_EQ(client.channels(), 1u);  // kept: still connecting
   absl::StatusOr<cclo::v1::PeerJoinResponse> joined;
   std::thread joining([&] { joined = JoinAt(client, root, absl::Seconds(120), "other"); });
-  while (client.channels() < 2) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(Within20s([&] { return client.channels() == 2; }));
   client.Stop();
   joining.join();
   EXPECT_EQ(joined.status(), absl::UnavailableError("this daemon is shutting down"));
